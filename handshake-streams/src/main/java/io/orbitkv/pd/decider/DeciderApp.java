@@ -1,0 +1,136 @@
+package io.orbitkv.pd.decider;
+
+import io.orbitkv.pd.decider.internal.DeciderHttp;
+import io.orbitkv.pd.decider.internal.Ticker;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.TopicAdmin;
+import io.orbitkv.pd.schemas.Topics;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One decider instance: wires config → topology → {@link KafkaStreams}, plus the ticker (writes Ticks and
+ * engine-epoch facts into the log) and the interactive-query HTTP endpoint. Instances with the same
+ * application id share the partitions; each request is decided by exactly one of them at a time.
+ */
+public final class DeciderApp implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(DeciderApp.class);
+
+    private final DeciderConfig config;
+    private final EventSerdes serdes;
+    private final Topics topics;
+    private final KafkaStreams streams;
+    private final Ticker ticker;
+    private final DeciderHttp http;
+    private final CountDownLatch closed = new CountDownLatch(1);
+
+    public DeciderApp(DeciderConfig config) {
+        this.config = config;
+        this.serdes = EventSerdes.create(config.serde());
+        this.topics = new Topics(config.topics(), serdes);
+        this.http = config.httpPort() >= 0 ? new DeciderHttp(config.httpHost(), config.httpPort()) : null;
+        this.streams = new KafkaStreams(DeciderTopology.build(config, topics), streamsProperties(config, http));
+        this.streams.setUncaughtExceptionHandler(e -> {
+            log.atError().setCause(e).log("stream thread failed; replacing it");
+            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
+        });
+        this.ticker = new Ticker(config, topics, streams);
+    }
+
+    /** Streams properties for this config: low-latency overrides first, then the user's {@code kafka.*} overrides. */
+    public static Properties streamsProperties(DeciderConfig config, DeciderHttp http) {
+        Properties p = new Properties();
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, config.applicationId());
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, config.guarantee() == DeciderConfig.Guarantee.EXACTLY_ONCE_V2
+                ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, config.commitInterval().toMillis());
+        p.put(StreamsConfig.STATE_DIR_CONFIG, config.stateDir().toAbsolutePath().toString());
+        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, config.threads());
+        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        p.put(StreamsConfig.POLL_MS_CONFIG, 10);
+        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, (int) config.topics().replicationFactor());
+        // Streams raises the producer's linger.ms to 100 ms by default: +50 ms on every decision at p50.
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 0);
+        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG), 100);
+        if (http != null) {
+            p.put(StreamsConfig.APPLICATION_SERVER_CONFIG, http.advertised());
+        }
+        config.kafkaOverrides().forEach(p::put);
+        return p;
+    }
+
+    /** Creates missing topics, starts the HTTP endpoint, Streams and the ticker. */
+    public DeciderApp start() {
+        if (config.usesDevAuthKey()) {
+            log.warn("auth.key is not set: using the built-in development key. Set auth.key (>= 16 bytes, or hex:...) in production.");
+        }
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
+            TopicAdmin.ensureTopics(admin, topics);
+        }
+        if (http != null) {
+            http.start(streams, topics);
+        }
+        streams.setStateListener((now, old) -> log.atInfo().addKeyValue("from", old).addKeyValue("to", now).log("decider state"));
+        streams.start();
+        ticker.start();
+        return this;
+    }
+
+    public KafkaStreams streams() {
+        return streams;
+    }
+
+    public Topics topics() {
+        return topics;
+    }
+
+    /** The interactive-query base URL, or null when the endpoint is off. */
+    public String httpUrl() {
+        return http == null ? null : "http://" + http.advertised();
+    }
+
+    /** Waits until Streams is RUNNING (or fails). */
+    public boolean awaitRunning(Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            KafkaStreams.State s = streams.state();
+            if (s == KafkaStreams.State.RUNNING) {
+                return true;
+            }
+            if (s == KafkaStreams.State.ERROR || s == KafkaStreams.State.NOT_RUNNING) {
+                return false;
+            }
+            closed.await(20, TimeUnit.MILLISECONDS);
+        }
+        return false;
+    }
+
+    /** Blocks until {@link #close()} is called (by a shutdown hook, for example). */
+    public void awaitClose() throws InterruptedException {
+        closed.await();
+    }
+
+    @Override
+    public void close() {
+        ticker.close();
+        streams.close(Duration.ofSeconds(30));
+        if (http != null) {
+            http.close();
+        }
+        serdes.close();
+        closed.countDown();
+    }
+}

@@ -1,0 +1,105 @@
+package io.orbitkv.pd.decider;
+
+import io.orbitkv.pd.schemas.SerdeConfig;
+import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.schemas.config.ConfigProps;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HexFormat;
+import java.util.Map;
+
+/**
+ * How the decider runs. Read from {@code --config} properties by {@link #from(ConfigProps)}; every key and its
+ * default is listed in {@code docs/decider.md}.
+ *
+ * @param bootstrapServers Kafka bootstrap servers ({@code bootstrap.servers}, required)
+ * @param applicationId    Streams application id: instances with the same id share the work
+ * @param topics           topic names and sizes (must match the other components')
+ * @param serde            wire format of the events
+ * @param guarantee        processing guarantee; see {@code docs/decider.md} for the measured trade-off
+ * @param commitInterval   Streams commit interval (under exactly-once: how often transactions commit)
+ * @param stateDir         Streams state directory
+ * @param store            state store kind
+ * @param threads          stream threads of this instance
+ * @param policy           what shapes decisions (timeouts, retries, limits, the token key)
+ * @param tickInterval     how often this instance writes a Tick to each partition it owns, so timeouts fire
+ *                         from the log even when no other fact arrives
+ * @param httpHost         host of the interactive-query HTTP endpoint, as other instances reach it
+ * @param httpPort         its port; 0 picks a free one, -1 disables it
+ * @param kafkaOverrides   extra Streams/client properties ({@code kafka.*} keys, prefix removed)
+ */
+public record DeciderConfig(String bootstrapServers, String applicationId, TopicsConfig topics, SerdeConfig serde, Guarantee guarantee,
+                            Duration commitInterval, Path stateDir, StoreKind store, int threads, DeciderPolicy policy,
+                            Duration tickInterval, String httpHost, int httpPort, Map<String, Object> kafkaOverrides) {
+
+    /** Processing guarantee of the decider itself. */
+    public enum Guarantee { EXACTLY_ONCE_V2, AT_LEAST_ONCE }
+
+    /** State store implementation. */
+    public enum StoreKind { ROCKSDB, IN_MEMORY }
+
+    /** The key used when {@code auth.key} is not set: fine for a laptop, logged loudly, never for production. */
+    public static final String DEV_AUTH_KEY = "orbitkv-dev-insecure-auth-key";
+
+    public DeciderConfig {
+        if (bootstrapServers == null || bootstrapServers.isBlank()) {
+            throw new IllegalArgumentException("bootstrap.servers: required");
+        }
+        if (applicationId == null || !applicationId.matches("[A-Za-z0-9._-]+")) {
+            throw new IllegalArgumentException("decider.application.id: letters, digits, '.', '_' and '-' only, got " + applicationId);
+        }
+        if (commitInterval == null || commitInterval.isNegative() || commitInterval.isZero()) {
+            throw new IllegalArgumentException("decider.commit.interval: must be positive, got " + commitInterval);
+        }
+        if (threads < 1 || threads > 64) {
+            throw new IllegalArgumentException("decider.threads: must be 1..64, got " + threads);
+        }
+        if (tickInterval == null || tickInterval.toMillis() < 1) {
+            throw new IllegalArgumentException("decider.tick.interval: must be >= 1ms, got " + tickInterval);
+        }
+        if (httpPort < -1 || httpPort > 65535) {
+            throw new IllegalArgumentException("decider.http.port: must be -1 (off), 0 (any) or 1..65535, got " + httpPort);
+        }
+        kafkaOverrides = Map.copyOf(kafkaOverrides);
+    }
+
+    public static DeciderConfig from(ConfigProps p) {
+        String key = p.string("auth.key", DEV_AUTH_KEY);
+        byte[] keyBytes = key.startsWith("hex:") ? HexFormat.of().parseHex(key.substring(4)) : key.getBytes(StandardCharsets.UTF_8);
+        DeciderPolicy d = DeciderPolicy.defaults(keyBytes);
+        DeciderPolicy policy = new DeciderPolicy(
+                p.duration("decider.timeout.prefill", d.prefillTimeout()),
+                p.duration("decider.timeout.decode-ready", d.decodeReadyTimeout()),
+                p.duration("decider.timeout.transfer", d.transferTimeout()),
+                p.duration("decider.lease.duration", d.leaseDuration()),
+                p.duration("decider.admission.grace", d.admissionGrace()),
+                p.duration("decider.drain.grace", d.drainGrace()),
+                p.duration("decider.retention", d.retention()),
+                p.integer("decider.retry.max-attempts", d.maxAttempts()),
+                p.duration("decider.retry.backoff.base", d.backoffBase()),
+                p.duration("decider.retry.backoff.max", d.backoffMax()),
+                p.integer("decider.max-runs", d.maxRuns()),
+                p.integer("decider.history.limit", d.historyLimit()),
+                keyBytes);
+        return new DeciderConfig(
+                p.required("bootstrap.servers"),
+                p.string("decider.application.id", "orbitkv-decider"),
+                p.topics(),
+                p.serde(),
+                p.enumValue("decider.guarantee", Guarantee.class, Guarantee.EXACTLY_ONCE_V2),
+                p.duration("decider.commit.interval", Duration.ofMillis(100)),
+                Path.of(p.string("decider.state.dir", ".orbitkv/decider-state")),
+                p.enumValue("decider.store", StoreKind.class, StoreKind.ROCKSDB),
+                p.integer("decider.threads", 1),
+                policy,
+                p.duration("decider.tick.interval", Duration.ofMillis(200)),
+                p.string("decider.http.host", "127.0.0.1"),
+                p.integer("decider.http.port", 7070),
+                p.withPrefix("kafka."));
+    }
+
+    public boolean usesDevAuthKey() {
+        return java.util.Arrays.equals(policy.authKey(), DEV_AUTH_KEY.getBytes(StandardCharsets.UTF_8));
+    }
+}

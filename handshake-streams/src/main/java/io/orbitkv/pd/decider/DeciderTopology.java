@@ -1,0 +1,77 @@
+package io.orbitkv.pd.decider;
+
+import io.orbitkv.pd.decider.internal.DeciderProcessor;
+import io.orbitkv.pd.decider.internal.EngineTableProcessor;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.state.DeciderState;
+import java.util.Map;
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.state.KeyValueBytesStoreSupplier;
+import org.apache.kafka.streams.state.Stores;
+
+/**
+ * The decider's topology, built by a pure function: one co-partitioned input (request events, read as bytes so a
+ * bad record is dead-lettered instead of stopping the app), one processor that runs {@link RequestStateMachine}
+ * per request, and three sinks (decisions by request, the same decisions by engine, dead letters). Engines are
+ * a global table used for interactive queries and the engine-epoch watch.
+ *
+ * <p>Why the Processor API and not the DSL: the decider needs per-request state, a timer index advanced by
+ * stream time and several outputs per input in one step; a DSL join would buffer in windows and add a
+ * repartition, and expresses neither timers nor the dead-letter path. Names of every node and store are fixed
+ * here so changelog topics survive refactors.
+ */
+public final class DeciderTopology {
+
+    public static final String SOURCE = "request-events-source";
+    public static final String PROCESSOR = "decider";
+    public static final String DECISIONS_SINK = "decisions-sink";
+    public static final String COMMANDS_SINK = "engine-commands-sink";
+    public static final String DEAD_LETTER_SINK = "dead-letters-sink";
+    public static final String REQUESTS_STORE = "decider-requests";
+    public static final String TIMERS_STORE = "decider-timers";
+    public static final String CLOCK_STORE = "decider-clock";
+    public static final String LOAD_STORE = "decider-engine-load";
+    public static final String ENGINES_STORE = "decider-engines";
+
+    private DeciderTopology() { }
+
+    public static Topology build(DeciderConfig config, Topics topics) {
+        return build(config.policy(), config.store(), topics);
+    }
+
+    public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics) {
+        Serde<DeciderState> stateSerde = EventSerdes.embedded().forType(DeciderState.class);
+        Topology t = new Topology();
+        t.addSource(SOURCE, Serdes.ByteArray().deserializer(), Serdes.ByteArray().deserializer(), topics.requestEvents().name());
+        t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics), SOURCE);
+        t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, REQUESTS_STORE), Serdes.String(), stateSerde)
+                .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
+        t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, TIMERS_STORE), Serdes.Bytes(), Serdes.ByteArray())
+                .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
+        t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, CLOCK_STORE), Serdes.Integer(), Serdes.Long())
+                .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
+        t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, LOAD_STORE), Serdes.String(), Serdes.Long())
+                .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
+        t.addSink(DECISIONS_SINK, topics.decisions().name(), topics.decisions().keySerde().serializer(),
+                topics.decisions().valueSerde().serializer(), PROCESSOR);
+        t.addSink(COMMANDS_SINK, topics.engineCommands().name(), topics.engineCommands().keySerde().serializer(),
+                topics.engineCommands().valueSerde().serializer(), PROCESSOR);
+        t.addSink(DEAD_LETTER_SINK, topics.deadLetters().name(), topics.deadLetters().keySerde().serializer(),
+                topics.deadLetters().valueSerde().serializer(), PROCESSOR);
+        // The global store keeps the topic's raw bytes: restoration copies the topic into the store without running
+        // the processor, so both paths must store the same thing; readers decode (and skip what does not decode).
+        t.addGlobalStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(ENGINES_STORE), Serdes.String(),
+                        Serdes.ByteArray()).withLoggingDisabled(),
+                "engines-source", Serdes.String().deserializer(), Serdes.ByteArray().deserializer(), topics.engines().name(),
+                "engines-table", () -> new EngineTableProcessor(topics));
+        return t;
+    }
+
+    private static KeyValueBytesStoreSupplier supplier(DeciderConfig.StoreKind kind, String name) {
+        return kind == DeciderConfig.StoreKind.IN_MEMORY ? Stores.inMemoryKeyValueStore(name) : Stores.persistentKeyValueStore(name);
+    }
+
+}

@@ -1,0 +1,236 @@
+package io.orbitkv.pd.decider.internal;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import io.orbitkv.pd.decider.DeciderTopology;
+import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.schemas.EventDecodingException;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.state.DeciderState;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.URLDecoder;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.Executors;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyQueryMetadata;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.StoreQueryParameters;
+import org.apache.kafka.streams.StreamsMetadata;
+import org.apache.kafka.streams.state.HostInfo;
+import org.apache.kafka.streams.state.KeyValueIterator;
+import org.apache.kafka.streams.state.QueryableStoreTypes;
+import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Interactive queries over HTTP, across every decider instance:
+ * <ul>
+ *   <li>{@code GET /requests/{id}}: the request's state and history, answered by whichever instance owns it
+ *       (other instances forward the call);</li>
+ *   <li>{@code GET /states}: requests per phase, summed over instances;</li>
+ *   <li>{@code GET /engines}: in-flight requests per engine (what the proxy routes on), summed over instances,
+ *       with each engine's registration;</li>
+ *   <li>{@code GET /health}: this instance's Streams state.</li>
+ * </ul>
+ * {@code ?local=true} restricts an answer to this instance (used for the fan-out).
+ */
+public final class DeciderHttp implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(DeciderHttp.class);
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private final HttpServer server;
+    private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+    private final String host;
+    private KafkaStreams streams;
+    private Topics topics;
+
+    public DeciderHttp(String host, int port) {
+        this.host = host;
+        try {
+            this.server = HttpServer.create(new InetSocketAddress(host, port), 0);
+        } catch (IOException e) {
+            throw new UncheckedIOException("decider.http.port: cannot listen on " + host + ":" + port + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** host:port as other instances reach it (the Streams {@code application.server}). */
+    public String advertised() {
+        return host + ":" + server.getAddress().getPort();
+    }
+
+    public void start(KafkaStreams streams, Topics topics) {
+        this.streams = streams;
+        this.topics = topics;
+        server.setExecutor(Executors.newFixedThreadPool(2, Thread.ofPlatform().daemon().name("decider-http-", 0).factory()));
+        server.createContext("/", this::handle);
+        server.start();
+        log.atInfo().addKeyValue("url", "http://" + advertised()).log("interactive queries listening");
+    }
+
+    private void handle(HttpExchange ex) throws IOException {
+        try (ex) {
+            String path = ex.getRequestURI().getPath();
+            boolean local = "local=true".equals(ex.getRequestURI().getQuery());
+            if (!"GET".equals(ex.getRequestMethod())) {
+                send(ex, 405, error("only GET is supported"));
+            } else if (path.equals("/health")) {
+                send(ex, 200, JSON.createObjectNode().put("state", streams.state().name()).toString());
+            } else if (path.startsWith("/requests/") && path.length() > "/requests/".length()) {
+                request(ex, URLDecoder.decode(path.substring("/requests/".length()), StandardCharsets.UTF_8), local);
+            } else if (path.equals("/states")) {
+                send(ex, 200, local ? localStates().toString() : sumOverInstances("/states").toString());
+            } else if (path.equals("/engines")) {
+                send(ex, 200, local ? localLoad().toString() : engines().toString());
+            } else {
+                send(ex, 404, error("no such endpoint: " + path + " (try /requests/{id}, /states, /engines, /health)"));
+            }
+        } catch (RuntimeException e) {
+            log.atWarn().setCause(e).log("interactive query failed");
+            send(ex, 503, error("not available now (" + e.getClass().getSimpleName() + ": " + e.getMessage() + "); retry"));
+        }
+    }
+
+    private void request(HttpExchange ex, String id, boolean local) throws IOException {
+        KeyQueryMetadata md = streams.queryMetadataForKey(DeciderTopology.REQUESTS_STORE, id, Serdes.String().serializer());
+        HostInfo owner = md == null ? null : md.activeHost();
+        if (!local && owner != null && !owner.equals(HostInfo.unavailable()) && !isSelf(owner)) {
+            HttpResponse<String> r = get(owner, "/requests/" + id + "?local=true");
+            send(ex, r.statusCode(), r.body());
+            return;
+        }
+        ReadOnlyKeyValueStore<String, DeciderState> store = streams.store(StoreQueryParameters
+                .fromNameAndType(DeciderTopology.REQUESTS_STORE, QueryableStoreTypes.<String, DeciderState>keyValueStore())
+                .withPartition(md == null ? null : md.partition()));
+        DeciderState s = store.get(id);
+        if (s == null) {
+            send(ex, 404, error("request " + id + " is not known (never seen, or finished longer than decider.retention ago)"));
+        } else {
+            send(ex, 200, s.toString()); // Avro renders records as JSON
+        }
+    }
+
+    private ObjectNode localStates() {
+        ObjectNode out = JSON.createObjectNode();
+        ReadOnlyKeyValueStore<String, DeciderState> store = streams.store(StoreQueryParameters
+                .fromNameAndType(DeciderTopology.REQUESTS_STORE, QueryableStoreTypes.<String, DeciderState>keyValueStore()));
+        Map<String, Long> counts = new TreeMap<>();
+        try (KeyValueIterator<String, DeciderState> it = store.all()) {
+            while (it.hasNext()) {
+                counts.merge(it.next().value.getPhase().name(), 1L, Long::sum);
+            }
+        }
+        counts.forEach(out::put);
+        return out;
+    }
+
+    private ObjectNode localLoad() {
+        ObjectNode out = JSON.createObjectNode();
+        ReadOnlyKeyValueStore<String, Long> store = streams.store(StoreQueryParameters
+                .fromNameAndType(DeciderTopology.LOAD_STORE, QueryableStoreTypes.<String, Long>keyValueStore()));
+        try (KeyValueIterator<String, Long> it = store.prefixScan("engine/", Serdes.String().serializer())) {
+            while (it.hasNext()) {
+                KeyValue<String, Long> kv = it.next();
+                out.put(kv.key.substring("engine/".length()), kv.value);
+            }
+        }
+        return out;
+    }
+
+    private ObjectNode engines() {
+        ObjectNode load = sumOverInstances("/engines");
+        ObjectNode out = JSON.createObjectNode();
+        ReadOnlyKeyValueStore<String, byte[]> regs = streams.store(StoreQueryParameters
+                .fromNameAndType(DeciderTopology.ENGINES_STORE, QueryableStoreTypes.<String, byte[]>keyValueStore()));
+        try (KeyValueIterator<String, byte[]> it = regs.all()) {
+            while (it.hasNext()) {
+                KeyValue<String, byte[]> kv = it.next();
+                ObjectNode e = out.putObject(kv.key);
+                e.put("in_flight", load.path(kv.key).asLong(0));
+                try {
+                    EngineRegistration r = topics.engines().valueSerde().deserializer().deserialize(topics.engines().name(), kv.value);
+                    e.put("role", r.getRole().name()).put("instance_epoch", r.getInstanceEpoch()).put("http_url", r.getHttpUrl())
+                            .put("deregistered", r.getDeregistered());
+                } catch (EventDecodingException bad) {
+                    e.put("error", bad.getMessage());
+                }
+            }
+        }
+        for (Iterator<String> names = load.fieldNames(); names.hasNext(); ) {
+            String engine = names.next();
+            if (!out.has(engine)) {
+                out.putObject(engine).put("in_flight", load.path(engine).asLong(0)).put("registered", false);
+            }
+        }
+        return out;
+    }
+
+    /** Sums numeric fields of {@code path?local=true} over every instance of the application. */
+    private ObjectNode sumOverInstances(String path) {
+        ObjectNode sum = JSON.createObjectNode();
+        for (StreamsMetadata m : streams.metadataForAllStreamsClients()) {
+            JsonNode part;
+            if (isSelf(m.hostInfo())) {
+                part = path.equals("/states") ? localStates() : localLoad();
+            } else {
+                try {
+                    part = JSON.readTree(get(m.hostInfo(), path + "?local=true").body());
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            }
+            part.properties().forEach(f -> sum.put(f.getKey(), sum.path(f.getKey()).asLong(0) + f.getValue().asLong(0)));
+        }
+        return sum;
+    }
+
+    private boolean isSelf(HostInfo h) {
+        return advertised().equals(h.host() + ":" + h.port());
+    }
+
+    private HttpResponse<String> get(HostInfo h, String pathAndQuery) {
+        try {
+            return client.send(HttpRequest.newBuilder(URI.create("http://" + h.host() + ":" + h.port() + pathAndQuery))
+                    .timeout(Duration.ofSeconds(5)).GET().build(), HttpResponse.BodyHandlers.ofString());
+        } catch (IOException e) {
+            throw new UncheckedIOException("instance " + h + " unreachable: " + e.getMessage(), e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", e);
+        }
+    }
+
+    private static String error(String message) {
+        return JSON.createObjectNode().put("error", message).toString();
+    }
+
+    private static void send(HttpExchange ex, int status, String body) throws IOException {
+        byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().set("Content-Type", "application/json");
+        ex.sendResponseHeaders(status, bytes.length);
+        try (OutputStream out = ex.getResponseBody()) {
+            out.write(bytes);
+        }
+    }
+
+    @Override
+    public void close() {
+        server.stop(0);
+    }
+}

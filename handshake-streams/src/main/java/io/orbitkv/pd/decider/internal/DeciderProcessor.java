@@ -1,0 +1,202 @@
+package io.orbitkv.pd.decider.internal;
+
+import io.orbitkv.pd.decider.DeciderPolicy;
+import io.orbitkv.pd.decider.DeciderTopology;
+import io.orbitkv.pd.decider.RequestStateMachine;
+import io.orbitkv.pd.decider.RequestStateMachine.Emit;
+import io.orbitkv.pd.decider.RequestStateMachine.Step;
+import io.orbitkv.pd.events.DeadLetter;
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.events.Tick;
+import io.orbitkv.pd.schemas.EventDecodingException;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.state.DeciderState;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.avro.specific.SpecificRecord;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.processor.api.Processor;
+import org.apache.kafka.streams.processor.api.ProcessorContext;
+import org.apache.kafka.streams.processor.api.Record;
+import org.apache.kafka.streams.processor.api.RecordMetadata;
+import org.apache.kafka.streams.state.KeyValueIterator;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs the state machine for the requests of one partition (one task). Stream time is the largest record
+ * timestamp seen in the partition (persisted, so a restart continues the same clock); after every record the
+ * timers due at that stream time fire. Decisions get deterministic ids {@code <request>/<seq>}; each goes to
+ * the decisions topic and, once per engine that must act, to the engine-commands topic.
+ */
+public final class DeciderProcessor implements Processor<byte[], byte[], String, SpecificRecord> {
+
+    private static final Logger log = LoggerFactory.getLogger(DeciderProcessor.class);
+    /** Bounds the timer loop per record: a state that keeps rescheduling into the past is a bug, not a hang. */
+    private static final int MAX_TIMER_FIRINGS = 10_000;
+
+    private final RequestStateMachine machine;
+    private final Topics topics;
+    private ProcessorContext<String, SpecificRecord> context;
+    private KeyValueStore<String, DeciderState> requests;
+    private KeyValueStore<Bytes, byte[]> timers;
+    private KeyValueStore<Integer, Long> clock;
+    private KeyValueStore<String, Long> load;
+    private int partition;
+    private long streamTime = Long.MIN_VALUE;
+
+    public DeciderProcessor(DeciderPolicy policy, Topics topics) {
+        this.machine = new RequestStateMachine(policy);
+        this.topics = topics;
+    }
+
+    @Override
+    public void init(ProcessorContext<String, SpecificRecord> context) {
+        this.context = context;
+        this.requests = context.getStateStore(DeciderTopology.REQUESTS_STORE);
+        this.timers = context.getStateStore(DeciderTopology.TIMERS_STORE);
+        this.clock = context.getStateStore(DeciderTopology.CLOCK_STORE);
+        this.load = context.getStateStore(DeciderTopology.LOAD_STORE);
+        this.partition = context.taskId().partition();
+        Long saved = clock.get(partition);
+        if (saved != null) {
+            streamTime = saved;
+        }
+    }
+
+    @Override
+    public void process(Record<byte[], byte[]> record) {
+        if (record.timestamp() > streamTime) {
+            streamTime = record.timestamp();
+            clock.put(partition, streamTime);
+        }
+        RequestEvent event;
+        try {
+            event = topics.requestEvents().valueSerde().deserializer().deserialize(topics.requestEvents().name(), record.value());
+            if (event == null) {
+                throw new EventDecodingException(EventDecodingException.Reason.EMPTY, topics.requestEvents().name(), "null value (tombstone)");
+            }
+        } catch (EventDecodingException e) {
+            RecordMetadata md = context.recordMetadata().orElseThrow();
+            deadLetter(record, "UNDECODABLE", e.at(md.partition(), md.offset()).getMessage());
+            fireTimers();
+            return;
+        }
+        String key = record.key() == null ? null : new String(record.key(), StandardCharsets.UTF_8);
+        if (key == null || !key.equals(event.getRequestId())) {
+            deadLetter(record, "KEY_MISMATCH", "record key '" + key + "' is not the event's request_id '" + event.getRequestId()
+                    + "': facts about a request must be keyed by its id so they share one partition");
+        } else if (!(event.getPayload() instanceof Tick)) {
+            DeciderState before = requests.get(key);
+            Step step = machine.onEvent(before, event, streamTime);
+            apply(key, before, step, event.getEventId());
+            if (step.rejection() != null) {
+                deadLetter(record, step.rejection().errorType(), step.rejection().reason());
+            }
+        }
+        fireTimers();
+    }
+
+    private void fireTimers() {
+        for (int firings = 0; firings < MAX_TIMER_FIRINGS; ) {
+            List<KeyValue<Bytes, byte[]>> due = new ArrayList<>();
+            try (KeyValueIterator<Bytes, byte[]> it = timers.range(TimerKeys.from(0), TimerKeys.until(streamTime))) {
+                while (it.hasNext() && due.size() < 1000) {
+                    due.add(it.next());
+                }
+            }
+            if (due.isEmpty()) {
+                return;
+            }
+            for (KeyValue<Bytes, byte[]> entry : due) {
+                long deadline = TimerKeys.deadline(entry.key);
+                String key = TimerKeys.requestId(entry.key);
+                DeciderState state = requests.get(key);
+                if (state == null || state.getNextTimerMs() != deadline) {
+                    timers.delete(entry.key); // stale index entry
+                    continue;
+                }
+                firings++;
+                apply(key, state, machine.onTimer(state, streamTime), null);
+            }
+        }
+        log.atError().addKeyValue("partition", partition).addKeyValue("streamTime", streamTime)
+                .log("timer loop stopped after " + MAX_TIMER_FIRINGS + " firings in one step; state machine keeps rescheduling due timers");
+    }
+
+    /** Persists the step's state, keeps the timer index and engine load in step, and emits its decisions. */
+    private void apply(String key, DeciderState before, Step step, String causeEventId) {
+        long oldTimer = before == null ? 0 : before.getNextTimerMs();
+        DeciderState after = step.state();
+        // The machine mutates the state in place, so "was active" is remembered in the load store, not in `before`.
+        for (Emit emit : step.emits()) {
+            int seq = after.getSeq();
+            after.setSeq(seq + 1);
+            Decision d = Decision.newBuilder().setRequestId(key).setDecisionId(key + "/" + seq).setSeq(seq).setStreamTimeMs(streamTime)
+                    .setCauseEventId(causeEventId).setPayload(emit.payload()).build();
+            context.forward(new Record<>(key, (SpecificRecord) d, streamTime), DeciderTopology.DECISIONS_SINK);
+            for (String engine : emit.engines()) {
+                context.forward(new Record<>(engine, (SpecificRecord) d, streamTime), DeciderTopology.COMMANDS_SINK);
+            }
+        }
+        if (after == null) {
+            if (oldTimer > 0) {
+                timers.delete(TimerKeys.of(oldTimer, key));
+            }
+            requests.delete(key);
+            return;
+        }
+        updateLoad(after);
+        long newTimer = machine.nextDeadline(after);
+        if (newTimer != oldTimer) {
+            if (oldTimer > 0) {
+                timers.delete(TimerKeys.of(oldTimer, key));
+            }
+            if (newTimer > 0) {
+                timers.put(TimerKeys.of(newTimer, key), new byte[0]);
+            }
+            after.setNextTimerMs(newTimer);
+        }
+        requests.put(key, after);
+    }
+
+    /** In-flight requests per engine, for routing: counted once when a request becomes active and once when it ends. */
+    private void updateLoad(DeciderState s) {
+        if (s.getAdmission() == null) {
+            return;
+        }
+        boolean active = !RequestStateMachine.isTerminal(s.getPhase());
+        String marker = "req/" + s.getRequestId();
+        boolean counted = load.get(marker) != null;
+        if (active == counted) {
+            return;
+        }
+        long delta = active ? 1 : -1;
+        for (String engine : new String[] {s.getAdmission().getPrefillEngineId(), s.getAdmission().getDecodeEngineId()}) {
+            Long n = load.get("engine/" + engine);
+            load.put("engine/" + engine, Math.max(0, (n == null ? 0 : n) + delta));
+        }
+        if (active) {
+            load.put(marker, 1L);
+        } else {
+            load.delete(marker);
+        }
+    }
+
+    private void deadLetter(Record<byte[], byte[]> record, String type, String reason) {
+        RecordMetadata md = context.recordMetadata().orElseThrow();
+        log.atWarn().addKeyValue("partition", md.partition()).addKeyValue("offset", md.offset()).addKeyValue("errorType", type)
+                .log(reason);
+        DeadLetter dl = DeadLetter.newBuilder().setComponent("decider").setTopic(md.topic()).setPartition(md.partition())
+                .setOffset(md.offset()).setOriginalKey(record.key() == null ? null : ByteBuffer.wrap(record.key()))
+                .setOriginalValue(record.value() == null ? null : ByteBuffer.wrap(record.value())).setReason(reason).setErrorType(type)
+                .setDeadLetteredAtMs(streamTime).build();
+        String key = record.key() == null ? "" : new String(record.key(), StandardCharsets.UTF_8);
+        context.forward(new Record<>(key, (SpecificRecord) dl, streamTime), DeciderTopology.DEAD_LETTER_SINK);
+    }
+}

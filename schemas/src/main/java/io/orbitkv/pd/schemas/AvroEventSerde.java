@@ -1,0 +1,128 @@
+package io.orbitkv.pd.schemas;
+
+import io.orbitkv.pd.schemas.EventDecodingException.Reason;
+import io.orbitkv.pd.schemas.internal.BinaryValidator;
+import io.orbitkv.pd.schemas.internal.WireFormat;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.avro.AvroRuntimeException;
+import org.apache.avro.Schema;
+import org.apache.avro.io.BinaryDecoder;
+import org.apache.avro.io.BinaryEncoder;
+import org.apache.avro.io.DecoderFactory;
+import org.apache.avro.io.EncoderFactory;
+import org.apache.avro.specific.SpecificDatumReader;
+import org.apache.avro.specific.SpecificDatumWriter;
+import org.apache.avro.specific.SpecificRecord;
+import org.apache.kafka.common.serialization.Deserializer;
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.common.serialization.Serializer;
+
+/**
+ * Kafka serde for one generated Avro record type, in either wire format. Decoding checks size, header and every
+ * length in the payload before the Avro decoder runs, so hostile bytes end in an {@link EventDecodingException}
+ * and never in a crash, a hang or a huge allocation. {@code null} stays {@code null} (compaction tombstones).
+ *
+ * <p>Thread-safe: readers are cached per writer schema; encoders and decoders are per call.
+ */
+public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>, Serializer<T>, Deserializer<T> {
+
+    private final Class<T> type;
+    private final Schema readerSchema;
+    private final WireFormat format;
+    private final int maxRecordBytes;
+    private final boolean isKey;
+    private final SpecificDatumWriter<T> writer;
+    private final Map<Object, SpecificDatumReader<T>> readers = new ConcurrentHashMap<>();
+
+    AvroEventSerde(Class<T> type, WireFormat format, int maxRecordBytes, boolean isKey) {
+        this.type = type;
+        this.readerSchema = EventSchemas.schemaOf(type);
+        this.format = format;
+        this.maxRecordBytes = maxRecordBytes;
+        this.isKey = isKey;
+        this.writer = new SpecificDatumWriter<>(readerSchema);
+    }
+
+    public Class<T> type() {
+        return type;
+    }
+
+    @Override
+    public byte[] serialize(String topic, T data) {
+        if (data == null) {
+            return null;
+        }
+        ByteArrayOutputStream out = new ByteArrayOutputStream(256);
+        try {
+            out.write(format.header(subject(topic), readerSchema));
+            BinaryEncoder enc = EncoderFactory.get().directBinaryEncoder(out, null);
+            writer.write(data, enc);
+            enc.flush();
+        } catch (IOException e) {
+            throw new UncheckedIOException("serializing " + type.getSimpleName() + " for " + topic, e);
+        }
+        byte[] bytes = out.toByteArray();
+        if (bytes.length > maxRecordBytes) {
+            throw new IllegalArgumentException(type.getSimpleName() + " for " + topic + " is " + bytes.length
+                    + " bytes, over serde.max.record.bytes=" + maxRecordBytes);
+        }
+        return bytes;
+    }
+
+    @Override
+    public T deserialize(String topic, byte[] data) {
+        if (data == null) {
+            return null;
+        }
+        if (data.length == 0) {
+            throw new EventDecodingException(Reason.EMPTY, topic, "zero-length value where a " + type.getSimpleName() + " was expected");
+        }
+        if (data.length > maxRecordBytes) {
+            throw new EventDecodingException(Reason.OVERSIZED, topic,
+                    data.length + " bytes, over serde.max.record.bytes=" + maxRecordBytes);
+        }
+        WireFormat.Located loc = format.locate(topic, subject(topic), data);
+        Schema writerSchema = loc.writer();
+        if (!writerSchema.getFullName().equals(readerSchema.getFullName())) {
+            throw new EventDecodingException(Reason.UNKNOWN_SCHEMA, topic,
+                    "record was written as " + writerSchema.getFullName() + ", expected " + readerSchema.getFullName());
+        }
+        BinaryValidator.validate(topic, writerSchema, data, loc.payloadStart(), data.length);
+        SpecificDatumReader<T> reader = readers.computeIfAbsent(loc.writerKey(),
+                k -> new SpecificDatumReader<>(writerSchema, readerSchema));
+        try {
+            BinaryDecoder dec = DecoderFactory.get().binaryDecoder(data, loc.payloadStart(), data.length - loc.payloadStart(), null);
+            return reader.read(null, dec);
+        } catch (IOException | AvroRuntimeException | ClassCastException | IndexOutOfBoundsException e) {
+            throw new EventDecodingException(Reason.MALFORMED, topic, type.getSimpleName() + ": " + e.getMessage(), e);
+        }
+    }
+
+    private String subject(String topic) {
+        return topic + (isKey ? "-key" : "-value");
+    }
+
+    @Override
+    public Serializer<T> serializer() {
+        return this;
+    }
+
+    @Override
+    public Deserializer<T> deserializer() {
+        return this;
+    }
+
+    @Override
+    public void configure(Map<String, ?> configs, boolean isKey) {
+        // Configured at construction: the same instance serves producers, consumers and Streams.
+    }
+
+    @Override
+    public void close() {
+        // Nothing to release per serde; the registry client is owned by EventSerdes.
+    }
+}

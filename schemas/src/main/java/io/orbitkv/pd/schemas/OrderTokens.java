@@ -1,0 +1,56 @@
+package io.orbitkv.pd.schemas;
+
+import io.orbitkv.pd.events.BlockRun;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.util.List;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+
+/**
+ * The authorization token of a transfer order: HMAC-SHA256 over the order id, the lease epoch and the
+ * destination runs, keyed by a secret shared by the decider (which signs) and the receiving workers (which
+ * verify before touching memory). Deterministic, so a replayed decider signs the same token.
+ *
+ * <p>Message layout: UTF-8 order id, 0x00, lease epoch (8 bytes big-endian), then for each destination run its
+ * start and count (4 bytes big-endian each).
+ */
+public final class OrderTokens {
+
+    private static final String ALGORITHM = "HmacSHA256";
+
+    private final SecretKeySpec key;
+
+    /** @param secret at least 16 bytes */
+    public OrderTokens(byte[] secret) {
+        if (secret == null || secret.length < 16) {
+            throw new IllegalArgumentException("auth.key: must be at least 16 bytes, got " + (secret == null ? 0 : secret.length));
+        }
+        this.key = new SecretKeySpec(secret.clone(), ALGORITHM);
+    }
+
+    public byte[] sign(String orderId, long leaseEpoch, List<BlockRun> destRuns) {
+        try {
+            Mac mac = Mac.getInstance(ALGORITHM);
+            mac.init(key);
+            mac.update(orderId.getBytes(StandardCharsets.UTF_8));
+            mac.update((byte) 0);
+            ByteBuffer b = ByteBuffer.allocate(8 + 8 * destRuns.size());
+            b.putLong(leaseEpoch);
+            for (BlockRun r : destRuns) {
+                b.putInt(r.getStart()).putInt(r.getCount());
+            }
+            mac.update(b.array());
+            return mac.doFinal();
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException(ALGORITHM + " unavailable", e);
+        }
+    }
+
+    /** Constant-time check of a presented token. */
+    public boolean verify(String orderId, long leaseEpoch, List<BlockRun> destRuns, byte[] token) {
+        return token != null && MessageDigest.isEqual(sign(orderId, leaseEpoch, destRuns), token);
+    }
+}

@@ -1,0 +1,78 @@
+package io.orbitkv.pd.schemas;
+
+import io.orbitkv.pd.events.DeadLetter;
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.RequestEvent;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.common.serialization.Serdes;
+
+/**
+ * The typed topic registry: every topic of the product, its key and value serdes and how it is created. This
+ * is the only place topic names are spelled. {@code docs/topics.md} describes each one.
+ */
+public final class Topics {
+
+    private final TopicsConfig config;
+    private final Topic<String, EngineRegistration> engines;
+    private final Topic<String, RequestEvent> requestEvents;
+    private final Topic<String, Decision> decisions;
+    private final Topic<String, Decision> engineCommands;
+    private final Topic<String, DeadLetter> deadLetters;
+
+    public Topics(TopicsConfig config, EventSerdes serdes) {
+        this.config = config;
+        Serde<String> key = Serdes.String();
+        Map<String, String> log = Map.of("cleanup.policy", "delete", "retention.ms", Long.toString(config.retention().toMillis()));
+        Map<String, String> compacted = Map.of("cleanup.policy", "compact", "min.cleanable.dirty.ratio", "0.1",
+                "segment.ms", Long.toString(java.time.Duration.ofHours(1).toMillis()));
+        short rf = config.replicationFactor();
+        this.engines = new Topic<>(config.prefix() + "engines", "engine id", key, serdes.engineRegistration(),
+                new TopicSpec(1, rf, compacted),
+                "Engine registrations keyed by engine id (layout, endpoints, memory regions, instance epoch); read as a table.");
+        this.requestEvents = new Topic<>(config.prefix() + "request-events", "request id", key, serdes.requestEvent(),
+                new TopicSpec(config.partitions(), rf, log),
+                "Every fact about a request, keyed by request id: admitted, prefill, decode ready, heartbeats, transfer progress, cancels, ticks.");
+        this.decisions = new Topic<>(config.prefix() + "decisions", "request id", key, serdes.decision(),
+                new TopicSpec(config.partitions(), rf, log),
+                "Every decision of the decider, keyed by request id: orders, aborts, releases, KV ready, outcomes, rejected inputs.");
+        this.engineCommands = new Topic<>(config.prefix() + "engine-commands", "engine id", key, serdes.decision(),
+                new TopicSpec(config.partitions(), rf, log),
+                "The decisions an engine or its transfer worker must act on, keyed by engine id so each worker reads one partition.");
+        this.deadLetters = new Topic<>(config.prefix() + "dead-letters", "original key", key, serdes.deadLetter(),
+                new TopicSpec(1, rf, log),
+                "Records any component refused, with the original bytes, where they came from and why.");
+    }
+
+
+    public TopicsConfig config() {
+        return config;
+    }
+
+    public Topic<String, EngineRegistration> engines() {
+        return engines;
+    }
+
+    public Topic<String, RequestEvent> requestEvents() {
+        return requestEvents;
+    }
+
+    public Topic<String, Decision> decisions() {
+        return decisions;
+    }
+
+    public Topic<String, Decision> engineCommands() {
+        return engineCommands;
+    }
+
+    public Topic<String, DeadLetter> deadLetters() {
+        return deadLetters;
+    }
+
+    /** Every topic, in a stable order. */
+    public List<Topic<String, ?>> all() {
+        return List.of(engines, requestEvents, decisions, engineCommands, deadLetters);
+    }
+}

@@ -1,0 +1,36 @@
+package io.orbitkv.pd.schemas;
+
+import java.time.Duration;
+
+/**
+ * Topic naming and sizing.
+ *
+ * @param prefix            prepended to every topic name, so several deployments can share a cluster
+ * @param partitions        partitions of the per-request topics (request events, decisions) and engine commands
+ * @param replicationFactor replicas of every topic (3 in production, 1 on a development broker)
+ * @param retention         retention of the event log topics (the log is the product's memory: keep it)
+ */
+public record TopicsConfig(String prefix, int partitions, short replicationFactor, Duration retention) {
+
+    public static final String DEFAULT_PREFIX = "orbitkv.";
+
+    public TopicsConfig {
+        if (prefix == null || !prefix.matches("[A-Za-z0-9._-]*")) {
+            throw new IllegalArgumentException("topics.prefix: only letters, digits, '.', '_' and '-' allowed, got " + prefix);
+        }
+        if (partitions < 1 || partitions > 10_000) {
+            throw new IllegalArgumentException("topics.partitions: must be 1..10000, got " + partitions);
+        }
+        if (replicationFactor < 1) {
+            throw new IllegalArgumentException("topics.replication.factor: must be >= 1, got " + replicationFactor);
+        }
+        if (retention == null || retention.isNegative() || retention.isZero()) {
+            throw new IllegalArgumentException("topics.retention: must be positive, got " + retention);
+        }
+    }
+
+    /** Development defaults: 6 partitions, replication 1, 7 days of log. */
+    public static TopicsConfig defaults() {
+        return new TopicsConfig(DEFAULT_PREFIX, 6, (short) 1, Duration.ofDays(7));
+    }
+}

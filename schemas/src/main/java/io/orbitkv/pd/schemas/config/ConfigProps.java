@@ -1,0 +1,164 @@
+package io.orbitkv.pd.schemas.config;
+
+import io.orbitkv.pd.schemas.SerdeConfig;
+import io.orbitkv.pd.schemas.SerdeMode;
+import io.orbitkv.pd.schemas.TopicsConfig;
+import java.io.IOException;
+import java.io.Reader;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * Typed reads of a component's {@code --config} properties file. Every error names the key and the bad value;
+ * keys nobody read are reported by {@link #unusedKeys()} so a typo does not silently fall back to a default.
+ * Durations are written {@code 250ms}, {@code 30s}, {@code 2m}, {@code 1h}.
+ */
+public final class ConfigProps {
+
+    private static final Pattern DURATION = Pattern.compile("(\\d+)\\s*(ms|s|m|h|d)");
+
+    private final Properties props;
+    private final Set<String> read = new HashSet<>();
+
+    public ConfigProps(Properties props) {
+        this.props = props;
+    }
+
+    public static ConfigProps load(Path file) {
+        Properties p = new Properties();
+        try (Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+            p.load(r);
+        } catch (IOException e) {
+            throw new IllegalArgumentException("--config: cannot read " + file + ": " + e.getMessage(), e);
+        }
+        return new ConfigProps(p);
+    }
+
+    public static ConfigProps empty() {
+        return new ConfigProps(new Properties());
+    }
+
+    public ConfigProps with(String key, String value) {
+        props.setProperty(key, value);
+        return this;
+    }
+
+    public String string(String key, String def) {
+        read.add(key);
+        String v = props.getProperty(key);
+        return v == null ? def : v.strip();
+    }
+
+    public String required(String key) {
+        String v = string(key, null);
+        if (v == null || v.isEmpty()) {
+            throw new IllegalArgumentException(key + ": required");
+        }
+        return v;
+    }
+
+    public int integer(String key, int def) {
+        String v = string(key, null);
+        if (v == null) {
+            return def;
+        }
+        try {
+            return Integer.parseInt(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + ": must be an integer, got '" + v + "'");
+        }
+    }
+
+    public boolean bool(String key, boolean def) {
+        String v = string(key, null);
+        if (v == null) {
+            return def;
+        }
+        if (!v.equalsIgnoreCase("true") && !v.equalsIgnoreCase("false")) {
+            throw new IllegalArgumentException(key + ": must be true or false, got '" + v + "'");
+        }
+        return Boolean.parseBoolean(v);
+    }
+
+    public Duration duration(String key, Duration def) {
+        String v = string(key, null);
+        if (v == null) {
+            return def;
+        }
+        Matcher m = DURATION.matcher(v);
+        if (!m.matches()) {
+            throw new IllegalArgumentException(key + ": must be a duration like 250ms, 30s, 2m or 1h, got '" + v + "'");
+        }
+        long n = Long.parseLong(m.group(1));
+        return switch (m.group(2)) {
+            case "ms" -> Duration.ofMillis(n);
+            case "s" -> Duration.ofSeconds(n);
+            case "m" -> Duration.ofMinutes(n);
+            case "h" -> Duration.ofHours(n);
+            default -> Duration.ofDays(n);
+        };
+    }
+
+    public <E extends Enum<E>> E enumValue(String key, Class<E> type, E def) {
+        String v = string(key, null);
+        if (v == null) {
+            return def;
+        }
+        try {
+            return Enum.valueOf(type, v.toUpperCase().replace('-', '_'));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(key + ": must be one of " + java.util.Arrays.toString(type.getEnumConstants())
+                    + ", got '" + v + "'");
+        }
+    }
+
+    /** Every property under {@code prefix}, with the prefix removed (e.g. {@code kafka.} overrides for clients). */
+    public Map<String, Object> withPrefix(String prefix) {
+        Map<String, Object> out = new HashMap<>();
+        for (String k : props.stringPropertyNames()) {
+            if (k.startsWith(prefix)) {
+                read.add(k);
+                out.put(k.substring(prefix.length()), props.getProperty(k).strip());
+            }
+        }
+        return out;
+    }
+
+    /** Keys present in the file that no component read: most likely typos. */
+    public Set<String> unusedKeys() {
+        Set<String> unused = new HashSet<>(props.stringPropertyNames());
+        unused.removeAll(read);
+        return unused;
+    }
+
+    /** {@code topics.prefix}, {@code topics.partitions}, {@code topics.replication.factor}, {@code topics.retention}. */
+    public TopicsConfig topics() {
+        TopicsConfig d = TopicsConfig.defaults();
+        return new TopicsConfig(string("topics.prefix", d.prefix()), integer("topics.partitions", d.partitions()),
+                (short) integer("topics.replication.factor", d.replicationFactor()), duration("topics.retention", d.retention()));
+    }
+
+    /** {@code serde.mode} (embedded|registry), {@code serde.registry.url}, {@code serde.max.record.bytes}. */
+    public SerdeConfig serde() {
+        SerdeMode mode = enumValue("serde.mode", SerdeMode.class, SerdeMode.EMBEDDED);
+        String url = string("serde.registry.url", null);
+        URI uri;
+        try {
+            uri = url == null ? null : URI.create(url);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("serde.registry.url: not a URL: '" + url + "'");
+        }
+        return new SerdeConfig(mode, uri, bool("serde.registry.auto-register", true),
+                integer("serde.max.record.bytes", SerdeConfig.DEFAULT_MAX_RECORD_BYTES), duration("serde.registry.timeout", Duration.ofSeconds(10)));
+    }
+}

@@ -1,0 +1,48 @@
+package io.orbitkv.pd.schemas.internal;
+
+import io.orbitkv.pd.schemas.EventDecodingException;
+import io.orbitkv.pd.schemas.EventDecodingException.Reason;
+import io.orbitkv.pd.schemas.registry.SchemaRegistryClient;
+import io.orbitkv.pd.schemas.registry.SchemaRegistryClient.RegistryException;
+import java.nio.ByteBuffer;
+import org.apache.avro.Schema;
+
+/**
+ * The Confluent wire format: magic byte 0, the registry's 4-byte big-endian schema id, then the binary payload.
+ * Subjects follow the TopicNameStrategy ({@code <topic>-value}, {@code <topic>-key}).
+ */
+public final class ConfluentFormat implements WireFormat {
+
+    static final int HEADER = 5;
+    private final SchemaRegistryClient client;
+    private final boolean autoRegister;
+
+    public ConfluentFormat(SchemaRegistryClient client, boolean autoRegister) {
+        this.client = client;
+        this.autoRegister = autoRegister;
+    }
+
+    @Override
+    public byte[] header(String subject, Schema writer) {
+        int id = autoRegister ? client.register(subject, writer) : client.idOf(subject, writer);
+        return ByteBuffer.allocate(HEADER).put((byte) 0).putInt(id).array();
+    }
+
+    @Override
+    public Located locate(String topic, String subject, byte[] data) {
+        if (data.length < HEADER || data[0] != 0) {
+            String hint = data.length > 1 && (data[0] & 0xff) == 0xC3 ? " (looks like single-object encoding: is serde.mode embedded?)" : "";
+            throw new EventDecodingException(Reason.BAD_HEADER, topic,
+                    "not the Confluent wire format: expected magic byte 0 and a 4-byte schema id" + hint);
+        }
+        int id = ByteBuffer.wrap(data, 1, 4).getInt();
+        Schema writer;
+        try {
+            writer = client.schemaById(id);
+        } catch (RegistryException e) {
+            Reason r = e.status() == 404 ? Reason.UNKNOWN_SCHEMA : Reason.REGISTRY_UNAVAILABLE;
+            throw new EventDecodingException(r, topic, "schema id " + id + ": " + e.getMessage(), e);
+        }
+        return new Located(writer, id, HEADER);
+    }
+}
