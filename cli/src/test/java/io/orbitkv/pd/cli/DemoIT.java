@@ -30,7 +30,7 @@ class DemoIT {
         assertThat(out).contains("OK: ").contains("Timeline:");
         for (String type : new String[] {"EngineRegistration", "RequestAdmitted", "PrefillCompleted", "PrefillFailed", "DecodeReady",
                 "DecodeRejected", "LeaseHeartbeat", "TransferStarted", "TransferCompleted", "TransferFailed", "DecodeCompleted",
-                "CancelRequested", "Tick", "TransferOrder", "AbortTransfer", "ReleaseDecided", "KvReady", "RecomputeDecided",
+                "CancelRequested", "EngineEpochChanged", "Tick", "TransferOrder", "AbortTransfer", "ReleaseDecided", "KvReady", "RecomputeDecided",
                 "RequestOutcome", "InputRejected", "DeadLetter"}) {
             assertThat(out).as("timeline shows %s", type).containsPattern("(?m)\\s" + type + "( |$)");
         }

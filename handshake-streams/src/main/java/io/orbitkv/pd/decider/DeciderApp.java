@@ -65,6 +65,9 @@ public final class DeciderApp implements AutoCloseable {
         // Streams raises the producer's linger.ms to 100 ms by default: +50 ms on every decision at p50.
         p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 0);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG), 100);
+        // Under exactly-once a send that races a commit is answered CONCURRENT_TRANSACTIONS and retried after
+        // retry.backoff.ms (100 ms by default), which lands straight in the decision latency tail.
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.RETRY_BACKOFF_MS_CONFIG), 5);
         if (http != null) {
             p.put(StreamsConfig.APPLICATION_SERVER_CONFIG, http.advertised());
         }

@@ -54,7 +54,7 @@ public record DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout
     public static DeciderPolicy defaults(byte[] authKey) {
         return new DeciderPolicy(Duration.ofSeconds(60), Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(30),
                 Duration.ofSeconds(5), Duration.ofSeconds(5), Duration.ofMinutes(10), 3, Duration.ofMillis(50), Duration.ofSeconds(2),
-                65_536, 64, authKey);
+                65_536, 24, authKey);
     }
 
     /** Backoff before {@code nextAttempt} (2, 3, ...): base · 2^(nextAttempt-2), capped. */

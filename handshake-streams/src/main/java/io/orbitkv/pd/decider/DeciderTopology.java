@@ -32,7 +32,6 @@ public final class DeciderTopology {
     public static final String DEAD_LETTER_SINK = "dead-letters-sink";
     public static final String REQUESTS_STORE = "decider-requests";
     public static final String TIMERS_STORE = "decider-timers";
-    public static final String CLOCK_STORE = "decider-clock";
     public static final String LOAD_STORE = "decider-engine-load";
     public static final String ENGINES_STORE = "decider-engines";
 
@@ -49,12 +48,11 @@ public final class DeciderTopology {
         t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics), SOURCE);
         t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, REQUESTS_STORE), Serdes.String(), stateSerde)
                 .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
-        t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, TIMERS_STORE), Serdes.Bytes(), Serdes.ByteArray())
-                .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
-        t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, CLOCK_STORE), Serdes.Integer(), Serdes.Long())
-                .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
-        t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, LOAD_STORE), Serdes.String(), Serdes.Long())
-                .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
+        // Derived from the request states and rebuilt when a task starts: in memory, no changelog.
+        t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(TIMERS_STORE), Serdes.Bytes(), Serdes.ByteArray())
+                .withCachingDisabled().withLoggingDisabled(), PROCESSOR);
+        t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(LOAD_STORE), Serdes.String(), Serdes.Long())
+                .withCachingDisabled().withLoggingDisabled(), PROCESSOR);
         t.addSink(DECISIONS_SINK, topics.decisions().name(), topics.decisions().keySerde().serializer(),
                 topics.decisions().valueSerde().serializer(), PROCESSOR);
         t.addSink(COMMANDS_SINK, topics.engineCommands().name(), topics.engineCommands().keySerde().serializer(),

@@ -129,7 +129,7 @@ public final class RequestStateMachine {
         }
         Ctx c = new Ctx(state, event, now);
         remember(state, event.getEventId());
-        c.history("in", EventText.typeOf(p), EventText.describe(p));
+        c.history("in", EventText.typeOf(p), event.getEventId());
         switch (p) {
             case RequestAdmitted a -> onAdmitted(c, a);
             case PrefillCompleted pc -> onPrefillCompleted(c, pc);
@@ -752,7 +752,21 @@ public final class RequestStateMachine {
                 .setTimings(PhaseTimings.newBuilder().build()).setSeenEventIds(new ArrayList<>()).setHistory(new ArrayList<>()).build();
     }
 
-    private static final int SEEN_IDS = 32;
+    private static final int SEEN_IDS = 16;
+
+    /** A short, cheap summary for the state's history (the full decision is in the log). */
+    private static String brief(SpecificRecord payload) {
+        return switch (payload) {
+            case TransferOrder o -> o.getOrderId() + " lease epoch " + o.getLeaseEpoch();
+            case AbortTransfer a -> a.getOrderId() + ": " + a.getReason();
+            case ReleaseDecided r -> r.getSide() + " on " + r.getEngineId() + ": " + r.getReason();
+            case KvReady k -> k.getOrderId();
+            case RecomputeDecided r -> r.getReason();
+            case RequestOutcome o -> o.getKind() + ": " + o.getReason();
+            case InputRejected r -> r.getEventType() + ": " + r.getReason();
+            default -> "";
+        };
+    }
 
     private static void remember(DeciderState s, String eventId) {
         List<String> seen = s.getSeenEventIds();
@@ -782,7 +796,7 @@ public final class RequestStateMachine {
 
         void emit(SpecificRecord payload, List<String> engines) {
             emits.add(new Emit(payload, engines));
-            history("out", EventText.typeOf(payload), EventText.describe(payload));
+            history("out", EventText.typeOf(payload), brief(payload));
         }
 
         /** An input that cannot apply here: reported as a decision and dead-lettered. */

@@ -22,6 +22,8 @@ public final class OrderTokens {
     private static final String ALGORITHM = "HmacSHA256";
 
     private final SecretKeySpec key;
+    /** Mac instances are not thread-safe and costly to look up: one per thread, initialized once. */
+    private final ThreadLocal<Mac> macs = ThreadLocal.withInitial(this::newMac);
 
     /** @param secret at least 16 bytes */
     public OrderTokens(byte[] secret) {
@@ -32,18 +34,24 @@ public final class OrderTokens {
     }
 
     public byte[] sign(String orderId, long leaseEpoch, List<BlockRun> destRuns) {
+        Mac mac = macs.get();
+        mac.reset();
+        mac.update(orderId.getBytes(StandardCharsets.UTF_8));
+        mac.update((byte) 0);
+        ByteBuffer b = ByteBuffer.allocate(8 + 8 * destRuns.size());
+        b.putLong(leaseEpoch);
+        for (BlockRun r : destRuns) {
+            b.putInt(r.getStart()).putInt(r.getCount());
+        }
+        mac.update(b.array());
+        return mac.doFinal();
+    }
+
+    private Mac newMac() {
         try {
             Mac mac = Mac.getInstance(ALGORITHM);
             mac.init(key);
-            mac.update(orderId.getBytes(StandardCharsets.UTF_8));
-            mac.update((byte) 0);
-            ByteBuffer b = ByteBuffer.allocate(8 + 8 * destRuns.size());
-            b.putLong(leaseEpoch);
-            for (BlockRun r : destRuns) {
-                b.putInt(r.getStart()).putInt(r.getCount());
-            }
-            mac.update(b.array());
-            return mac.doFinal();
+            return mac;
         } catch (GeneralSecurityException e) {
             throw new IllegalStateException(ALGORITHM + " unavailable", e);
         }

@@ -9,6 +9,7 @@ import io.orbitkv.pd.events.DecodeCompleted;
 import io.orbitkv.pd.events.DecodeReady;
 import io.orbitkv.pd.events.DecodeRejected;
 import io.orbitkv.pd.events.Dtype;
+import io.orbitkv.pd.events.EngineEpochChanged;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.events.FailurePolicy;
@@ -77,20 +78,20 @@ public final class SampleEvents {
                 .setLeaseId("lease-" + r1).setLeaseEpoch(1).setDestBlocks(dst).setLeaseDeadlineMs(t0 + 30_003).build()));
         out.add(req(r1, "engine:prefill-0", t0 + 40, PrefillCompleted.newBuilder().setEngineId("prefill-0").setInstanceEpoch(1)
                 .setSourceBlocks(src).setNumTokens(1000).setFirstToken(791).build()));
-        TransferOrder order = TransferOrder.newBuilder().setOrderId(r1 + "/order/1").setAttempt(1)
+        TransferOrder order = TransferOrder.newBuilder().setOrderId(r1 + "/a1").setAttempt(1)
                 .setSourceEngineId("prefill-0").setSourceInstanceEpoch(1).setDestEngineId("decode-0").setDestInstanceEpoch(1)
                 .setSourceBlocks(src).setDestBlocks(dst).setLayout(layout).setLeaseId("lease-" + r1).setLeaseEpoch(1)
                 .setAuthToken(ByteBuffer.wrap(new byte[32])).setDeadlineMs(t0 + 10_040).setTransport("tcp").build();
         out.add(decision(r1, 0, t0 + 41, order));
         out.add(command("prefill-0", r1, 0, t0 + 41, order));
-        out.add(req(r1, "worker:prefill-0", t0 + 42, TransferStarted.newBuilder().setOrderId(r1 + "/order/1").setAttempt(1)
+        out.add(req(r1, "worker:prefill-0", t0 + 42, TransferStarted.newBuilder().setOrderId(r1 + "/a1").setAttempt(1)
                 .setWorkerId("worker-prefill-0").setTransport("tcp").build()));
         out.add(req(r1, "engine:decode-0", t0 + 45, LeaseHeartbeat.newBuilder().setEngineId("decode-0").setLeaseId("lease-" + r1)
                 .setLeaseEpoch(1).setExtendToMs(t0 + 30_045).build()));
         long bytes = 63L * 32 * 2 * layout.getPageBytes();
-        out.add(req(r1, "worker:prefill-0", t0 + 60, TransferCompleted.newBuilder().setOrderId(r1 + "/order/1").setAttempt(1)
+        out.add(req(r1, "worker:prefill-0", t0 + 60, TransferCompleted.newBuilder().setOrderId(r1 + "/a1").setAttempt(1)
                 .setWorkerId("worker-prefill-0").setBytes(bytes).setDurationUs(17_800).build()));
-        out.add(decision(r1, 1, t0 + 61, KvReady.newBuilder().setDecodeEngineId("decode-0").setOrderId(r1 + "/order/1").setBytes(bytes).build()));
+        out.add(decision(r1, 1, t0 + 61, KvReady.newBuilder().setDecodeEngineId("decode-0").setOrderId(r1 + "/a1").setBytes(bytes).build()));
         out.add(decision(r1, 2, t0 + 61, release("prefill-0", ReleaseSide.PREFILL, src, null, "kv delivered")));
         out.add(req(r1, "engine:decode-0", t0 + 700, DecodeCompleted.newBuilder().setEngineId("decode-0").setOutputTokens(64).build()));
         out.add(decision(r1, 3, t0 + 701, release("decode-0", ReleaseSide.DECODE, dst, 1L, "decode finished")));
@@ -106,9 +107,9 @@ public final class SampleEvents {
                 .setReason("no free pages: 0 of 4096 blocks available").build()));
         out.add(req(r2, "engine:prefill-0", t0 + 102, PrefillFailed.newBuilder().setEngineId("prefill-0").setInstanceEpoch(1)
                 .setReason("prompt longer than max_model_len").setRetriable(false).build()));
-        out.add(req(r2, "worker:prefill-0", t0 + 103, TransferFailed.newBuilder().setOrderId(r2 + "/order/1").setAttempt(1)
+        out.add(req(r2, "worker:prefill-0", t0 + 103, TransferFailed.newBuilder().setOrderId(r2 + "/a1").setAttempt(1)
                 .setWorkerId("worker-prefill-0").setReason("connection refused by decode-0 worker").setRetriable(true).build()));
-        out.add(decision(r2, 0, t0 + 104, AbortTransfer.newBuilder().setOrderId(r2 + "/order/1").setAttempt(1)
+        out.add(decision(r2, 0, t0 + 104, AbortTransfer.newBuilder().setOrderId(r2 + "/a1").setAttempt(1)
                 .setSourceEngineId("prefill-0").setDestEngineId("decode-0").setReason("request cancelled").build()));
         out.add(decision(r2, 1, t0 + 104, RecomputeDecided.newBuilder().setDecodeEngineId("decode-0").setReason("transfer retries exhausted").build()));
         out.add(req(r2, "proxy-0", t0 + 105, CancelRequested.newBuilder().setRequestedBy("proxy-0").setReason("client disconnected").build()));
@@ -116,6 +117,7 @@ public final class SampleEvents {
                 .setState("CANCELLED").setReason("request already ended").build()));
         out.add(decision(r2, 3, t0 + 106, RequestOutcome.newBuilder().setKind(OutcomeKind.CANCELLED).setReason("client disconnected")
                 .setTimings(PhaseTimings.newBuilder().setAdmittedMs(t0 + 100).setFinishedMs(t0 + 106).build()).build()));
+        out.add(req(r2, "decider-epoch-watch", t0 + 107, EngineEpochChanged.newBuilder().setEngineId("prefill-0").setInstanceEpoch(2).build()));
         out.add(req("tick/0", "ticker", t0 + 1000, Tick.newBuilder().setPartition(0).build()));
         out.add(new Sample(Kind.DEAD_LETTER, "req-bad", t0 + 1001, DeadLetter.newBuilder().setComponent("decider")
                 .setTopic("orbitkv.request-events").setPartition(3).setOffset(42).setOriginalKey(ByteBuffer.wrap("req-bad".getBytes()))

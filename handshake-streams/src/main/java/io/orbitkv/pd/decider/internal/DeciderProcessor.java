@@ -30,7 +30,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Runs the state machine for the requests of one partition (one task). Stream time is the largest record
- * timestamp seen in the partition (persisted, so a restart continues the same clock); after every record the
+ * timestamp seen in the partition, kept by Streams across restarts); after every record the
  * timers due at that stream time fire. Decisions get deterministic ids {@code <request>/<seq>}; each goes to
  * the decisions topic and, once per engine that must act, to the engine-commands topic.
  */
@@ -45,7 +45,6 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     private ProcessorContext<String, SpecificRecord> context;
     private KeyValueStore<String, DeciderState> requests;
     private KeyValueStore<Bytes, byte[]> timers;
-    private KeyValueStore<Integer, Long> clock;
     private KeyValueStore<String, Long> load;
     private int partition;
     private long streamTime = Long.MIN_VALUE;
@@ -60,21 +59,42 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         this.context = context;
         this.requests = context.getStateStore(DeciderTopology.REQUESTS_STORE);
         this.timers = context.getStateStore(DeciderTopology.TIMERS_STORE);
-        this.clock = context.getStateStore(DeciderTopology.CLOCK_STORE);
         this.load = context.getStateStore(DeciderTopology.LOAD_STORE);
         this.partition = context.taskId().partition();
-        Long saved = clock.get(partition);
-        if (saved != null) {
-            streamTime = saved;
+        rebuildDerivedStores();
+    }
+
+    /**
+     * The timer index and the engine load are derived from the request states, so they are not changelogged
+     * (that would triple the records written per fact); each task rebuilds them from its restored states.
+     */
+    private void rebuildDerivedStores() {
+        List<Bytes> stale = new ArrayList<>();
+        try (KeyValueIterator<Bytes, byte[]> it = timers.all()) {
+            it.forEachRemaining(kv -> stale.add(kv.key));
+        }
+        stale.forEach(timers::delete);
+        List<String> staleLoad = new ArrayList<>();
+        try (KeyValueIterator<String, Long> it = load.all()) {
+            it.forEachRemaining(kv -> staleLoad.add(kv.key));
+        }
+        staleLoad.forEach(load::delete);
+        try (KeyValueIterator<String, DeciderState> it = requests.all()) {
+            while (it.hasNext()) {
+                KeyValue<String, DeciderState> kv = it.next();
+                if (kv.value.getNextTimerMs() > 0) {
+                    timers.put(TimerKeys.of(kv.value.getNextTimerMs(), kv.key), new byte[0]);
+                }
+                updateLoad(kv.value);
+            }
         }
     }
 
     @Override
     public void process(Record<byte[], byte[]> record) {
-        if (record.timestamp() > streamTime) {
-            streamTime = record.timestamp();
-            clock.put(partition, streamTime);
-        }
+        // Streams keeps the task's stream time (the largest record timestamp seen) and restores it from the
+        // committed offset metadata after a restart, so the clock continues where the committed state left it.
+        streamTime = Math.max(streamTime, Math.max(record.timestamp(), context.currentStreamTimeMs()));
         RequestEvent event;
         try {
             event = topics.requestEvents().valueSerde().deserializer().deserialize(topics.requestEvents().name(), record.value());

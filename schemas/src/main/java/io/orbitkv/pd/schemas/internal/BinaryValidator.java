@@ -17,8 +17,11 @@ public final class BinaryValidator {
     /** No collection in our contracts comes near this; a larger count is hostile. */
     public static final long MAX_COLLECTION_ITEMS = 1 << 20;
     private static final int MAX_DEPTH = 64;
+    private static final Schema STRING = Schema.create(Schema.Type.STRING);
 
     private final String topic;
+    /** Field names from the root to the current position; joined only when reporting an error. */
+    private final String[] names = new String[MAX_DEPTH + 2];
     private final byte[] buf;
     private final int end;
     private int pos;
@@ -37,90 +40,95 @@ public final class BinaryValidator {
      */
     public static void validate(String topic, Schema schema, byte[] buf, int start, int end) {
         BinaryValidator v = new BinaryValidator(topic, buf, start, end);
-        v.walk(schema, schema.getName(), 0);
+        v.names[0] = schema.getName();
+        v.walk(schema, 0);
         if (v.pos != end) {
             throw new EventDecodingException(Reason.TRAILING_BYTES, topic,
                     (end - v.pos) + " bytes left after a complete " + schema.getName() + " record");
         }
     }
 
-    private void walk(Schema s, String path, int depth) {
+    private void walk(Schema s, int depth) {
         if (depth > MAX_DEPTH) {
-            throw fail(Reason.MALFORMED, path, "nesting deeper than " + MAX_DEPTH);
+            throw fail(Reason.MALFORMED, depth, "nesting deeper than " + MAX_DEPTH);
         }
         switch (s.getType()) {
             case NULL -> { }
             case BOOLEAN -> {
-                int b = readByte(path);
+                int b = readByte(depth);
                 if (b != 0 && b != 1) {
-                    throw fail(Reason.MALFORMED, path, "boolean byte must be 0 or 1, got " + b);
+                    throw fail(Reason.MALFORMED, depth, "boolean byte must be 0 or 1, got " + b);
                 }
             }
             case INT -> {
-                long v = readVarLong(path);
+                long v = readVarLong(depth);
                 if (v < Integer.MIN_VALUE || v > Integer.MAX_VALUE) {
-                    throw fail(Reason.MALFORMED, path, "int out of range: " + v);
+                    throw fail(Reason.MALFORMED, depth, "int out of range: " + v);
                 }
             }
-            case LONG -> readVarLong(path);
-            case FLOAT -> skipExactly(4, path);
-            case DOUBLE -> skipExactly(8, path);
-            case STRING, BYTES -> skipSized(path);
-            case FIXED -> skipExactly(s.getFixedSize(), path);
+            case LONG -> readVarLong(depth);
+            case FLOAT -> skipExactly(4, depth);
+            case DOUBLE -> skipExactly(8, depth);
+            case STRING, BYTES -> skipSized(depth);
+            case FIXED -> skipExactly(s.getFixedSize(), depth);
             case ENUM -> {
-                long i = readVarLong(path);
+                long i = readVarLong(depth);
                 if (i < 0 || i >= s.getEnumSymbols().size()) {
-                    throw fail(Reason.MALFORMED, path, "enum ordinal " + i + " outside 0.." + (s.getEnumSymbols().size() - 1));
+                    throw fail(Reason.MALFORMED, depth, "enum ordinal " + i + " outside 0.." + (s.getEnumSymbols().size() - 1));
                 }
             }
             case UNION -> {
-                long i = readVarLong(path);
+                long i = readVarLong(depth);
                 if (i < 0 || i >= s.getTypes().size()) {
-                    throw fail(Reason.MALFORMED, path, "union branch " + i + " outside 0.." + (s.getTypes().size() - 1));
+                    throw fail(Reason.MALFORMED, depth, "union branch " + i + " outside 0.." + (s.getTypes().size() - 1));
                 }
                 Schema branch = s.getTypes().get((int) i);
-                walk(branch, path + "[" + branchName(branch) + "]", depth + 1);
+                names[depth + 1] = "[" + branchName(branch) + "]";
+                walk(branch, depth + 1);
             }
             case RECORD -> {
                 for (Schema.Field f : s.getFields()) {
-                    walk(f.schema(), path + "." + f.name(), depth + 1);
+                    names[depth + 1] = f.name();
+                    walk(f.schema(), depth + 1);
                 }
             }
-            case ARRAY -> walkBlocks(path, depth, s.getElementType(), null);
-            case MAP -> walkBlocks(path, depth, s.getValueType(), Schema.create(Schema.Type.STRING));
+            case ARRAY -> walkBlocks(depth, s.getElementType(), null);
+            case MAP -> walkBlocks(depth, s.getValueType(), STRING);
         }
     }
 
-    private void walkBlocks(String path, int depth, Schema item, Schema key) {
+    private void walkBlocks(int depth, Schema item, Schema key) {
         long total = 0;
         while (true) {
-            long count = readVarLong(path);
+            long count = readVarLong(depth);
             if (count == 0) {
                 return;
             }
             if (count < 0) {
                 if (count == Long.MIN_VALUE) {
-                    throw fail(Reason.FORGED_LENGTH, path, "block count " + count);
+                    throw fail(Reason.FORGED_LENGTH, depth, "block count " + count);
                 }
                 count = -count;
-                long blockBytes = readVarLong(path);
+                long blockBytes = readVarLong(depth);
                 if (blockBytes < 0 || blockBytes > remaining()) {
-                    throw fail(Reason.FORGED_LENGTH, path, "block size " + blockBytes + " with " + remaining() + " bytes left");
+                    throw fail(Reason.FORGED_LENGTH, depth, "block size " + blockBytes + " with " + remaining() + " bytes left");
                 }
             }
             total += count;
             if (total > MAX_COLLECTION_ITEMS) {
-                throw fail(Reason.FORGED_LENGTH, path, "collection of " + total + " items exceeds " + MAX_COLLECTION_ITEMS);
+                throw fail(Reason.FORGED_LENGTH, depth, "collection of " + total + " items exceeds " + MAX_COLLECTION_ITEMS);
             }
             // Each item of a non-empty type needs at least one byte; a count above the bytes left is forged.
             if (minBytes(item) + (key == null ? 0 : 1) > 0 && count > remaining()) {
-                throw fail(Reason.FORGED_LENGTH, path, "collection count " + count + " with " + remaining() + " bytes left");
+                throw fail(Reason.FORGED_LENGTH, depth, "collection count " + count + " with " + remaining() + " bytes left");
             }
             for (long i = 0; i < count; i++) {
                 if (key != null) {
-                    walk(key, path + ".key", depth + 1);
+                    names[depth + 1] = "key";
+                    walk(key, depth + 1);
                 }
-                walk(item, path + "[]", depth + 1);
+                names[depth + 1] = "[]";
+                walk(item, depth + 1);
             }
         }
     }
@@ -143,49 +151,56 @@ public final class BinaryValidator {
         return end - pos;
     }
 
-    private int readByte(String path) {
+    private int readByte(int depth) {
         if (pos >= end) {
-            throw fail(Reason.TRUNCATED, path, "record ends early");
+            throw fail(Reason.TRUNCATED, depth, "record ends early");
         }
         return buf[pos++] & 0xff;
     }
 
-    private long readVarLong(String path) {
+    private long readVarLong(int depth) {
         long raw = 0;
         int shift = 0;
         while (true) {
-            int b = readByte(path);
+            int b = readByte(depth);
             raw |= (long) (b & 0x7f) << shift;
             if ((b & 0x80) == 0) {
                 break;
             }
             shift += 7;
             if (shift > 63) {
-                throw fail(Reason.MALFORMED, path, "varint longer than 10 bytes");
+                throw fail(Reason.MALFORMED, depth, "varint longer than 10 bytes");
             }
         }
         return (raw >>> 1) ^ -(raw & 1);
     }
 
-    private void skipSized(String path) {
-        long len = readVarLong(path);
+    private void skipSized(int depth) {
+        long len = readVarLong(depth);
         if (len < 0) {
-            throw fail(Reason.FORGED_LENGTH, path, "negative length " + len);
+            throw fail(Reason.FORGED_LENGTH, depth, "negative length " + len);
         }
         if (len > remaining()) {
-            throw fail(Reason.FORGED_LENGTH, path, "length " + len + " with only " + remaining() + " bytes left");
+            throw fail(Reason.FORGED_LENGTH, depth, "length " + len + " with only " + remaining() + " bytes left");
         }
         pos += (int) len;
     }
 
-    private void skipExactly(int n, String path) {
+    private void skipExactly(int n, int depth) {
         if (n > remaining()) {
-            throw fail(Reason.TRUNCATED, path, "needs " + n + " bytes, " + remaining() + " left");
+            throw fail(Reason.TRUNCATED, depth, "needs " + n + " bytes, " + remaining() + " left");
         }
         pos += n;
     }
 
-    private EventDecodingException fail(Reason reason, String path, String what) {
+    private EventDecodingException fail(Reason reason, int depth, String what) {
+        StringBuilder path = new StringBuilder(names[0]);
+        for (int i = 1; i <= depth && i < names.length; i++) {
+            if (!names[i].startsWith("[")) {
+                path.append('.');
+            }
+            path.append(names[i]);
+        }
         return new EventDecodingException(reason, topic, "field " + path + ": " + what);
     }
 }

@@ -16,6 +16,7 @@ public final class ConfluentFormat implements WireFormat {
     static final int HEADER = 5;
     private final SchemaRegistryClient client;
     private final boolean autoRegister;
+    private final java.util.Map<SubjectSchema, byte[]> headers = new java.util.concurrent.ConcurrentHashMap<>();
 
     public ConfluentFormat(SchemaRegistryClient client, boolean autoRegister) {
         this.client = client;
@@ -24,8 +25,23 @@ public final class ConfluentFormat implements WireFormat {
 
     @Override
     public byte[] header(String subject, Schema writer) {
-        int id = autoRegister ? client.register(subject, writer) : client.idOf(subject, writer);
-        return ByteBuffer.allocate(HEADER).put((byte) 0).putInt(id).array();
+        // Per (subject, schema instance): the writer schema of a serde is one object, so this is a cheap lookup.
+        return headers.computeIfAbsent(new SubjectSchema(subject, writer), k -> {
+            int id = autoRegister ? client.register(subject, writer) : client.idOf(subject, writer);
+            return ByteBuffer.allocate(HEADER).put((byte) 0).putInt(id).array();
+        });
+    }
+
+    private record SubjectSchema(String subject, Schema schema) {
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof SubjectSchema other && other.subject.equals(subject) && other.schema == schema;
+        }
+
+        @Override
+        public int hashCode() {
+            return subject.hashCode() * 31 + System.identityHashCode(schema);
+        }
     }
 
     @Override

@@ -15,6 +15,7 @@ public final class SingleObjectFormat implements WireFormat {
 
     static final int HEADER = 10;
     private final EventSchemas catalog;
+    private final java.util.Map<Schema, byte[]> headers = new java.util.concurrent.ConcurrentHashMap<>();
 
     public SingleObjectFormat(EventSchemas catalog) {
         this.catalog = catalog;
@@ -22,9 +23,12 @@ public final class SingleObjectFormat implements WireFormat {
 
     @Override
     public byte[] header(String subject, Schema writer) {
-        ByteBuffer b = ByteBuffer.allocate(HEADER).order(ByteOrder.LITTLE_ENDIAN);
-        b.put((byte) 0xC3).put((byte) 0x01).putLong(EventSchemas.fingerprint(writer));
-        return b.array();
+        // Computing a fingerprint means building the schema's canonical form: far too slow per record.
+        return headers.computeIfAbsent(writer, w -> {
+            ByteBuffer b = ByteBuffer.allocate(HEADER).order(ByteOrder.LITTLE_ENDIAN);
+            b.put((byte) 0xC3).put((byte) 0x01).putLong(EventSchemas.fingerprint(w));
+            return b.array();
+        });
     }
 
     @Override

@@ -1,0 +1,130 @@
+package io.orbitkv.pd.cli.bench;
+
+import io.orbitkv.pd.broker.KraftCluster;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/** {@code orbitkv-pd bench decider}: the decider benchmark, with its raw-hop baseline from the same run. */
+@Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks (each prints a table and writes results under docs/bench and bench/results).",
+        subcommands = {BenchCommand.Decider.class})
+public final class BenchCommand implements Runnable {
+
+    @Override
+    public void run() {
+        System.out.println("usage: orbitkv-pd bench decider [--help]");
+    }
+
+    @Command(name = "decider", mixinStandardHelpOptions = true,
+            description = {"Decision latency (last input fact produced -> decision consumed by its actor) at --rate handoffs/s after",
+                    "--warmup, and full-state-machine throughput (a burst of --burst handoffs), per processing mode, next to one",
+                    "raw Kafka produce->consume hop measured in the same run. Starts its own broker unless --bootstrap is given."})
+    static final class Decider implements Callable<Integer> {
+        @Option(names = "--bootstrap", description = "Use this cluster instead of starting an embedded broker.")
+        String bootstrap;
+        @Option(names = "--rate", defaultValue = "1000", description = "Handoffs per second in the latency phase (default: ${DEFAULT-VALUE}).")
+        int rate;
+        @Option(names = "--warmup", defaultValue = "15", description = "Warm-up seconds per phase (default: ${DEFAULT-VALUE}).")
+        int warmup;
+        @Option(names = "--measure", defaultValue = "20", description = "Measured seconds per phase (default: ${DEFAULT-VALUE}).")
+        int measure;
+        @Option(names = "--burst", defaultValue = "20000", description = "Handoffs in the throughput burst (default: ${DEFAULT-VALUE}).")
+        int burst;
+        @Option(names = "--modes", defaultValue = "0,1,2,3", split = ",", description = "Which modes (indexes into the table; default: all).")
+        List<Integer> modes;
+        @Option(names = "--out", defaultValue = "docs/bench/decider.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
+        Path outFile;
+
+        @Override
+        public Integer call() throws Exception {
+            Path work = Files.createTempDirectory("orbitkv-bench-");
+            DeciderBench.Options opts = new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(measure), burst, 4);
+            KraftCluster cluster = null;
+            try {
+                String bs = bootstrap;
+                if (bs == null) {
+                    System.out.println("starting an embedded KRaft broker (child JVM) ...");
+                    cluster = KraftCluster.builder().nodes(1).dataDir(work.resolve("kafka")).logsDir(work.resolve("logs"))
+                            .jvmOptions(List.of("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
+                    bs = cluster.bootstrapServers();
+                }
+                DeciderBench bench = new DeciderBench(bs, opts, work, System.out::println);
+                // Cold JVMs on 2 cores measure the JIT, not the design: one discarded pass warms both JVMs first.
+                System.out.println("warm-up pass (discarded) ...");
+                new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4), work,
+                        System.out::println).run(DeciderBench.MODES.get(0), 99);
+                System.out.printf("raw produce->consume hop at %d/s (%ds warm-up, %ds measured) ...%n", rate, warmup, measure);
+                LatencyStats raw = bench.rawHop("bench.raw-hop-" + System.nanoTime() % 100000);
+                System.out.printf("  raw hop p50 %.2f ms  p99 %.2f ms%n", raw.p50ms(), raw.p99ms());
+                List<DeciderBench.Result> results = new ArrayList<>();
+                for (int m : modes) {
+                    DeciderBench.Mode mode = DeciderBench.MODES.get(m);
+                    System.out.println("mode " + mode.name() + " ...");
+                    DeciderBench.Result r = bench.run(mode, m);
+                    results.add(r);
+                    System.out.printf("  decision p50 %.2f ms  p99 %.2f ms  throughput %.0f handoffs/s%n", r.decision().p50ms(),
+                            r.decision().p99ms(), r.handoffsPerSecond());
+                }
+                String table = table(raw, results);
+                System.out.println();
+                System.out.println(table);
+                write(table, raw, results);
+                return 0;
+            } finally {
+                if (cluster != null) {
+                    cluster.close();
+                }
+            }
+        }
+
+        private String table(LatencyStats raw, List<DeciderBench.Result> results) {
+            StringBuilder b = new StringBuilder();
+            b.append("| mode | decision p50 ms | p90 ms | p99 ms | max ms | p50 / raw p50 | p99 / raw p99 | handoffs/s (burst of ")
+                    .append(burst).append(") | duplicate decisions seen |\n");
+            b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+            b.append(String.format(Locale.ROOT, "| raw produce→consume hop (baseline, same run) | %.2f | %.2f | %.2f | %.2f | 1.00 | 1.00 | — | — |%n",
+                    raw.p50ms(), raw.p90ms(), raw.p99ms(), raw.maxMs()));
+            for (DeciderBench.Result r : results) {
+                LatencyStats l = r.decision();
+                b.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %d |%n", r.mode().name(), l.p50ms(),
+                        l.p90ms(), l.p99ms(), l.maxMs(), l.p50ms() / raw.p50ms(), l.p99ms() / raw.p99ms(), r.handoffsPerSecond(),
+                        r.duplicateDecisions()));
+            }
+            return b.toString();
+        }
+
+        private void write(String table, LatencyStats raw, List<DeciderBench.Result> results) throws Exception {
+            Path md = outFile;
+            Files.createDirectories(md.toAbsolutePath().getParent());
+            String cmd = String.format(Locale.ROOT, "./orbitkv-pd bench decider --rate %d --warmup %d --measure %d --burst %d", rate, warmup, measure, burst);
+            Files.writeString(md, "# Decider benchmark\n\nMeasured " + LocalDate.now() + " on " + Runtime.getRuntime().availableProcessors()
+                    + " cores with `" + cmd + "` (broker in a child JVM on the same cores; decider, load generator and actors in the"
+                    + " benchmark JVM). Decision latency = last input fact produced → decision consumed by its actor, at " + rate
+                    + " handoffs/s after " + warmup + " s of warm-up; throughput = a burst of " + burst
+                    + " full handoffs (admitted, decode ready, prefill completed, order, transfer completed, KV ready, decode completed,"
+                    + " releases, outcome).\n\n" + table);
+            Path json = Path.of("bench", "results", "decider.json");
+            Files.createDirectories(json.getParent());
+            StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"rate\":" + rate + ",\"raw_hop\":" + stats(raw) + ",\"modes\":[");
+            for (int i = 0; i < results.size(); i++) {
+                DeciderBench.Result r = results.get(i);
+                j.append(i == 0 ? "" : ",").append("{\"mode\":\"").append(r.mode().name()).append("\",\"decision\":").append(stats(r.decision()))
+                        .append(",\"handoffs_per_s\":").append(String.format(Locale.ROOT, "%.1f", r.handoffsPerSecond())).append('}');
+            }
+            Files.writeString(json, j.append("]}\n").toString());
+            System.out.println("results written to " + md + " and " + json);
+        }
+
+        private static String stats(LatencyStats l) {
+            return String.format(Locale.ROOT, "{\"count\":%d,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f}", l.count(), l.p50ms(),
+                    l.p90ms(), l.p99ms(), l.maxMs());
+        }
+    }
+}

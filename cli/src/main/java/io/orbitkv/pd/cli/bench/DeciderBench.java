@@ -1,0 +1,308 @@
+package io.orbitkv.pd.cli.bench;
+
+import io.orbitkv.pd.decider.DeciderApp;
+import io.orbitkv.pd.decider.DeciderConfig;
+import io.orbitkv.pd.decider.DeciderConfig.Guarantee;
+import io.orbitkv.pd.decider.DeciderPolicy;
+import io.orbitkv.pd.events.BlockRun;
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.DecodeCompleted;
+import io.orbitkv.pd.events.DecodeReady;
+import io.orbitkv.pd.events.Dtype;
+import io.orbitkv.pd.events.KvLayout;
+import io.orbitkv.pd.events.KvReady;
+import io.orbitkv.pd.events.KvSplit;
+import io.orbitkv.pd.events.OutcomeKind;
+import io.orbitkv.pd.events.PrefillCompleted;
+import io.orbitkv.pd.events.RequestAdmitted;
+import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.events.RequestOutcome;
+import io.orbitkv.pd.events.TransferCompleted;
+import io.orbitkv.pd.events.TransferOrder;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.SerdeConfig;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.schemas.TopicsConfig;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import org.HdrHistogram.Histogram;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * The decider benchmark: decision latency (last input fact produced → decision consumed by its actor) at a fixed
+ * rate and full-state-machine throughput, per processing mode, next to one raw Kafka produce→consume hop
+ * measured in the same run against the same broker.
+ */
+public final class DeciderBench {
+
+    /** A processing mode: the decider's guarantee and commit interval, and how actors read decisions. */
+    public record Mode(String name, Guarantee guarantee, Duration commitInterval, String isolation) { }
+
+    /** What one mode measured. */
+    public record Result(Mode mode, LatencyStats decision, double handoffsPerSecond, long handoffs, long duplicateDecisions) { }
+
+    /** Knobs of a run. */
+    public record Options(int rate, Duration warmup, Duration measure, int burst, int engines) { }
+
+    public static final List<Mode> MODES = List.of(
+            new Mode("low-latency (EOS v2, actors read_uncommitted)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), "read_uncommitted"),
+            new Mode("exactly-once (EOS v2, commit 100 ms, read_committed)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), "read_committed"),
+            new Mode("exactly-once (EOS v2, commit 20 ms, read_committed)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(20), "read_committed"),
+            new Mode("at-least-once (ALOS, read_uncommitted)", Guarantee.AT_LEAST_ONCE, Duration.ofMillis(100), "read_uncommitted"));
+
+    private final String bootstrap;
+    private final Options options;
+    private final Path workDir;
+    private final PrintStreamLike out;
+
+    /** Where progress lines go (the CLI's stdout). */
+    public interface PrintStreamLike {
+        void println(String line);
+    }
+
+    public DeciderBench(String bootstrap, Options options, Path workDir, PrintStreamLike out) {
+        this.bootstrap = bootstrap;
+        this.options = options;
+        this.workDir = workDir;
+        this.out = out;
+    }
+
+    // ------------------------------------------------------------------------------------------- raw hop
+
+    /** One raw produce→consume hop at the benchmark rate: the baseline every decider number is compared with. */
+    public LatencyStats rawHop(String topic) throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+        }
+        Histogram h = LatencyStats.histogram();
+        AtomicLong stopAt = new AtomicLong(Long.MAX_VALUE);
+        long measureFrom = System.nanoTime() + options.warmup().toNanos();
+        long end = measureFrom + options.measure().toNanos();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerConfig(), new ByteArraySerializer(), new ByteArraySerializer());
+             KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerConfig("raw-" + System.nanoTime(), "read_uncommitted"),
+                     new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(topic));
+            Thread reader = Thread.ofPlatform().name("raw-hop-reader").start(() -> {
+                while (System.nanoTime() < stopAt.get()) {
+                    for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(50))) {
+                        long sent = ByteBuffer.wrap(r.value()).getLong();
+                        long now = System.nanoTime();
+                        if (sent >= measureFrom) {
+                            h.recordValue(Math.max(0, (now - sent) / 1000));
+                        }
+                    }
+                }
+            });
+            Pacer pacer = new Pacer(options.rate());
+            byte[] pad = new byte[150]; // about the size of a request fact
+            while (System.nanoTime() < end) {
+                pacer.awaitNext();
+                byte[] v = ByteBuffer.allocate(8 + pad.length).putLong(System.nanoTime()).put(pad).array();
+                producer.send(new ProducerRecord<>(topic, v));
+            }
+            producer.flush();
+            stopAt.set(System.nanoTime() + 2_000_000_000L);
+            reader.join();
+        }
+        return LatencyStats.of(h);
+    }
+
+    // ------------------------------------------------------------------------------------------- decider
+
+    public Result run(Mode mode, int index) throws Exception {
+        String prefix = "bench" + index + "-" + System.currentTimeMillis() % 100000 + ".";
+        TopicsConfig tc = new TopicsConfig(prefix, 6, (short) 1, Duration.ofHours(1));
+        DeciderPolicy policy = DeciderPolicy.defaults("bench-auth-key-0123456789".getBytes(StandardCharsets.UTF_8));
+        Path state = Files.createDirectories(workDir.resolve("state-" + index));
+        DeciderConfig config = new DeciderConfig(bootstrap, "bench-decider-" + index + "-" + System.nanoTime() % 100000, tc,
+                SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, DeciderConfig.StoreKind.ROCKSDB, 1, policy,
+                Duration.ofMillis(200), "127.0.0.1", -1, Map.of());
+        try (DeciderApp app = new DeciderApp(config).start(); EventSerdes serdes = EventSerdes.embedded()) {
+            if (!app.awaitRunning(Duration.ofSeconds(60))) {
+                throw new IllegalStateException("decider did not start: " + app.streams().state());
+            }
+            Topics topics = app.topics();
+            try (Actor actor = new Actor(topics, mode)) {
+                actor.start();
+                // Latency at a fixed rate: warm-up (JIT, caches), then the measured window.
+                long measureFrom = System.nanoTime() + options.warmup().toNanos();
+                long end = measureFrom + options.measure().toNanos();
+                actor.measureFrom = measureFrom;
+                Pacer pacer = new Pacer(options.rate());
+                int i = 0;
+                while (System.nanoTime() < end) {
+                    pacer.awaitNext();
+                    actor.sendHandoff("L" + i, i);
+                    i++;
+                }
+                actor.awaitCompleted(i, Duration.ofSeconds(60));
+                LatencyStats latency = LatencyStats.of(actor.latency);
+                // Throughput: a burst of handoffs as fast as the pipeline takes them, full state machine.
+                actor.measureFrom = Long.MAX_VALUE;
+                long before = actor.completed.get();
+                long t0 = System.nanoTime();
+                for (int j = 0; j < options.burst(); j++) {
+                    actor.sendHandoff("T" + j, j);
+                }
+                actor.awaitCompleted(before + options.burst(), Duration.ofMinutes(3));
+                double seconds = (System.nanoTime() - t0) / 1e9;
+                return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get());
+            }
+        }
+    }
+
+    private Map<String, Object> producerConfig() {
+        Map<String, Object> p = new HashMap<>();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
+        return p;
+    }
+
+    private Map<String, Object> consumerConfig(String group, String isolation) {
+        Map<String, Object> c = new HashMap<>();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        c.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 2000);
+        return c;
+    }
+
+    private static KvLayout layout() {
+        return KvLayout.newBuilder().setNumLayers(32).setKvSplit(KvSplit.SEPARATE).setBlockSizeTokens(16).setNumKvHeads(8)
+                .setHeadDim(128).setDtype(Dtype.BF16).setTpRank(0).setTpSize(1).setPageBytes(32768).setNumBlocks(8192).build();
+    }
+
+    /**
+     * Plays the proxy and the engines (sends each handoff's facts) and the workers (acts on orders and KV-ready
+     * decisions, deduping by decision id as every actor must), recording decision latency.
+     */
+    private final class Actor implements AutoCloseable {
+        final Topics topics;
+        final KafkaProducer<String, RequestEvent> producer;
+        final KafkaConsumer<String, byte[]> consumer;
+        final Map<String, Long> sentAt = new ConcurrentHashMap<>();
+        final Set<String> seen = ConcurrentHashMap.newKeySet();
+        final Set<String> done = ConcurrentHashMap.newKeySet();
+        final AtomicLong completed = new AtomicLong();
+        final AtomicLong duplicates = new AtomicLong();
+        final Histogram latency = LatencyStats.histogram();
+        final Thread thread;
+        volatile long measureFrom = Long.MAX_VALUE;
+        volatile boolean running = true;
+        final KvLayout layout = layout();
+
+        Actor(Topics topics, Mode mode) {
+            this.topics = topics;
+            this.producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), topics.requestEvents().valueSerde().serializer());
+            this.consumer = new KafkaConsumer<>(consumerConfig("bench-actor-" + System.nanoTime(), mode.isolation()),
+                    new StringDeserializer(), new ByteArrayDeserializer());
+            this.thread = Thread.ofPlatform().name("bench-actor").unstarted(this::loop);
+        }
+
+        void start() {
+            consumer.subscribe(List.of(topics.engineCommands().name()));
+            thread.start();
+        }
+
+        void sendHandoff(String req, int i) {
+            String p = "prefill-" + (i % options.engines());
+            String d = "decode-" + (i % options.engines());
+            List<BlockRun> src = List.of(BlockRun.newBuilder().setStart((i * 8) % 8000).setCount(8).build());
+            List<BlockRun> dst = List.of(BlockRun.newBuilder().setStart((i * 8 + 4) % 8000).setCount(8).build());
+            send(req, "adm", RequestAdmitted.newBuilder().setModel("m").setPromptTokens(128).setMaxTokens(16).setPrefillEngineId(p)
+                    .setDecodeEngineId(d).build());
+            send(req, "dr", DecodeReady.newBuilder().setEngineId(d).setInstanceEpoch(1).setLeaseId(req).setLeaseEpoch(1).setDestBlocks(dst)
+                    .setLeaseDeadlineMs(0).setLayout(layout).build());
+            sentAt.put(req + "/order", System.nanoTime());
+            send(req, "pc", PrefillCompleted.newBuilder().setEngineId(p).setInstanceEpoch(1).setSourceBlocks(src).setNumTokens(128)
+                    .setLayout(layout).build());
+        }
+
+        private void send(String req, String kind, Object payload) {
+            producer.send(new ProducerRecord<>(topics.requestEvents().name(), req, RequestEvent.newBuilder().setRequestId(req)
+                    .setEventId(req + "/" + kind).setSource("bench").setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build()));
+        }
+
+        private void loop() {
+            while (running) {
+                for (ConsumerRecord<String, byte[]> r : consumer.poll(Duration.ofMillis(50))) {
+                    long now = System.nanoTime();
+                    Decision dec = topics.engineCommands().valueSerde().deserializer().deserialize(r.topic(), r.value());
+                    if (!seen.add(r.key() + "|" + dec.getDecisionId())) {
+                        duplicates.incrementAndGet();
+                        continue;
+                    }
+                    String req = dec.getRequestId();
+                    switch (dec.getPayload()) {
+                        case TransferOrder o -> {
+                            record(req + "/order", now);
+                            sentAt.put(req + "/kv", System.nanoTime());
+                            send(req, "tc" + o.getAttempt(), TransferCompleted.newBuilder().setOrderId(o.getOrderId()).setAttempt(o.getAttempt())
+                                    .setWorkerId("bench").setBytes(8L * 64 * 32768).setDurationUs(100).build());
+                        }
+                        case KvReady k -> {
+                            record(req + "/kv", now);
+                            send(req, "dc", DecodeCompleted.newBuilder().setEngineId(k.getDecodeEngineId()).setOutputTokens(16).build());
+                        }
+                        case RequestOutcome o when o.getKind() == OutcomeKind.COMPLETED -> {
+                            if (done.add(req)) {
+                                completed.incrementAndGet();
+                            }
+                        }
+                        default -> { }
+                    }
+                }
+            }
+        }
+
+        private void record(String key, long now) {
+            Long sent = sentAt.remove(key);
+            if (sent != null && sent >= measureFrom) {
+                latency.recordValue(Math.max(0, (now - sent) / 1000));
+            }
+        }
+
+        void awaitCompleted(long n, Duration timeout) throws InterruptedException {
+            long deadline = System.nanoTime() + timeout.toNanos();
+            while (completed.get() < n) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("only " + completed.get() + " of " + n + " handoffs completed within " + timeout);
+                }
+                synchronized (this) {
+                    wait(20);
+                }
+            }
+        }
+
+        @Override
+        public void close() throws InterruptedException {
+            running = false;
+            thread.join(5_000);
+            consumer.close();
+            producer.close();
+        }
+    }
+}
