@@ -1,0 +1,312 @@
+package io.orbitkv.pd.decider;
+
+import static io.orbitkv.pd.decider.Facts.*;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.orbitkv.pd.broker.KraftCluster;
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.OutcomeKind;
+import io.orbitkv.pd.events.ReleaseDecided;
+import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.events.RequestOutcome;
+import io.orbitkv.pd.events.TransferOrder;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.SerdeConfig;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.schemas.TopicsConfig;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The decider against a real KRaft broker: restarts (same and empty state directory), two instances with
+ * rebalances, interactive queries across instances, and replay of the recorded log reproducing every decision.
+ * Each test uses its own topic prefix and application id.
+ */
+class DeciderIT {
+
+    private static final AtomicInteger RUN = new AtomicInteger();
+    private static KraftCluster cluster;
+    private static Path work;
+
+    @BeforeAll
+    static void startBroker() throws Exception {
+        work = Files.createDirectories(Path.of("target", "it", "DeciderIT-" + System.nanoTime()));
+        cluster = KraftCluster.builder().nodes(1).dataDir(work.resolve("kafka")).logsDir(work.resolve("logs")).build().start();
+    }
+
+    @AfterAll
+    static void stopBroker() {
+        if (cluster != null) {
+            cluster.close();
+        }
+    }
+
+    /** One isolated scenario: its own topics and application id. */
+    private static final class Scenario implements AutoCloseable {
+        final String prefix = "it" + RUN.incrementAndGet() + "-" + System.nanoTime() % 100000 + ".";
+        final EventSerdes serdes = EventSerdes.embedded();
+        final Topics topics = new Topics(new TopicsConfig(prefix, 4, (short) 1, Duration.ofHours(1)), serdes);
+        final KafkaProducer<String, RequestEvent> producer;
+        final KafkaConsumer<byte[], byte[]> consumer;
+        final List<Decision> decisions = new ArrayList<>();
+        final DeciderPolicy policy;
+
+        /** Default policy: timeouts far longer than a restart, so only the restart itself is under test. */
+        Scenario() {
+            this(policy());
+        }
+
+        Scenario(DeciderPolicy policy) {
+            this.policy = policy;
+            producer = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers(),
+                    ProducerConfig.ACKS_CONFIG, "all", ProducerConfig.LINGER_MS_CONFIG, 0), new StringSerializer(),
+                    topics.requestEvents().valueSerde().serializer());
+            consumer = new KafkaConsumer<>(Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers(),
+                    ConsumerConfig.GROUP_ID_CONFIG, prefix + "reader", ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest",
+                    ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"), new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        }
+
+        DeciderConfig config(String stateDir, int httpPort) {
+            return new DeciderConfig(cluster.bootstrapServers(), prefix + "decider", topics.config(), SerdeConfig.embedded(),
+                    DeciderConfig.Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), work.resolve(prefix + stateDir),
+                    DeciderConfig.StoreKind.ROCKSDB, 1, policy, Duration.ofMillis(100), "127.0.0.1", httpPort,
+                    Map.of("session.timeout.ms", 6000, "heartbeat.interval.ms", 1000));
+        }
+
+        DeciderApp startDecider(String stateDir, int httpPort) throws InterruptedException {
+            DeciderApp app = new DeciderApp(config(stateDir, httpPort)).start();
+            assertThat(app.awaitRunning(Duration.ofSeconds(60))).as("decider reaches RUNNING").isTrue();
+            return app;
+        }
+
+        void send(RequestEvent e) {
+            producer.send(new ProducerRecord<>(topics.requestEvents().name(), e.getRequestId(), e));
+        }
+
+        /** Every fact of a request that completes normally (order ids are deterministic: r/a1). */
+        void happyPath(String r) {
+            send(admitted(r));
+            send(decodeReady(r, run(0, 8)));
+            send(prefillCompleted(r, run(100, 8)));
+            send(completed(r, 1));
+            send(decodeCompleted(r));
+        }
+
+        void awaitOutcomes(int n) {
+            producer.flush();
+            if (consumer.subscription().isEmpty()) {
+                consumer.subscribe(List.of(topics.decisions().name()));
+            }
+            await().atMost(Duration.ofSeconds(90)).until(() -> {
+                for (ConsumerRecord<byte[], byte[]> rec : consumer.poll(Duration.ofMillis(200))) {
+                    decisions.add(topics.decisions().valueSerde().deserializer().deserialize(rec.topic(), rec.value()));
+                }
+                return decisions.stream().filter(d -> d.getPayload() instanceof RequestOutcome).count() >= n;
+            });
+        }
+
+        /** Invariants over the decisions read with read_committed: nothing lost, nothing decided twice. */
+        void assertEachCompletedOnce(int n) {
+            Map<String, List<Decision>> byRequest = new TreeMap<>();
+            decisions.forEach(d -> byRequest.computeIfAbsent(d.getRequestId(), k -> new ArrayList<>()).add(d));
+            assertThat(byRequest).hasSize(n);
+            byRequest.forEach((r, ds) -> {
+                assertThat(ds).extracting(Decision::getDecisionId).doesNotHaveDuplicates();
+                assertThat(ds).extracting(Decision::getSeq).containsExactlyElementsOf(java.util.stream.IntStream.range(0, ds.size()).boxed().toList());
+                assertThat(ds.stream().filter(d -> d.getPayload() instanceof TransferOrder)).as("orders of %s", r).hasSize(1);
+                assertThat(ds.stream().filter(d -> d.getPayload() instanceof ReleaseDecided)).as("releases of %s", r).hasSize(2);
+                List<RequestOutcome> outcomes = ds.stream().map(Decision::getPayload).filter(RequestOutcome.class::isInstance)
+                        .map(RequestOutcome.class::cast).toList();
+                assertThat(outcomes).as("outcomes of %s", r).hasSize(1);
+                assertThat(outcomes.get(0).getKind()).isEqualTo(OutcomeKind.COMPLETED);
+            });
+        }
+
+        @Override
+        public void close() {
+            producer.close();
+            consumer.close();
+            serdes.close();
+        }
+    }
+
+    @Test
+    void restartWithTheSameStateDirLosesNothingAndDecidesNothingTwice() throws Exception {
+        try (Scenario s = new Scenario()) {
+            DeciderApp app = s.startDecider("state-a", -1);
+            for (int i = 0; i < 150; i++) {
+                s.happyPath("r" + i);
+            }
+            s.awaitOutcomes(40);
+            app.close(); // mid-run: facts of the first half are still being processed
+            for (int i = 150; i < 300; i++) {
+                s.happyPath("r" + i);
+            }
+            try (DeciderApp again = s.startDecider("state-a", -1)) {
+                s.awaitOutcomes(300);
+                s.assertEachCompletedOnce(300);
+            }
+        }
+    }
+
+    @Test
+    void restartWithAnEmptyStateDirRestoresFromTheChangelog() throws Exception {
+        try (Scenario s = new Scenario()) {
+            DeciderApp app = s.startDecider("state-a", -1);
+            for (int i = 0; i < 100; i++) {
+                String r = "r" + i;
+                s.send(admitted(r));
+                s.send(decodeReady(r, run(0, 8)));
+                s.send(prefillCompleted(r, run(100, 8)));
+            }
+            s.producer.flush();
+            await().atMost(Duration.ofSeconds(60)).until(() -> {
+                for (ConsumerRecord<byte[], byte[]> rec : pollDecisions(s)) {
+                    s.decisions.add(s.topics.decisions().valueSerde().deserializer().deserialize(rec.topic(), rec.value()));
+                }
+                return s.decisions.stream().filter(d -> d.getPayload() instanceof TransferOrder).count() >= 100;
+            });
+            app.close();
+            // A fresh instance on another machine: nothing local, everything from the changelog.
+            try (DeciderApp fresh = s.startDecider("state-b", -1)) {
+                for (int i = 0; i < 100; i++) {
+                    s.send(completed("r" + i, 1));
+                    s.send(decodeCompleted("r" + i));
+                }
+                s.awaitOutcomes(100);
+                s.assertEachCompletedOnce(100);
+            }
+        }
+    }
+
+    private static List<ConsumerRecord<byte[], byte[]>> pollDecisions(Scenario s) {
+        if (s.consumer.subscription().isEmpty()) {
+            s.consumer.subscribe(List.of(s.topics.decisions().name()));
+        }
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+        s.consumer.poll(Duration.ofMillis(200)).forEach(out::add);
+        return out;
+    }
+
+    @Test
+    void twoInstancesShareTheWorkAcrossRebalancesAndAnswerQueriesForEachOther() throws Exception {
+        try (Scenario s = new Scenario()) {
+            DeciderApp a = s.startDecider("state-a", 0);
+            for (int i = 0; i < 100; i++) {
+                s.happyPath("r" + i);
+            }
+            DeciderApp b = s.startDecider("state-b", 0); // rebalance while facts flow
+            for (int i = 100; i < 200; i++) {
+                s.happyPath("r" + i);
+            }
+            s.awaitOutcomes(200);
+            await().atMost(Duration.ofSeconds(60)).until(() -> a.streams().metadataForAllStreamsClients().size() == 2
+                    && a.streams().state() == org.apache.kafka.streams.KafkaStreams.State.RUNNING
+                    && b.streams().state() == org.apache.kafka.streams.KafkaStreams.State.RUNNING);
+            // Interactive queries: counts summed over both instances, any request answered by either.
+            HttpClient http = HttpClient.newHttpClient();
+            await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> {
+                String states = http.send(HttpRequest.newBuilder(URI.create(a.httpUrl() + "/states")).build(),
+                        HttpResponse.BodyHandlers.ofString()).body();
+                assertThat(states).contains("\"COMPLETED\":200");
+            });
+            for (String r : List.of("r1", "r57", "r123", "r199")) {
+                HttpResponse<String> viaB = http.send(HttpRequest.newBuilder(URI.create(b.httpUrl() + "/requests/" + r)).build(),
+                        HttpResponse.BodyHandlers.ofString());
+                assertThat(viaB.statusCode()).isEqualTo(200);
+                assertThat(viaB.body()).contains("\"request_id\": \"" + r + "\"").contains("COMPLETED");
+            }
+            a.close(); // and another rebalance: b takes everything
+            for (int i = 200; i < 300; i++) {
+                s.happyPath("r" + i);
+            }
+            s.awaitOutcomes(300);
+            b.close();
+            s.assertEachCompletedOnce(300);
+        }
+    }
+
+    @Test
+    void replayingTheRecordedLogIntoAFreshDeciderReproducesEveryDecision() throws Exception {
+        try (Scenario s = new Scenario(fastPolicy()); DeciderApp app = s.startDecider("state-a", -1)) {
+            for (int i = 0; i < 60; i++) {
+                s.happyPath("ok" + i);
+            }
+            for (int i = 0; i < 20; i++) { // cancelled during the transfer
+                String r = "cx" + i;
+                s.send(admitted(r));
+                s.send(decodeReady(r, run(0, 4)));
+                s.send(prefillCompleted(r, run(10, 4)));
+                s.send(cancel(r));
+                s.send(failed(r, 1, false));
+            }
+            for (int i = 0; i < 20; i++) { // prefill never comes: times out by stream time carried by the live ticks
+                String r = "to" + i;
+                s.send(admitted(r));
+                s.send(decodeReady(r, run(0, 4)));
+            }
+            s.awaitOutcomes(100);
+            // Let the tail of decisions (releases after drains) settle, then read the recorded log.
+            await().atMost(Duration.ofSeconds(30)).until(() -> {
+                int before = s.decisions.size();
+                pollDecisions(s).forEach(rec -> s.decisions.add(s.topics.decisions().valueSerde().deserializer().deserialize(rec.topic(), rec.value())));
+                return s.decisions.size() == before && s.decisions.stream().filter(d -> d.getPayload() instanceof ReleaseDecided).count() >= 60 * 2 + 20 * 2 + 20;
+            });
+            Map<Integer, List<ConsumerRecord<byte[], byte[]>>> log = readAll(s.topics.requestEvents().name(), 4);
+            Map<Integer, List<ConsumerRecord<byte[], byte[]>>> recorded = readAll(s.topics.decisions().name(), 4);
+            int compared = 0;
+            for (int p = 0; p < 4; p++) {
+                List<Decision> replayed = DeciderReplay.replayPartition(s.policy, s.topics, log.get(p));
+                List<Decision> live = recorded.get(p).stream()
+                        .map(r -> s.topics.decisions().valueSerde().deserializer().deserialize(r.topic(), r.value())).toList();
+                // The live run may have decided a little further than the records replayed (timers after the last read).
+                assertThat(replayed).as("partition %d", p).startsWith(live.toArray(Decision[]::new));
+                compared += live.size();
+            }
+            assertThat(compared).isEqualTo(s.decisions.size());
+        }
+    }
+
+    private static Map<Integer, List<ConsumerRecord<byte[], byte[]>>> readAll(String topic, int partitions) {
+        Map<Integer, List<ConsumerRecord<byte[], byte[]>>> out = new HashMap<>();
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.bootstrapServers(),
+                ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed"), new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            List<TopicPartition> tps = java.util.stream.IntStream.range(0, partitions).mapToObj(p -> new TopicPartition(topic, p)).toList();
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            tps.forEach(tp -> out.put(tp.partition(), new ArrayList<>()));
+            await().atMost(Duration.ofSeconds(30)).until(() -> {
+                c.poll(Duration.ofMillis(200)).forEach(r -> out.get(r.partition()).add(r));
+                return tps.stream().allMatch(tp -> c.position(tp) >= end.get(tp));
+            });
+        }
+        out.values().forEach(l -> l.sort(Comparator.comparingLong(ConsumerRecord::offset)));
+        return out;
+    }
+}
