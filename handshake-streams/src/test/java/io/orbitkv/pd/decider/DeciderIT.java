@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import io.orbitkv.pd.broker.KraftCluster;
+import io.orbitkv.pd.testsupport.kafka.WithKafka;
 import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.OutcomeKind;
 import io.orbitkv.pd.events.ReleaseDecided;
@@ -38,7 +39,6 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -47,6 +47,7 @@ import org.junit.jupiter.api.Test;
  * rebalances, interactive queries across instances, and replay of the recorded log reproducing every decision.
  * Each test uses its own topic prefix and application id.
  */
+@WithKafka
 class DeciderIT {
 
     private static final AtomicInteger RUN = new AtomicInteger();
@@ -54,16 +55,9 @@ class DeciderIT {
     private static Path work;
 
     @BeforeAll
-    static void startBroker() throws Exception {
+    static void broker(KraftCluster kafka) throws Exception {
+        cluster = kafka;
         work = Files.createDirectories(Path.of("target", "it", "DeciderIT-" + System.nanoTime()));
-        cluster = KraftCluster.builder().nodes(1).dataDir(work.resolve("kafka")).logsDir(work.resolve("logs")).build().start();
-    }
-
-    @AfterAll
-    static void stopBroker() {
-        if (cluster != null) {
-            cluster.close();
-        }
     }
 
     /** One isolated scenario: its own topics and application id. */
