@@ -195,8 +195,10 @@ public final class KraftCluster implements AutoCloseable {
             stopNode(nodeId);
         }
         LOG.info("Restarting node {}", nodeId);
+        long t0 = System.nanoTime();
         launch(n);
         awaitReady(nodes.stream().filter(NodeProcess::isAlive).toList());
+        LOG.info("Node {} ready again in {} ms", nodeId, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
     }
 
     /**

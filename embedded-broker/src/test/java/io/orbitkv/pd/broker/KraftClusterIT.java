@@ -29,7 +29,6 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
-import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
@@ -98,7 +97,7 @@ class KraftClusterIT {
     @Test
     void persistentDirectorySurvivesStopAndStart() throws Exception {
         Path dir = BASE.resolve("persistent");
-        deleteRecursively(dir.resolve("data")); // persistent by design: start from a clean slate per run
+        deleteRecursively(dir); // persistent by design, so start each run from a clean slate (data and log)
         String firstBootstrap;
         try (KraftCluster cluster = cluster("persistent", 1).persistent(true).build().start();
              Admin admin = cluster.createAdmin()) {
@@ -124,13 +123,13 @@ class KraftClusterIT {
     @Test
     void nodeThatDiesDuringStartupFailsFastWithItsLog() {
         KraftCluster cluster = cluster("broken", 1).brokerProperty("num.io.threads", "not-a-number").build();
-        long t0 = System.nanoTime();
+        // "exited with code" is the fail-fast path; the timeout path reports "not ready within" instead.
         assertThatThrownBy(cluster::start)
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("node 1 exited with code")
                 .hasMessageContaining("node-1.log")
                 .hasMessageContaining("num.io.threads");
-        assertThat(Duration.ofNanos(System.nanoTime() - t0)).isLessThan(Duration.ofSeconds(30));
+        assertThat(cluster.isRunning(1)).isFalse();
         cluster.close();
         cluster.close(); // idempotent
     }
@@ -199,10 +198,5 @@ class KraftClusterIT {
                 Files.delete(p);
             }
         }
-    }
-
-    @SuppressWarnings("unused")
-    private static List<Integer> replicas(TopicPartitionInfo p) {
-        return p.replicas().stream().map(Node::id).toList();
     }
 }

@@ -2,7 +2,6 @@ package io.orbitkv.pd.broker.internal;
 
 import java.io.File;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.net.URI;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -151,7 +150,9 @@ public final class ChildClasspath {
             }
             return result;
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot read class path jar " + jar, e);
+            // The JVM silently skips unreadable class path jars; pass it on unchanged and let the child do the same.
+            LOG.debug("Not a readable jar, kept as is: {} ({})", jar, e.toString());
+            return null;
         }
     }
 }
