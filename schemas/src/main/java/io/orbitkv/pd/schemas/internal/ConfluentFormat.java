@@ -52,11 +52,18 @@ public final class ConfluentFormat implements WireFormat {
                     "not the Confluent wire format: expected magic byte 0 and a 4-byte schema id" + hint);
         }
         int id = ByteBuffer.wrap(data, 1, 4).getInt();
+        if (id < 0) {
+            // Registry ids are non-negative: do not ask the registry about a forged one.
+            throw new EventDecodingException(Reason.UNKNOWN_SCHEMA, topic, "schema id " + id + " is negative: not a registry id");
+        }
         Schema writer;
         try {
             writer = client.schemaById(id);
         } catch (RegistryException e) {
-            Reason r = e.status() == 404 ? Reason.UNKNOWN_SCHEMA : Reason.REGISTRY_UNAVAILABLE;
+            // 404: no such id. 2xx: the registry answered, but with a schema we cannot use (not Avro, does not
+            // parse). Anything else (no answer, 5xx, auth) is the registry's problem, not the record's.
+            int status = e.status();
+            Reason r = status == 404 || status / 100 == 2 ? Reason.UNKNOWN_SCHEMA : Reason.REGISTRY_UNAVAILABLE;
             throw new EventDecodingException(r, topic, "schema id " + id + ": " + e.getMessage(), e);
         }
         return new Located(writer, id, HEADER);
