@@ -158,7 +158,11 @@ public final class RequestStateMachine {
                 .setFailurePolicy(a.getFailurePolicy()).setDeadlineMs(a.getDeadlineMs()).setPromptTokens(a.getPromptTokens()).build());
         s.getTimings().setAdmittedMs(c.now);
         if (s.getPhase() != Phase.AWAITING_ADMISSION) {
-            return; // a terminal phase reached before admission (never admitted); nothing more to do
+            // Closed before admission (never admitted): the request ends now, with exactly one outcome.
+            if (s.getOutcome() == null) {
+                finishWith(c, OutcomeKind.FAILED, "admitted after " + s.getOutcomeReason());
+            }
+            return;
         }
         // Facts that came early are checked against the engines the proxy picked.
         if (s.getSource() != null && !s.getSource().getEngineId().equals(a.getPrefillEngineId())) {
@@ -194,7 +198,11 @@ public final class RequestStateMachine {
         HeldPages held = HeldPages.newBuilder().setEngineId(pc.getEngineId()).setInstanceEpoch(pc.getInstanceEpoch())
                 .setBlocks(pc.getSourceBlocks()).setLayout(pc.getLayout()).setReleased(false).build();
         if (isTerminal(s.getPhase())) {
-            c.release(held, ReleaseSide.PREFILL, "request already " + s.getPhase() + ": prefill pages not needed");
+            if (samePages(s.getSource(), held)) {
+                return; // a duplicate of the fact already recorded; those pages are (or will be) released with the request
+            }
+            // No order was or will be issued against these pages: free them at once, drain or not.
+            c.releaseNow(held, ReleaseSide.PREFILL, "request already " + s.getPhase() + ": prefill pages not needed", null, null);
             return;
         }
         if (s.getSource() != null || s.getPrefillFailed() != null || s.getPhase() == Phase.RECOMPUTING) {
@@ -234,6 +242,9 @@ public final class RequestStateMachine {
         HeldPages held = HeldPages.newBuilder().setEngineId(dr.getEngineId()).setInstanceEpoch(dr.getInstanceEpoch())
                 .setBlocks(dr.getDestBlocks()).setLayout(dr.getLayout()).setReleased(false).build();
         if (isTerminal(s.getPhase())) {
+            if (samePages(s.getDest(), held)) {
+                return; // a duplicate of the fact already recorded; released with the request
+            }
             // No order was or will be issued against this lease, so no push can land: free at once.
             c.releaseLease(held, dr.getLeaseId(), dr.getLeaseEpoch(), "request already " + s.getPhase() + ": decode pages not needed");
             return;
@@ -388,14 +399,31 @@ public final class RequestStateMachine {
         if (isTerminal(s.getPhase())) {
             return;
         }
+        if (s.getPhase() == Phase.AWAITING_ADMISSION) {
+            // Decided at admission, like an early PrefillFailed / decode rejection.
+            if (sourceLost && s.getPrefillFailed() == null) {
+                s.setPrefillFailed(why);
+            }
+            if (destLost && s.getDecodeRejected() == null) {
+                s.setDecodeRejected(why);
+            }
+            return;
+        }
         if (destLost) {
             fail(c, OutcomeKind.FAILED, why + ": lease " + s.getLeaseId() + "@" + s.getLeaseEpoch() + " is void");
         } else if (s.getPhase() != Phase.KV_READY && s.getPhase() != Phase.RECOMPUTING) {
-            if (s.getAttemptOpen()) {
+            // Under RECOMPUTE the request lives on (decode re-runs the prefill), so the attempt is stopped here;
+            // under FAIL prefillLost ends it through fail(), which aborts.
+            if (s.getAttemptOpen() && s.getAdmission().getFailurePolicy() == FailurePolicy.RECOMPUTE) {
                 c.abort(why);
             }
             prefillLost(c, why + " before its KV was delivered");
         }
+    }
+
+    private static boolean samePages(HeldPages recorded, HeldPages reported) {
+        return recorded != null && recorded.getEngineId().equals(reported.getEngineId())
+                && recorded.getInstanceEpoch() == reported.getInstanceEpoch() && recorded.getBlocks().equals(reported.getBlocks());
     }
 
     // ------------------------------------------------------------------------------------------------ timers
