@@ -16,7 +16,20 @@ public final class Main implements Runnable {
     CommandLine.Model.CommandSpec spec;
 
     public static void main(String[] args) {
-        System.exit(new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).execute(args));
+        System.exit(commandLine().execute(args));
+    }
+
+    /** The command tree, with bad configuration reported as one clear line (exit code 2) instead of a stack trace. */
+    static CommandLine commandLine() {
+        return new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).setExecutionExceptionHandler((e, cmd, parsed) -> {
+            if (e instanceof IllegalArgumentException || e instanceof java.io.UncheckedIOException
+                    || e instanceof java.nio.file.NoSuchFileException) {
+                cmd.getErr().println(cmd.getColorScheme().errorText(cmd.getCommandName() + ": " + e.getMessage()));
+                cmd.getErr().println("Run '" + cmd.getCommandSpec().qualifiedName() + " --help' for the options.");
+                return 2;
+            }
+            throw e;
+        });
     }
 
     @Override

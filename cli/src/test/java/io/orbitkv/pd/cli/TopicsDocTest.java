@@ -26,7 +26,7 @@ class TopicsDocTest {
             assertThat(row.find()).as("docs/topics.md has a row for %s", t.name()).isTrue();
             assertThat(row.group(1).strip()).as("key of %s", t.name()).isEqualTo(t.keyName());
             assertThat(row.group(2)).as("value schema of %s", t.name()).contains("`" + t.valueTypeName() + "`");
-            assertThat(Integer.parseInt(row.group(4))).as("partitions of %s", t.name()).isEqualTo(t.spec().partitions());
+            assertThat(Integer.parseInt(row.group(3))).as("partitions of %s", t.name()).isEqualTo(t.spec().partitions());
         }
         List<String> documented = Pattern.compile("(?m)^\\| `(orbitkv\\.[a-z-]+)`").matcher(doc).results().map(m -> m.group(1)).toList();
         assertThat(documented).containsExactlyInAnyOrderElementsOf(topics.all().stream().map(Topic::name).toList());
