@@ -5,6 +5,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
+import java.util.HexFormat;
 import java.util.List;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
@@ -20,6 +21,31 @@ import javax.crypto.spec.SecretKeySpec;
 public final class OrderTokens {
 
     private static final String ALGORITHM = "HmacSHA256";
+
+    /**
+     * The key every component uses when {@code auth.key} is not set: fine on a laptop, logged loudly, never for
+     * production. Equal to the decider's {@code DeciderConfig.DEV_AUTH_KEY}, so a decider and workers started
+     * without keys still agree.
+     */
+    public static final String DEV_KEY = "orbitkv-dev-insecure-auth-key";
+
+    /**
+     * The bytes of an {@code auth.key} setting: {@code hex:0a1b...} for binary keys, else the UTF-8 bytes of the
+     * text (the same rule as the decider's config).
+     */
+    public static byte[] parseKey(String value) {
+        if (value == null) {
+            throw new IllegalArgumentException("auth.key: required");
+        }
+        if (value.startsWith("hex:")) {
+            try {
+                return HexFormat.of().parseHex(value.substring(4));
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("auth.key: not valid hex after 'hex:' (" + e.getMessage() + ")");
+            }
+        }
+        return value.getBytes(StandardCharsets.UTF_8);
+    }
 
     private final SecretKeySpec key;
     /** Mac instances are not thread-safe and costly to look up: one per thread, initialized once. */

@@ -1,0 +1,36 @@
+package io.orbitkv.pd.transport;
+
+import io.orbitkv.pd.events.TransportEndpoint;
+import io.orbitkv.pd.kv.KvPool;
+import io.orbitkv.pd.kv.TransferPlan;
+import java.util.Optional;
+
+/**
+ * Moves the pages of a {@link TransferPlan} from a local pool into a peer engine's pool. One implementation per
+ * package ({@code tcp}, {@code local}; later {@code cuda}, {@code mooncake}); adding one touches nothing else.
+ *
+ * <p>The receiving half of a transport serves the local engine's pool through a {@link PushGate}, which checks
+ * every push (token, epochs, fences, bounds) before any memory is touched. A transport acknowledges a push only
+ * when its bytes are in place, and a sender completes a {@link Transfer} only on that acknowledgement.
+ */
+public interface KvTransport extends AutoCloseable {
+
+    /** {@code tcp}, {@code local}, ...: the name engines register endpoints under. */
+    String name();
+
+    /** The endpoint peers push to, announced in the engine registration; empty for a send-only transport. */
+    Optional<TransportEndpoint> endpoint();
+
+    /** Whether this transport can push to {@code peer} from this process (e.g. {@code local} only within one JVM). */
+    boolean canReach(PeerEndpoint peer);
+
+    /** Starts pushing {@code plan} from {@code source} to {@code peer}; never throws, failures complete the transfer. */
+    Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer);
+
+    /** Drops cached connections and endpoint state for an engine (it restarted, moved or left). */
+    void forgetPeer(String engineId);
+
+    /** Stops serving and sending; in-flight transfers fail. Idempotent. */
+    @Override
+    void close();
+}

@@ -1,0 +1,258 @@
+package io.orbitkv.pd.transport;
+
+import io.orbitkv.pd.kv.BlockRuns;
+import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.kv.KvPool;
+import io.orbitkv.pd.schemas.OrderTokens;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.LongSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The receiving side's admission control, shared by every transport: a push may write into the local pool only
+ * after {@link #open} accepted it, and each write only inside the pages it was accepted for.
+ *
+ * <p>{@link #open} checks, in this order: the push is for this engine; for its current instance epoch; the token
+ * verifies (HMAC over order id, lease epoch, destination runs, keyed by {@code auth.key}); the order attempt was
+ * not aborted and its request is not being recomputed here; the lease epoch is current (not older than the
+ * newest epoch seen or announced for the lease, not released); every destination run lies inside the pool; the
+ * page shapes match. Fences ({@link #releaseLease}, {@link #abortAttempt}, {@link #fenceRequest}) refuse new
+ * pushes and stop open sessions: they return only after any frame that was being written has landed, so once a
+ * fence returns, no byte of a fenced push can still reach the pages.
+ *
+ * <p>Fence memory is bounded ({@code maxFences} per kind, oldest forgotten first); a forgotten fence still
+ * leaves the token, the lease's newest epoch and the instance epoch in the way of a late push.
+ */
+public final class PushGate {
+
+    private static final Logger log = LoggerFactory.getLogger(PushGate.class);
+    /** How long a fence waits for a frame in progress before giving up (and saying so). */
+    private static final long FENCE_WAIT_MS = 10_000;
+
+    private final String engineId;
+    private final LongSupplier instanceEpoch;
+    private final KvPool pool;
+    private final OrderTokens tokens;
+    private final int maxRuns;
+    private final int maxFences;
+    private final Map<Long, ReceiveSession> sessions = new ConcurrentHashMap<>();
+    private final AtomicLong nextSession = new AtomicLong();
+    private final Map<String, long[]> leases;
+    private final Map<String, String> abortedAttempts;
+    private final Map<String, String> fencedRequests;
+    private final LongAdder accepted = new LongAdder();
+    private final LongAdder bytesWritten = new LongAdder();
+    private final Map<TransferError, LongAdder> refused = new EnumMap<>(TransferError.class);
+
+    /**
+     * @param engineId      the engine whose pool this gate guards
+     * @param instanceEpoch its current instance epoch (read on every push)
+     * @param pool          the pool pushes write into
+     * @param tokens        verifies order tokens (the decider's key)
+     * @param maxRuns       most destination runs one push may name
+     * @param maxFences     fences remembered per kind
+     */
+    public PushGate(String engineId, LongSupplier instanceEpoch, KvPool pool, OrderTokens tokens, int maxRuns, int maxFences) {
+        this.engineId = Objects.requireNonNull(engineId, "engineId");
+        this.instanceEpoch = Objects.requireNonNull(instanceEpoch, "instanceEpoch");
+        this.pool = Objects.requireNonNull(pool, "pool");
+        this.tokens = Objects.requireNonNull(tokens, "tokens");
+        this.maxRuns = maxRuns;
+        this.maxFences = maxFences;
+        this.leases = lru(maxFences);
+        this.abortedAttempts = lru(maxFences);
+        this.fencedRequests = lru(maxFences);
+        for (TransferError e : TransferError.values()) {
+            refused.put(e, new LongAdder());
+        }
+    }
+
+    private static <V> Map<String, V> lru(int max) {
+        return new LinkedHashMap<>(256, 0.75f, false) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, V> eldest) {
+                return size() > max;
+            }
+        };
+    }
+
+    public String engineId() {
+        return engineId;
+    }
+
+    public long instanceEpoch() {
+        return instanceEpoch.getAsLong();
+    }
+
+    public KvPool pool() {
+        return pool;
+    }
+
+    /**
+     * Admits a push, or refuses it with the reason.
+     *
+     * @param request        what the sender presented
+     * @param senderGeometry the page shape of the sender's pool
+     * @throws TransferException {@link TransferError#WRONG_ENGINE}, {@link TransferError#STALE_EPOCH},
+     *                           {@link TransferError#UNAUTHORIZED}, {@link TransferError#ABORTED},
+     *                           {@link TransferError#OUT_OF_RANGE} or {@link TransferError#LAYOUT_MISMATCH}
+     */
+    public ReceiveSession open(PushRequest request, KvGeometry senderGeometry) {
+        try {
+            ReceiveSession s = admit(request, senderGeometry);
+            accepted.increment();
+            return s;
+        } catch (TransferException e) {
+            refused.get(e.kind()).increment();
+            log.atWarn().addKeyValue("orderId", request.orderId()).addKeyValue("sender", request.senderId())
+                    .addKeyValue("error", e.kind()).log("push refused: " + e.getMessage());
+            throw e;
+        }
+    }
+
+    private ReceiveSession admit(PushRequest r, KvGeometry senderGeometry) {
+        if (!engineId.equals(r.destEngineId())) {
+            throw new TransferException(TransferError.WRONG_ENGINE, r.describe() + " is for engine '" + r.destEngineId()
+                    + "' but this worker serves '" + engineId + "'");
+        }
+        long epoch = instanceEpoch.getAsLong();
+        if (r.destInstanceEpoch() != epoch) {
+            throw new TransferException(TransferError.STALE_EPOCH, r.describe() + " was issued for instance epoch " + r.destInstanceEpoch()
+                    + " of " + engineId + ", which is now at instance epoch " + epoch + " (the engine restarted: its pages are not the ones ordered)");
+        }
+        if (!tokens.verify(r.orderId(), r.leaseEpoch(), r.destRuns(), r.token())) {
+            throw new TransferException(TransferError.UNAUTHORIZED, "authorization token of " + r.describe() + " does not verify over its "
+                    + r.destRuns().size() + " destination runs (forged or altered order, or auth.key differs from the decider's)");
+        }
+        ReceiveSession session;
+        synchronized (this) {
+            String aborted = abortedAttempts.get(attemptKey(r.orderId(), r.attempt()));
+            if (aborted != null) {
+                throw new TransferException(TransferError.ABORTED, r.describe() + " attempt " + r.attempt() + " was aborted: " + aborted);
+            }
+            String fenced = fencedRequests.get(r.requestId());
+            if (fenced == null) {
+                fenced = fencedRequests.get(requestOf(r.orderId()));
+            }
+            if (fenced != null) {
+                throw new TransferException(TransferError.ABORTED, "request of " + r.describe() + " no longer takes pushes here: " + fenced);
+            }
+            long[] lease = leases.get(r.leaseId());
+            if (lease != null && r.leaseEpoch() <= lease[1]) {
+                throw new TransferException(TransferError.STALE_EPOCH, "lease " + r.leaseId() + " epoch " + r.leaseEpoch()
+                        + " was released (through epoch " + lease[1] + "): its pages may belong to another request now");
+            }
+            if (lease != null && r.leaseEpoch() < lease[0]) {
+                throw new TransferException(TransferError.STALE_EPOCH, "lease " + r.leaseId() + " is at epoch " + lease[0] + ", "
+                        + r.describe() + " carries epoch " + r.leaseEpoch());
+            }
+            String bad = BlockRuns.problem("dest_blocks of " + r.describe(), r.destRuns(), pool.geometry().numBlocks(), maxRuns);
+            if (bad != null) {
+                throw new TransferException(TransferError.OUT_OF_RANGE, bad);
+            }
+            String mismatch = senderGeometry.incompatibility(pool.geometry());
+            if (mismatch != null) {
+                throw new TransferException(TransferError.LAYOUT_MISMATCH, r.describe() + ": page shapes differ: " + mismatch);
+            }
+            if (lease == null) {
+                leases.put(r.leaseId(), new long[] {r.leaseEpoch(), Long.MIN_VALUE});
+            } else {
+                lease[0] = Math.max(lease[0], r.leaseEpoch());
+            }
+            session = new ReceiveSession(this, nextSession.incrementAndGet(), r, pool, BlockRuns.intervals(r.destRuns()));
+            sessions.put(session.id(), session);
+        }
+        return session;
+    }
+
+    /**
+     * The engine released the lease's pages (or is about to reuse them): pushes with this lease at
+     * {@code epoch} or older are refused from now on, and open ones stop.
+     */
+    public void releaseLease(String leaseId, long epoch) {
+        synchronized (this) {
+            long[] lease = leases.computeIfAbsent(leaseId, k -> new long[] {epoch, Long.MIN_VALUE});
+            lease[1] = Math.max(lease[1], epoch);
+            lease[0] = Math.max(lease[0], epoch);
+        }
+        fence(s -> s.request().leaseId().equals(leaseId) && s.request().leaseEpoch() <= epoch,
+                new TransferException(TransferError.STALE_EPOCH, "lease " + leaseId + " epoch " + epoch + " was released during the push"));
+    }
+
+    /** The engine moved the lease to {@code epoch} (e.g. before recomputing into its pages): older epochs are refused. */
+    public void advanceLease(String leaseId, long epoch) {
+        synchronized (this) {
+            long[] lease = leases.computeIfAbsent(leaseId, k -> new long[] {epoch, Long.MIN_VALUE});
+            lease[0] = Math.max(lease[0], epoch);
+        }
+        fence(s -> s.request().leaseId().equals(leaseId) && s.request().leaseEpoch() < epoch,
+                new TransferException(TransferError.STALE_EPOCH, "lease " + leaseId + " moved to epoch " + epoch + " during the push"));
+    }
+
+    /** The decider aborted this attempt: refuse it, stop it if it is being written. */
+    public void abortAttempt(String orderId, int attempt, String reason) {
+        synchronized (this) {
+            abortedAttempts.put(attemptKey(orderId, attempt), reason);
+        }
+        fence(s -> s.request().orderId().equals(orderId) && s.request().attempt() == attempt,
+                new TransferException(TransferError.ABORTED, "order " + orderId + " attempt " + attempt + " was aborted: " + reason));
+    }
+
+    /** No push of this request may land any more (the decode engine recomputes into the pages). */
+    public void fenceRequest(String requestId, String reason) {
+        synchronized (this) {
+            fencedRequests.put(requestId, reason);
+        }
+        fence(s -> s.request().requestId().equals(requestId) || requestOf(s.request().orderId()).equals(requestId),
+                new TransferException(TransferError.ABORTED, "request " + requestId + " no longer takes pushes: " + reason));
+    }
+
+    private void fence(java.util.function.Predicate<ReceiveSession> match, TransferException why) {
+        for (ReceiveSession s : sessions.values()) {
+            if (match.test(s) && !s.stop(why, FENCE_WAIT_MS)) {
+                log.atError().addKeyValue("orderId", s.request().orderId())
+                        .log("fence: a frame of the push was still being written after " + FENCE_WAIT_MS + " ms");
+            }
+        }
+    }
+
+    void closed(ReceiveSession s) {
+        sessions.remove(s.id());
+        bytesWritten.add(s.bytesWritten());
+    }
+
+    /** Open sessions (pushes being received). */
+    public int openSessions() {
+        return sessions.size();
+    }
+
+    public long acceptedPushes() {
+        return accepted.sum();
+    }
+
+    public long refusedPushes(TransferError kind) {
+        return refused.get(kind).sum();
+    }
+
+    /** Bytes written by closed sessions. */
+    public long bytesWritten() {
+        return bytesWritten.sum();
+    }
+
+    private static String attemptKey(String orderId, int attempt) {
+        return orderId + "#" + attempt;
+    }
+
+    /** {@code r/a3} → {@code r}: the decider names order ids {@code <request id>/a<attempt>}. */
+    static String requestOf(String orderId) {
+        int i = orderId.lastIndexOf("/a");
+        return i < 0 ? orderId : orderId.substring(0, i);
+    }
+}

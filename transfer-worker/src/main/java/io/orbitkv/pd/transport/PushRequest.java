@@ -1,0 +1,61 @@
+package io.orbitkv.pd.transport;
+
+import io.orbitkv.pd.events.BlockRun;
+import io.orbitkv.pd.events.TransferOrder;
+import java.nio.ByteBuffer;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * What a sender presents to the receiving worker before any byte moves: the order's identity, the lease it
+ * writes under, the destination runs and the decider's token over (order id, lease epoch, destination runs).
+ *
+ * @param requestId         the request (for logs and request-level fences)
+ * @param orderId           {@code <request id>/a<attempt>}, as the decider names it
+ * @param attempt           attempt number, from 1
+ * @param leaseId           the destination pages' lease
+ * @param leaseEpoch        the lease epoch the order was issued under
+ * @param destEngineId      the engine whose pages receive the bytes
+ * @param destInstanceEpoch that engine's instance epoch when the order was issued
+ * @param destRuns          destination block runs, exactly as signed
+ * @param token             HMAC-SHA256 token from the order
+ * @param deadlineMs        wall-clock deadline of the order (epoch ms), 0 for none
+ * @param senderId          the sending worker, for logs
+ */
+public record PushRequest(String requestId, String orderId, int attempt, String leaseId, long leaseEpoch, String destEngineId,
+                          long destInstanceEpoch, List<BlockRun> destRuns, byte[] token, long deadlineMs, String senderId) {
+
+    public PushRequest {
+        Objects.requireNonNull(requestId, "requestId");
+        Objects.requireNonNull(orderId, "orderId");
+        Objects.requireNonNull(leaseId, "leaseId");
+        Objects.requireNonNull(destEngineId, "destEngineId");
+        destRuns = List.copyOf(destRuns);
+        token = token == null ? new byte[0] : token.clone();
+        senderId = senderId == null ? "" : senderId;
+    }
+
+    /** The push for a decider's order. */
+    public static PushRequest of(String requestId, TransferOrder o, String senderId) {
+        ByteBuffer t = o.getAuthToken().duplicate();
+        byte[] token = new byte[t.remaining()];
+        t.get(token);
+        return new PushRequest(requestId, o.getOrderId(), o.getAttempt(), o.getLeaseId(), o.getLeaseEpoch(), o.getDestEngineId(),
+                o.getDestInstanceEpoch(), o.getDestBlocks(), token, o.getDeadlineMs(), senderId);
+    }
+
+    @Override
+    public byte[] token() {
+        return token.clone();
+    }
+
+    /** {@code order r/a2 (lease L epoch 3)} for messages. */
+    public String describe() {
+        return "order " + orderId + " (lease " + leaseId + " epoch " + leaseEpoch + ")";
+    }
+
+    @Override
+    public String toString() {
+        return "PushRequest[" + describe() + " to " + destEngineId + "@" + destInstanceEpoch + ", " + destRuns.size() + " runs]";
+    }
+}

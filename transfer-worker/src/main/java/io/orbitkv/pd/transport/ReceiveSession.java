@@ -1,0 +1,123 @@
+package io.orbitkv.pd.transport;
+
+import io.orbitkv.pd.kv.BlockRuns;
+import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.kv.KvPool;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * One admitted push at the receiver: which pages it may write, and whether it still may. A transport calls
+ * {@link #beginFrame()} before it writes a frame, {@link #target} for every write in it (before touching memory),
+ * and {@link #endFrame(long)} after; a fence waits for the frame in progress, so it never races a write.
+ * Used by one receiving thread at a time.
+ */
+public final class ReceiveSession implements AutoCloseable {
+
+    private final PushGate gate;
+    private final long id;
+    private final PushRequest request;
+    private final KvPool pool;
+    private final KvGeometry geometry;
+    private final BlockRuns.Intervals authorized;
+    private final ReentrantLock frame = new ReentrantLock();
+    private volatile TransferException stopped;
+    private long bytes;
+    private boolean closed;
+
+    ReceiveSession(PushGate gate, long id, PushRequest request, KvPool pool, BlockRuns.Intervals authorized) {
+        this.gate = gate;
+        this.id = id;
+        this.request = request;
+        this.pool = pool;
+        this.geometry = pool.geometry();
+        this.authorized = authorized;
+    }
+
+    public long id() {
+        return id;
+    }
+
+    public PushRequest request() {
+        return request;
+    }
+
+    /** Enters a frame; refuses if the push was fenced since it was admitted. */
+    public void beginFrame() {
+        frame.lock();
+        TransferException s = stopped;
+        if (s != null) {
+            frame.unlock();
+            throw s;
+        }
+    }
+
+    /** Leaves a frame that wrote {@code written} bytes. */
+    public void endFrame(long written) {
+        bytes += written;
+        frame.unlock();
+    }
+
+    /**
+     * The host memory for a write of {@code length} bytes at {@code offset} into {@code region}, after checking it
+     * lies inside the registered region and inside the push's destination pages.
+     *
+     * @throws TransferException {@link TransferError#OUT_OF_RANGE} naming the region and pages
+     */
+    public MemorySegment target(int region, long offset, long length) {
+        if (region < 0 || region >= geometry.regionCount()) {
+            throw new TransferException(TransferError.OUT_OF_RANGE, request.describe() + ": write to region " + region + ", the pool has "
+                    + geometry.regionCount() + " regions");
+        }
+        if (length < 1 || offset < 0 || offset > geometry.regionBytes() - length) {
+            throw new TransferException(TransferError.OUT_OF_RANGE, request.describe() + ": write of " + length + " bytes at offset " + offset
+                    + " is outside the registered region " + geometry.describeRegion(region) + " (" + geometry.regionBytes() + " bytes)");
+        }
+        long page = geometry.pageBytes();
+        long first = offset / page;
+        long end = (offset + length + page - 1) / page;
+        if (!authorized.covers(first, end)) {
+            throw new TransferException(TransferError.OUT_OF_RANGE, request.describe() + ": write to pages " + first + ".." + (end - 1) + " of "
+                    + geometry.describeRegion(region) + ", which are not among the order's destination pages");
+        }
+        return pool.hostRegion(region)
+                .orElseThrow(() -> new TransferException(TransferError.UNSUPPORTED, pool.location() + " pool has no host view for this transport"))
+                .asSlice(offset, length);
+    }
+
+    /** Bytes written so far. */
+    public long bytesWritten() {
+        return bytes;
+    }
+
+    /** Why the push was stopped, or null. */
+    public TransferException stoppedBy() {
+        return stopped;
+    }
+
+    /** Stops the session; waits up to {@code waitMs} for a frame in progress. False if it did not finish in time. */
+    boolean stop(TransferException why, long waitMs) {
+        if (stopped == null) {
+            stopped = why;
+        }
+        try {
+            if (frame.tryLock(waitMs, TimeUnit.MILLISECONDS)) {
+                frame.unlock();
+                return true;
+            }
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            gate.closed(this);
+        }
+    }
+}

@@ -1,0 +1,121 @@
+package io.orbitkv.pd.transport.tcp;
+
+import io.orbitkv.pd.schemas.config.ConfigProps;
+import java.time.Duration;
+
+/**
+ * Settings of the tcp transport ({@code transfer.tcp.*} keys; every key and its default is in {@code docs/worker.md}).
+ *
+ * @param bindHost           address the receiver listens on
+ * @param advertisedHost     host peers connect to (announced in the engine registration); the bind host if empty
+ * @param port               listening port; 0 picks a free one
+ * @param connections        connections (stripes) one push uses at most; more only help when one stream cannot
+ *                           fill the link (many cores, fast NICs)
+ * @param maxConnections     accepted connections at most; more are closed at once
+ * @param frameBytes         payload bytes per WRITE frame at most (the sender's batching unit)
+ * @param maxSegments        page runs per WRITE frame at most (one gathering write / scattering read each)
+ * @param maxPayloadBytes    largest WRITE payload the receiver accepts
+ * @param ioTimeout          a connection that makes no progress this long in a frame or push is closed
+ * @param connectTimeout     TCP connect timeout
+ * @param maxBytesPerSecond  send rate limit over all pushes of this worker (0 = none), to share a link with
+ *                           inference traffic
+ * @param socketBufferBytes  SO_SNDBUF / SO_RCVBUF; 0 keeps the kernel's auto-tuning
+ */
+public record TcpConfig(String bindHost, String advertisedHost, int port, int connections, int maxConnections, int frameBytes,
+                        int maxSegments, int maxPayloadBytes, Duration ioTimeout, Duration connectTimeout, long maxBytesPerSecond,
+                        int socketBufferBytes) {
+
+    public TcpConfig {
+        if (bindHost == null || bindHost.isBlank()) {
+            throw new IllegalArgumentException("transfer.tcp.host: required");
+        }
+        advertisedHost = advertisedHost == null || advertisedHost.isBlank() ? bindHost : advertisedHost;
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("transfer.tcp.port: must be 0 (any free port) or 1..65535, got " + port);
+        }
+        range("transfer.tcp.connections", connections, 1, 64);
+        range("transfer.tcp.max-connections", maxConnections, 1, 65536);
+        range("transfer.tcp.frame-bytes", frameBytes, 4096, 1 << 30);
+        range("transfer.tcp.max-segments", maxSegments, 1, 65536);
+        range("transfer.tcp.max-payload-bytes", maxPayloadBytes, 4096, 1 << 30);
+        if (frameBytes > maxPayloadBytes) {
+            throw new IllegalArgumentException("transfer.tcp.frame-bytes: " + frameBytes + " is more than transfer.tcp.max-payload-bytes "
+                    + maxPayloadBytes + " (this worker's own receivers would refuse its frames)");
+        }
+        positive("transfer.tcp.io-timeout", ioTimeout);
+        positive("transfer.tcp.connect-timeout", connectTimeout);
+        if (maxBytesPerSecond < 0) {
+            throw new IllegalArgumentException("transfer.tcp.max-bytes-per-second: must be >= 0 (0 = unlimited), got " + maxBytesPerSecond);
+        }
+        range("transfer.tcp.socket-buffer-bytes", socketBufferBytes, 0, 1 << 30);
+    }
+
+    /** Loopback, any port, one connection per push, 4 MiB frames of at most 1,024 runs. */
+    public static TcpConfig defaults() {
+        return new TcpConfig("127.0.0.1", "", 0, 1, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0);
+    }
+
+    public static TcpConfig from(ConfigProps p) {
+        TcpConfig d = defaults();
+        return new TcpConfig(p.string("transfer.tcp.host", d.bindHost()), p.string("transfer.tcp.advertised-host", ""),
+                p.integer("transfer.tcp.port", d.port()), p.integer("transfer.tcp.connections", d.connections()),
+                p.integer("transfer.tcp.max-connections", d.maxConnections()), p.integer("transfer.tcp.frame-bytes", d.frameBytes()),
+                p.integer("transfer.tcp.max-segments", d.maxSegments()), p.integer("transfer.tcp.max-payload-bytes", d.maxPayloadBytes()),
+                p.duration("transfer.tcp.io-timeout", d.ioTimeout()), p.duration("transfer.tcp.connect-timeout", d.connectTimeout()),
+                longValue(p, "transfer.tcp.max-bytes-per-second", 0), p.integer("transfer.tcp.socket-buffer-bytes", 0));
+    }
+
+    public TcpConfig withPort(int p) {
+        return new TcpConfig(bindHost, advertisedHost, p, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
+                connectTimeout, maxBytesPerSecond, socketBufferBytes);
+    }
+
+    public TcpConfig withConnections(int c) {
+        return new TcpConfig(bindHost, advertisedHost, port, c, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
+                connectTimeout, maxBytesPerSecond, socketBufferBytes);
+    }
+
+    public TcpConfig withFrame(int bytes, int segments) {
+        return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, bytes, segments, Math.max(bytes, maxPayloadBytes),
+                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes);
+    }
+
+    public TcpConfig withMaxBytesPerSecond(long rate) {
+        return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
+                connectTimeout, rate, socketBufferBytes);
+    }
+
+    public TcpConfig withIoTimeout(Duration t) {
+        return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, t,
+                connectTimeout, maxBytesPerSecond, socketBufferBytes);
+    }
+
+    public TcpConfig withSocketBuffer(int bytes) {
+        return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
+                connectTimeout, maxBytesPerSecond, bytes);
+    }
+
+    private static long longValue(ConfigProps p, String key, long def) {
+        String v = p.string(key, null);
+        if (v == null) {
+            return def;
+        }
+        try {
+            return Long.parseLong(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + ": must be an integer, got '" + v + "'");
+        }
+    }
+
+    private static void range(String key, int v, int min, int max) {
+        if (v < min || v > max) {
+            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + v);
+        }
+    }
+
+    private static void positive(String key, Duration d) {
+        if (d == null || d.isNegative() || d.isZero()) {
+            throw new IllegalArgumentException(key + ": must be a positive duration, got " + d);
+        }
+    }
+}

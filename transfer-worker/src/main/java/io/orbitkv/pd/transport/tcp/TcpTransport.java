@@ -1,0 +1,455 @@
+package io.orbitkv.pd.transport.tcp;
+
+import io.orbitkv.pd.events.TransportEndpoint;
+import io.orbitkv.pd.kv.KvPool;
+import io.orbitkv.pd.kv.TransferPlan;
+import io.orbitkv.pd.transport.KvTransport;
+import io.orbitkv.pd.transport.PeerEndpoint;
+import io.orbitkv.pd.transport.PushGate;
+import io.orbitkv.pd.transport.PushRequest;
+import io.orbitkv.pd.transport.Transfer;
+import io.orbitkv.pd.transport.TransferError;
+import io.orbitkv.pd.transport.TransferException;
+import io.orbitkv.pd.transport.TransferResult;
+import io.orbitkv.pd.transport.tcp.internal.FrameException;
+import io.orbitkv.pd.transport.tcp.internal.Pacer;
+import io.orbitkv.pd.transport.tcp.internal.PlanCursor;
+import io.orbitkv.pd.transport.tcp.internal.ReceiverConnection;
+import io.orbitkv.pd.transport.tcp.internal.SenderConnection;
+import io.orbitkv.pd.transport.tcp.internal.Watchdog;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.lang.foreign.MemorySegment;
+import java.net.InetSocketAddress;
+import java.net.StandardSocketOptions;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The {@code tcp} transport: needs nothing but TCP between the workers.
+ *
+ * <p>Receiving: a listening socket; one thread per accepted connection reads frames and writes page bytes
+ * straight from the socket into the registered pool (scattering reads into slices of the pool's off-heap memory),
+ * after the {@link PushGate} admitted the push and every segment was checked.
+ *
+ * <p>Sending: a push is split into up to {@link TcpConfig#connections()} stripes (contiguous byte ranges of the
+ * plan); each stripe takes a pooled connection to the peer, sends BEGIN (the order's credentials; one round trip),
+ * streams WRITE frames — each one gathering write of a header, a segment table and up to
+ * {@link TcpConfig#maxSegments()} page slices straight from the source pool, so thousands of 32 KiB pages cost a
+ * few system calls, not a round trip each — and ends with END, answered by ACK once the receiver has every byte.
+ * The transfer completes when every stripe is acknowledged, and fails only after every stripe has stopped.
+ *
+ * <p>Connections are pooled per peer engine and address; {@link #forgetPeer} (a new registration) closes them, and a
+ * pooled connection that turns out dead (the peer restarted) is replaced once, transparently.
+ */
+public final class TcpTransport implements KvTransport {
+
+    private static final Logger log = LoggerFactory.getLogger(TcpTransport.class);
+    /** Pushes smaller than this per stripe are not striped: another connection costs more than it brings. */
+    private static final long MIN_STRIPE_BYTES = 8L << 20;
+
+    private final TcpConfig config;
+    private final String senderId;
+    private final PushGate gate;
+    private final ServerSocketChannel server;
+    private final Watchdog watchdog;
+    private final Pacer pacer;
+    private final ExecutorService io;
+    private final Set<ReceiverConnection> receivers = ConcurrentHashMap.newKeySet();
+    private final Map<String, ConcurrentLinkedDeque<SenderConnection>> idle = new ConcurrentHashMap<>();
+    private final Map<String, AtomicLong> generations = new ConcurrentHashMap<>();
+    private final AtomicInteger streams = new AtomicInteger();
+    private final AtomicInteger receiverThreads = new AtomicInteger();
+    private final Thread acceptor;
+    private volatile boolean closed;
+
+    private TcpTransport(TcpConfig config, String senderId, PushGate gate) throws IOException {
+        this.config = config;
+        this.senderId = senderId;
+        this.gate = gate;
+        this.watchdog = new Watchdog(config.ioTimeout(), "kv-tcp-watchdog");
+        this.pacer = new Pacer(config.maxBytesPerSecond());
+        this.io = Executors.newThreadPerTaskExecutor(Thread.ofPlatform().daemon().name("kv-tx-", 0).factory());
+        if (gate != null) {
+            server = ServerSocketChannel.open();
+            server.setOption(StandardSocketOptions.SO_REUSEADDR, true);
+            if (config.socketBufferBytes() > 0) {
+                server.setOption(StandardSocketOptions.SO_RCVBUF, config.socketBufferBytes());
+            }
+            server.bind(new InetSocketAddress(config.bindHost(), config.port()), 256);
+            acceptor = Thread.ofPlatform().daemon().name("kv-tcp-accept").start(this::acceptLoop);
+        } else {
+            server = null;
+            acceptor = null;
+        }
+    }
+
+    /**
+     * Starts the transport.
+     *
+     * @param senderId who pushes (for the receivers' logs), e.g. the worker id
+     * @param gate     the local engine's gate; null for a send-only transport (no listening socket)
+     * @throws UncheckedIOException naming the address when the port cannot be bound
+     */
+    public static TcpTransport start(TcpConfig config, String senderId, PushGate gate) {
+        try {
+            return new TcpTransport(config, senderId, gate);
+        } catch (IOException e) {
+            throw new UncheckedIOException("transfer.tcp.host/port: cannot listen on " + config.bindHost() + ":" + config.port() + ": "
+                    + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public String name() {
+        return "tcp";
+    }
+
+    /** The bound listening address, or null for a send-only transport. */
+    public InetSocketAddress localAddress() {
+        try {
+            return server == null ? null : (InetSocketAddress) server.getLocalAddress();
+        } catch (IOException e) {
+            return null;
+        }
+    }
+
+    @Override
+    public Optional<TransportEndpoint> endpoint() {
+        InetSocketAddress a = localAddress();
+        if (a == null) {
+            return Optional.empty();
+        }
+        String host = config.advertisedHost().contains(":") ? "[" + config.advertisedHost() + "]" : config.advertisedHost();
+        return Optional.of(TransportEndpoint.newBuilder().setTransport("tcp").setAddress(host + ":" + a.getPort())
+                .setAttributes(Map.of("max-payload-bytes", Integer.toString(config.maxPayloadBytes()),
+                        "max-segments", Integer.toString(config.maxSegments()), "wire-version", "1"))
+                .build());
+    }
+
+    @Override
+    public boolean canReach(PeerEndpoint peer) {
+        return "tcp".equals(peer.transport());
+    }
+
+    /** Connections currently served by the receiving side. */
+    public int receivingConnections() {
+        return receivers.size();
+    }
+
+    // ---- receiving ---------------------------------------------------------------------------------------------
+
+    private void acceptLoop() {
+        while (!closed) {
+            SocketChannel ch;
+            try {
+                ch = server.accept();
+            } catch (ClosedChannelException e) {
+                return;
+            } catch (IOException e) {
+                if (!closed) {
+                    log.atError().log("accepting a transfer connection failed: " + e.getMessage());
+                }
+                continue;
+            }
+            try {
+                ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+                if (config.socketBufferBytes() > 0) {
+                    ch.setOption(StandardSocketOptions.SO_SNDBUF, config.socketBufferBytes());
+                }
+                if (receivers.size() >= config.maxConnections()) {
+                    log.atWarn().addKeyValue("peer", ch.getRemoteAddress())
+                            .log("refusing a transfer connection: transfer.tcp.max-connections=" + config.maxConnections() + " reached");
+                    ch.close();
+                    continue;
+                }
+            } catch (IOException e) {
+                closeQuietly(ch);
+                continue;
+            }
+            ReceiverConnection rc = new ReceiverConnection(ch, gate, config, watchdog, receivers::remove);
+            receivers.add(rc);
+            Thread.ofPlatform().daemon().name("kv-rx-" + receiverThreads.incrementAndGet()).start(rc);
+        }
+    }
+
+    // ---- sending -----------------------------------------------------------------------------------------------
+
+    @Override
+    public Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+        TcpTransfer t = new TcpTransfer(request, plan, peer);
+        try {
+            if (closed) {
+                throw new TransferException(TransferError.INTERNAL, "tcp transport is closed");
+            }
+            if (!canReach(peer)) {
+                throw new TransferException(TransferError.NO_TRANSPORT, "tcp cannot push to " + peer);
+            }
+            MemorySegment[] src = new MemorySegment[plan.source().regionCount()];
+            for (int r = 0; r < src.length; r++) {
+                src[r] = source.hostRegion(r).orElseThrow(() -> new TransferException(TransferError.UNSUPPORTED,
+                        "tcp transport needs a host-accessible source pool, got " + source.location() + " (GPU pools need a staging path)"));
+            }
+            long total = plan.totalBytes();
+            int stripes = (int) Math.max(1, Math.min(config.connections(), total / MIN_STRIPE_BYTES));
+            t.start(stripes);
+            for (int i = 0; i < stripes; i++) {
+                long from = total * i / stripes;
+                long to = total * (i + 1) / stripes;
+                io.execute(() -> t.runStripe(src, from, to));
+            }
+        } catch (TransferException e) {
+            t.failNow(e);
+        } catch (RuntimeException e) {
+            t.failNow(new TransferException(TransferError.INTERNAL, "cannot start push: " + e, e));
+        }
+        return t;
+    }
+
+    private static String key(PeerEndpoint p) {
+        return p.engineId() + "|" + p.address();
+    }
+
+    private long generation(String engineId) {
+        return generations.computeIfAbsent(engineId, k -> new AtomicLong()).get();
+    }
+
+    private record Lease(SenderConnection connection, boolean reused) { }
+
+    private Lease acquire(PeerEndpoint peer) {
+        ConcurrentLinkedDeque<SenderConnection> q = idle.get(key(peer));
+        long gen = generation(peer.engineId());
+        if (q != null) {
+            for (SenderConnection c = q.pollFirst(); c != null; c = q.pollFirst()) {
+                if (c.isOpen() && c.generation() == gen) {
+                    return new Lease(c, true);
+                }
+                c.close();
+            }
+        }
+        return new Lease(SenderConnection.open(peer, gen, senderId, config, watchdog), false);
+    }
+
+    private void release(SenderConnection c) {
+        c.busy(false);
+        if (closed || !c.isOpen() || c.generation() != generation(c.peer().engineId())) {
+            c.close();
+            return;
+        }
+        ConcurrentLinkedDeque<SenderConnection> q = idle.computeIfAbsent(key(c.peer()), k -> new ConcurrentLinkedDeque<>());
+        if (q.size() >= config.connections() * 2) {
+            c.close();
+        } else {
+            q.addFirst(c);
+        }
+    }
+
+    @Override
+    public void forgetPeer(String engineId) {
+        generations.computeIfAbsent(engineId, k -> new AtomicLong()).incrementAndGet();
+        idle.forEach((k, q) -> {
+            if (k.startsWith(engineId + "|")) {
+                for (SenderConnection c = q.pollFirst(); c != null; c = q.pollFirst()) {
+                    c.close();
+                }
+            }
+        });
+        log.atInfo().addKeyValue("engineId", engineId).log("dropped cached tcp connections to the engine's worker");
+    }
+
+    /** One push: its stripes, their results, cancellation. */
+    private final class TcpTransfer implements Transfer {
+        private final PushRequest request;
+        private final TransferPlan plan;
+        private final PeerEndpoint peer;
+        private final CompletableFuture<TransferResult> result = new CompletableFuture<>();
+        private final AtomicLong acked = new AtomicLong();
+        private final long t0 = System.nanoTime();
+        private AtomicInteger pending;
+        private int stripes;
+        private volatile String cancelled;
+        private TransferException failure;
+
+        TcpTransfer(PushRequest request, TransferPlan plan, PeerEndpoint peer) {
+            this.request = request;
+            this.plan = plan;
+            this.peer = peer;
+        }
+
+        void start(int n) {
+            stripes = n;
+            pending = new AtomicInteger(n);
+        }
+
+        @Override
+        public CompletableFuture<TransferResult> result() {
+            return result;
+        }
+
+        @Override
+        public void cancel(String reason) {
+            if (cancelled == null) {
+                cancelled = reason;
+            }
+        }
+
+        void failNow(TransferException e) {
+            result.completeExceptionally(e);
+        }
+
+        /** Throws when the push must stop before the next frame. */
+        private void checkGoOn(SenderConnection c, int stream) throws IOException {
+            String why = cancelled;
+            TransferError kind = TransferError.ABORTED;
+            if (why == null && request.deadlineMs() > 0 && System.currentTimeMillis() > request.deadlineMs()) {
+                why = "the order's deadline passed";
+                kind = TransferError.TIMEOUT;
+            }
+            if (why != null) {
+                c.abort(stream, why);
+                throw new TransferException(kind, (kind == TransferError.ABORTED ? "aborted: " : "") + why);
+            }
+        }
+
+        void runStripe(MemorySegment[] src, long from, long to) {
+            int stream = streams.incrementAndGet();
+            SenderConnection c = null;
+            long sent = 0;
+            try {
+                for (int tries = 0; ; tries++) {
+                    Lease l = acquire(peer);
+                    c = l.connection();
+                    try {
+                        c.busy(true);
+                        c.begin(stream, request, plan.source(), to - from);
+                        break;
+                    } catch (IOException e) {
+                        c.close();
+                        c = null;
+                        if (!l.reused() || tries > 0 || e instanceof FrameException) {
+                            throw e;
+                        }
+                        // A pooled connection to a peer that restarted: dead on first use. One fresh try.
+                    }
+                }
+                PlanCursor cursor = new PlanCursor(plan, from, to);
+                while (cursor.hasMore()) {
+                    checkGoOn(c, stream);
+                    c.startFrame();
+                    int n = 0;
+                    long payload = 0;
+                    while (n < c.maxSegments() && payload < c.maxPayload() && cursor.hasMore()) {
+                        long len = cursor.take(c.maxPayload() - payload);
+                        n = c.putSegment(n, cursor.region(), cursor.destOffset(), src[cursor.region()].asSlice(cursor.sourceOffset(), len)
+                                .asByteBuffer());
+                        payload += len;
+                    }
+                    pacer.acquire(payload);
+                    c.busy(true);
+                    c.sendFrame(stream, n, payload);
+                    sent += payload;
+                }
+                long ack = c.end(stream, to - from);
+                if (ack != to - from) {
+                    throw new TransferException(TransferError.PROTOCOL, peer + " acknowledged " + ack + " of " + (to - from) + " bytes");
+                }
+                release(c);
+                c = null;
+                done(ack, null);
+            } catch (TransferException e) {
+                if (c != null && e.kind() == TransferError.ABORTED && cancelled != null && c.isOpen()) {
+                    release(c); // ABORT was acknowledged: the connection is clean
+                    c = null;
+                }
+                done(0, e);
+            } catch (IOException e) {
+                done(0, ioFailure(c, e, sent, to - from));
+            } catch (RuntimeException e) {
+                log.atError().setCause(e).addKeyValue("orderId", request.orderId()).log("tcp push failed");
+                done(0, new TransferException(TransferError.INTERNAL, "tcp push failed: " + e, e));
+            } finally {
+                if (c != null) {
+                    c.close();
+                }
+            }
+        }
+
+        private TransferException ioFailure(SenderConnection c, IOException e, long sent, long stripeBytes) {
+            if (c != null && c.timedOut()) {
+                return new TransferException(TransferError.TIMEOUT, "no progress with " + peer + " for " + config.ioTimeout().toMillis()
+                        + " ms after " + sent + " of " + stripeBytes + " bytes", e);
+            }
+            if (e instanceof FrameException) {
+                return new TransferException(TransferError.PROTOCOL, peer + " broke the wire format: " + e.getMessage(), e);
+            }
+            if (closed) {
+                return new TransferException(TransferError.INTERNAL, "tcp transport closed during the push", e);
+            }
+            return new TransferException(TransferError.CONNECTION_LOST, "connection to " + peer + " lost after " + sent + " of " + stripeBytes
+                    + " bytes: " + e.getMessage(), e);
+        }
+
+        private void done(long ackedBytes, TransferException e) {
+            synchronized (this) {
+                if (e != null && failure == null) {
+                    failure = e;
+                    if (cancelled == null) {
+                        cancelled = "another stripe failed: " + e.reason();
+                    }
+                }
+            }
+            acked.addAndGet(ackedBytes);
+            if (pending.decrementAndGet() == 0) {
+                TransferException f;
+                synchronized (this) {
+                    f = failure;
+                }
+                if (f != null) {
+                    result.completeExceptionally(f);
+                } else {
+                    result.complete(new TransferResult(acked.get(), System.nanoTime() - t0, "tcp", stripes));
+                }
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        if (server != null) {
+            closeQuietly(server);
+        }
+        receivers.forEach(ReceiverConnection::close);
+        idle.values().forEach(q -> {
+            for (SenderConnection c = q.pollFirst(); c != null; c = q.pollFirst()) {
+                c.close();
+            }
+        });
+        io.shutdown();
+        watchdog.close();
+    }
+
+    private static void closeQuietly(java.io.Closeable c) {
+        try {
+            c.close();
+        } catch (IOException ignored) {
+            // already closed
+        }
+    }
+}

@@ -1,0 +1,76 @@
+package io.orbitkv.pd.transport.tcp.internal;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
+
+/** Blocking read/write loops over a socket channel. */
+public final class Io {
+
+    private Io() { }
+
+    /**
+     * Fills {@code b}. Returns false on a clean end of stream before the first byte when {@code eofOk}.
+     *
+     * @throws FrameException when the stream ends part-way ("truncated")
+     */
+    public static boolean readFully(SocketChannel ch, ByteBuffer b, boolean eofOk, String what, Watchdog.Activity a) throws IOException {
+        int wanted = b.remaining();
+        while (b.hasRemaining()) {
+            int n = ch.read(b);
+            if (n < 0) {
+                int got = wanted - b.remaining();
+                if (got == 0 && eofOk) {
+                    return false;
+                }
+                throw new FrameException("truncated frame: connection closed after " + got + " of " + wanted + " bytes of " + what);
+            }
+            if (n > 0 && a != null) {
+                a.progress();
+            }
+        }
+        return true;
+    }
+
+    /** Fills {@code bufs[0..count)} with exactly {@code total} bytes. */
+    public static void readFully(SocketChannel ch, ByteBuffer[] bufs, int count, long total, String what, Watchdog.Activity a)
+            throws IOException {
+        int i = 0;
+        long got = 0;
+        while (got < total) {
+            while (i < count && !bufs[i].hasRemaining()) {
+                i++;
+            }
+            long n = ch.read(bufs, i, count - i);
+            if (n < 0) {
+                throw new FrameException("truncated frame: connection closed after " + got + " of " + total + " payload bytes of " + what);
+            }
+            got += n;
+            if (n > 0 && a != null) {
+                a.progress();
+            }
+        }
+    }
+
+    /** Writes all of {@code bufs[0..count)}. */
+    public static void writeFully(SocketChannel ch, ByteBuffer[] bufs, int count, Watchdog.Activity a) throws IOException {
+        int i = 0;
+        while (i < count) {
+            long n = ch.write(bufs, i, count - i);
+            if (n > 0 && a != null) {
+                a.progress();
+            }
+            while (i < count && !bufs[i].hasRemaining()) {
+                i++;
+            }
+        }
+    }
+
+    public static void writeFully(SocketChannel ch, ByteBuffer b, Watchdog.Activity a) throws IOException {
+        while (b.hasRemaining()) {
+            if (ch.write(b) > 0 && a != null) {
+                a.progress();
+            }
+        }
+    }
+}
