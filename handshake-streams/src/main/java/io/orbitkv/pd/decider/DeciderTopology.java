@@ -53,10 +53,11 @@ public final class DeciderTopology {
                 .withCachingDisabled().withLoggingDisabled(), PROCESSOR);
         t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(LOAD_STORE), Serdes.String(), Serdes.Long())
                 .withCachingDisabled().withLoggingDisabled(), PROCESSOR);
+        // Decisions arrive serialized: the processor encodes each decision once per topic, not once per copy.
         t.addSink(DECISIONS_SINK, topics.decisions().name(), topics.decisions().keySerde().serializer(),
-                topics.decisions().valueSerde().serializer(), PROCESSOR);
+                Serdes.ByteArray().serializer(), PROCESSOR);
         t.addSink(COMMANDS_SINK, topics.engineCommands().name(), topics.engineCommands().keySerde().serializer(),
-                topics.engineCommands().valueSerde().serializer(), PROCESSOR);
+                Serdes.ByteArray().serializer(), PROCESSOR);
         t.addSink(DEAD_LETTER_SINK, topics.deadLetters().name(), topics.deadLetters().keySerde().serializer(),
                 topics.deadLetters().valueSerde().serializer(), PROCESSOR);
         // The global store keeps the topic's raw bytes: restoration copies the topic into the store without running

@@ -16,7 +16,6 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import org.apache.avro.specific.SpecificRecord;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.processor.api.Processor;
@@ -34,15 +33,22 @@ import org.slf4j.LoggerFactory;
  * timers due at that stream time fire. Decisions get deterministic ids {@code <request>/<seq>}; each goes to
  * the decisions topic and, once per engine that must act, to the engine-commands topic.
  */
-public final class DeciderProcessor implements Processor<byte[], byte[], String, SpecificRecord> {
+public final class DeciderProcessor implements Processor<byte[], byte[], String, Object> {
 
     private static final Logger log = LoggerFactory.getLogger(DeciderProcessor.class);
     /** Bounds the timer loop per record: a state that keeps rescheduling into the past is a bug, not a hang. */
     private static final int MAX_TIMER_FIRINGS = 10_000;
+    private static final int STATE_CACHE_ENTRIES = 20_000;
 
     private final RequestStateMachine machine;
     private final Topics topics;
-    private ProcessorContext<String, SpecificRecord> context;
+    /**
+     * Recently used request states as objects, in front of the store: a fact usually finds its request's state
+     * here instead of deserializing it again (the store stays the source of truth; every change is written through).
+     * Per task instance, so a task that is closed or migrated starts with an empty cache.
+     */
+    private final StateCache cache = new StateCache(STATE_CACHE_ENTRIES);
+    private ProcessorContext<String, Object> context;
     private KeyValueStore<String, DeciderState> requests;
     private KeyValueStore<Bytes, byte[]> timers;
     private KeyValueStore<String, Long> load;
@@ -55,7 +61,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     }
 
     @Override
-    public void init(ProcessorContext<String, SpecificRecord> context) {
+    public void init(ProcessorContext<String, Object> context) {
         this.context = context;
         this.requests = context.getStateStore(DeciderTopology.REQUESTS_STORE);
         this.timers = context.getStateStore(DeciderTopology.TIMERS_STORE);
@@ -112,7 +118,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             deadLetter(record, "KEY_MISMATCH", "record key '" + key + "' is not the event's request_id '" + event.getRequestId()
                     + "': facts about a request must be keyed by its id so they share one partition");
         } else if (!(event.getPayload() instanceof Tick)) {
-            DeciderState before = requests.get(key);
+            DeciderState before = state(key);
             Step step = machine.onEvent(before, event, streamTime);
             apply(key, before, step, event.getEventId());
             if (step.rejection() != null) {
@@ -136,7 +142,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             for (KeyValue<Bytes, byte[]> entry : due) {
                 long deadline = TimerKeys.deadline(entry.key);
                 String key = TimerKeys.requestId(entry.key);
-                DeciderState state = requests.get(key);
+                DeciderState state = state(key);
                 if (state == null || state.getNextTimerMs() != deadline) {
                     timers.delete(entry.key); // stale index entry
                     continue;
@@ -159,9 +165,14 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             after.setSeq(seq + 1);
             Decision d = Decision.newBuilder().setRequestId(key).setDecisionId(key + "/" + seq).setSeq(seq).setStreamTimeMs(streamTime)
                     .setCauseEventId(causeEventId).setPayload(emit.payload()).build();
-            context.forward(new Record<>(key, (SpecificRecord) d, streamTime), DeciderTopology.DECISIONS_SINK);
-            for (String engine : emit.engines()) {
-                context.forward(new Record<>(engine, (SpecificRecord) d, streamTime), DeciderTopology.COMMANDS_SINK);
+            // Serialized once per topic (a registry may give each topic's subject its own id), not once per copy.
+            context.forward(new Record<>(key, topics.decisions().valueSerde().serializer().serialize(topics.decisions().name(), d),
+                    streamTime), DeciderTopology.DECISIONS_SINK);
+            if (!emit.engines().isEmpty()) {
+                byte[] command = topics.engineCommands().valueSerde().serializer().serialize(topics.engineCommands().name(), d);
+                for (String engine : emit.engines()) {
+                    context.forward(new Record<>(engine, command, streamTime), DeciderTopology.COMMANDS_SINK);
+                }
             }
         }
         if (after == null) {
@@ -169,6 +180,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
                 timers.delete(TimerKeys.of(oldTimer, key));
             }
             requests.delete(key);
+            cache.remove(key);
             return;
         }
         updateLoad(after);
@@ -183,6 +195,33 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             after.setNextTimerMs(newTimer);
         }
         requests.put(key, after);
+        cache.put(key, after);
+    }
+
+    private DeciderState state(String key) {
+        DeciderState s = cache.get(key);
+        if (s == null) {
+            s = requests.get(key);
+            if (s != null) {
+                cache.put(key, s);
+            }
+        }
+        return s;
+    }
+
+    /** A small LRU map of request states. */
+    private static final class StateCache extends java.util.LinkedHashMap<String, DeciderState> {
+        private final int capacity;
+
+        StateCache(int capacity) {
+            super(1024, 0.75f, true);
+            this.capacity = capacity;
+        }
+
+        @Override
+        protected boolean removeEldestEntry(java.util.Map.Entry<String, DeciderState> eldest) {
+            return size() > capacity;
+        }
     }
 
     /** In-flight requests per engine, for routing: counted once when a request becomes active and once when it ends. */
@@ -217,6 +256,6 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
                 .setOriginalValue(record.value() == null ? null : ByteBuffer.wrap(record.value())).setReason(reason).setErrorType(type)
                 .setDeadLetteredAtMs(streamTime).build();
         String key = record.key() == null ? "" : new String(record.key(), StandardCharsets.UTF_8);
-        context.forward(new Record<>(key, (SpecificRecord) dl, streamTime), DeciderTopology.DEAD_LETTER_SINK);
+        context.forward(new Record<>(key, (Object) dl, streamTime), DeciderTopology.DEAD_LETTER_SINK);
     }
 }
