@@ -12,14 +12,14 @@ import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
-/** {@code orbitkv-pd bench decider}: the decider benchmark, with its raw-hop baseline from the same run. */
+/** {@code orbitkv-pd bench decider|transport}: benchmarks, each with its baseline measured in the same run. */
 @Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks (each prints a table and writes results under docs/bench and bench/results).",
-        subcommands = {BenchCommand.Decider.class})
+        subcommands = {BenchCommand.Decider.class, TransportBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
     @Override
     public void run() {
-        System.out.println("usage: orbitkv-pd bench decider [--help]");
+        System.out.println("usage: orbitkv-pd bench decider|transport [--help]");
     }
 
     @Command(name = "decider", mixinStandardHelpOptions = true,

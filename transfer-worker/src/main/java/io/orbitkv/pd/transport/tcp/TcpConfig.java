@@ -50,9 +50,12 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
         range("transfer.tcp.socket-buffer-bytes", socketBufferBytes, 0, 1 << 30);
     }
 
-    /** Loopback, any port, one connection per push, 4 MiB frames of at most 1,024 runs. */
+    /**
+     * Loopback, any port, up to two connections per push (two streams beat one at every page size from 8 KiB in
+     * docs/bench/transport.md, even on 2 cores), 4 MiB frames of at most 1,024 runs.
+     */
     public static TcpConfig defaults() {
-        return new TcpConfig("127.0.0.1", "", 0, 1, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0);
+        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0);
     }
 
     public static TcpConfig from(ConfigProps p) {
