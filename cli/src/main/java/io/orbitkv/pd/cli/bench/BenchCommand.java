@@ -45,6 +45,7 @@ public final class BenchCommand implements Runnable {
         @Override
         public Integer call() throws Exception {
             Path work = Files.createTempDirectory("orbitkv-bench-");
+            loadBefore = loadAverage();
             DeciderBench.Options opts = new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(measure), burst, 4);
             KraftCluster cluster = null;
             try {
@@ -72,6 +73,7 @@ public final class BenchCommand implements Runnable {
                     System.out.printf("  decision p50 %.2f ms  p99 %.2f ms  throughput %.0f handoffs/s%n", r.decision().p50ms(),
                             r.decision().p99ms(), r.handoffsPerSecond());
                 }
+                loadAfter = loadAverage();
                 String table = table(raw, results);
                 System.out.println();
                 System.out.println(table);
@@ -109,10 +111,12 @@ public final class BenchCommand implements Runnable {
                     + " benchmark JVM). Decision latency = last input fact produced → decision consumed by its actor, at " + rate
                     + " handoffs/s after " + warmup + " s of warm-up; throughput = a burst of " + burst
                     + " full handoffs (admitted, decode ready, prefill completed, order, transfer completed, KV ready, decode completed,"
-                    + " releases, outcome).\n\n" + table);
+                    + " releases, outcome). System load average (1 min) at the start " + loadBefore + ", at the end " + loadAfter
+                    + " (the benchmark itself keeps about 2 busy; much more means other work shared the cores).\n\n" + table);
             Path json = Path.of("bench", "results", "decider.json");
             Files.createDirectories(json.getParent());
-            StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"rate\":" + rate + ",\"raw_hop\":" + stats(raw) + ",\"modes\":[");
+            StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"rate\":" + rate + ",\"load_average_start\":" + loadBefore
+                    + ",\"load_average_end\":" + loadAfter + ",\"raw_hop\":" + stats(raw) + ",\"modes\":[");
             for (int i = 0; i < results.size(); i++) {
                 DeciderBench.Result r = results.get(i);
                 j.append(i == 0 ? "" : ",").append("{\"mode\":\"").append(r.mode().name()).append("\",\"decision\":").append(stats(r.decision()))
@@ -120,6 +124,14 @@ public final class BenchCommand implements Runnable {
             }
             Files.writeString(json, j.append("]}\n").toString());
             System.out.println("results written to " + md + " and " + json);
+        }
+
+        private String loadBefore = "n/a";
+        private String loadAfter = "n/a";
+
+        private static String loadAverage() {
+            double l = java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
+            return l < 0 ? "\"n/a\"" : String.format(Locale.ROOT, "%.2f", l);
         }
 
         private static String stats(LatencyStats l) {
