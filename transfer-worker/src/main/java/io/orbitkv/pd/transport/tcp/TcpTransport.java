@@ -281,6 +281,7 @@ public final class TcpTransport implements KvTransport {
         private AtomicInteger pending;
         private int stripes;
         private volatile String cancelled;
+        private volatile String cancelledByCaller;
         private TransferException failure;
 
         TcpTransfer(PushRequest request, TransferPlan plan, PeerEndpoint peer) {
@@ -301,6 +302,9 @@ public final class TcpTransport implements KvTransport {
 
         @Override
         public void cancel(String reason) {
+            if (cancelledByCaller == null) {
+                cancelledByCaller = reason;
+            }
             if (cancelled == null) {
                 cancelled = reason;
             }
@@ -391,6 +395,11 @@ public final class TcpTransport implements KvTransport {
             if (c != null && c.timedOut()) {
                 return new TransferException(TransferError.TIMEOUT, "no progress with " + peer + " for " + config.ioTimeout().toMillis()
                         + " ms after " + sent + " of " + stripeBytes + " bytes", e);
+            }
+            if (cancelledByCaller != null) {
+                // The abort handshake itself failed: the push is still over, and it was cancelled, not lost.
+                return new TransferException(TransferError.ABORTED, "aborted: " + cancelledByCaller + " (connection to " + peer + " closed: "
+                        + e.getMessage() + ")", e);
             }
             if (e instanceof FrameException) {
                 return new TransferException(TransferError.PROTOCOL, peer + " broke the wire format: " + e.getMessage(), e);

@@ -40,8 +40,8 @@ public final class ReceiverConnection implements Runnable {
     private final Consumer<ReceiverConnection> onClose;
     private final String peer;
     private final ByteBuffer header = ByteBuffer.allocateDirect(Wire.HEADER_BYTES);
-    private final ByteBuffer out = ByteBuffer.allocateDirect(Wire.HEADER_BYTES + 8192);
-    private ByteBuffer body = ByteBuffer.allocateDirect(64 * 1024);
+    private final ByteBuffer out = ByteBuffer.allocateDirect(Wire.HEADER_BYTES + 4096);
+    private final ByteBuffer body = ByteBuffer.allocateDirect(64 * 1024);
     private ByteBuffer scratch;
     private final ByteBuffer[] targets;
     private final Map<Integer, Stripe> stripes = new HashMap<>();
@@ -149,12 +149,21 @@ public final class ReceiverConnection implements Runnable {
     }
 
     private ByteBuffer readBody(Wire.Header h) throws IOException {
-        if (body.capacity() < h.bodyLength()) {
-            body = ByteBuffer.allocateDirect(h.bodyLength());
+        String what = "a " + Wire.typeName(h.type()) + " body";
+        if (h.bodyLength() <= body.capacity()) {
+            body.clear().limit(h.bodyLength());
+            Io.readFully(ch, body, false, what, activity);
+            return body.flip();
         }
-        body.clear().limit(h.bodyLength());
-        Io.readFully(ch, body, false, "a " + Wire.typeName(h.type()) + " body", activity);
-        return body.flip();
+        // Rare (BEGIN with tens of thousands of runs): through the small direct buffer into the heap, so that many
+        // connections announcing large bodies cannot exhaust direct memory.
+        ByteBuffer large = ByteBuffer.allocate(h.bodyLength());
+        while (large.hasRemaining()) {
+            body.clear().limit(Math.min(body.capacity(), large.remaining()));
+            Io.readFully(ch, body, false, what, activity);
+            large.put(body.flip());
+        }
+        return large.flip();
     }
 
     private void hello(ByteBuffer b) throws IOException {
@@ -290,7 +299,7 @@ public final class ReceiverConnection implements Runnable {
 
     private void discard(long bytes) throws IOException {
         if (scratch == null) {
-            scratch = ByteBuffer.allocateDirect(256 * 1024);
+            scratch = ByteBuffer.allocateDirect(64 * 1024);
         }
         long left = bytes;
         while (left > 0) {

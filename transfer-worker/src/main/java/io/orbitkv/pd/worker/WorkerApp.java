@@ -1,0 +1,234 @@
+package io.orbitkv.pd.worker;
+
+import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.TransportEndpoint;
+import io.orbitkv.pd.kv.HostKvPool;
+import io.orbitkv.pd.kv.KvPool;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.OrderTokens;
+import io.orbitkv.pd.schemas.TopicAdmin;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.transport.KvTransport;
+import io.orbitkv.pd.transport.PushGate;
+import io.orbitkv.pd.transport.local.LocalFabric;
+import io.orbitkv.pd.transport.local.LocalTransport;
+import io.orbitkv.pd.transport.tcp.TcpTransport;
+import io.orbitkv.pd.worker.internal.CommandLoop;
+import io.orbitkv.pd.worker.internal.EngineDirectory;
+import io.orbitkv.pd.worker.internal.EventReporter;
+import io.orbitkv.pd.worker.internal.OrderRunner;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One transfer worker: the sidecar that moves KV bytes for one engine. Wires config → pool → gate → transports →
+ * Kafka (engines table, the engine's command partition, reports).
+ *
+ * <p>For now the worker owns the engine's pool (anonymous memory, or a shared file an engine process can map too)
+ * and announces the engine's registration itself — layout, memory regions, its transport endpoints, the instance
+ * epoch — standing in for the engine client that a later release adds. On a clean stop it announces that the
+ * engine left.
+ *
+ * <p>Lifecycle: {@link #start()} once, {@link #close()} once (idempotent); {@link #awaitClose()} blocks until closed.
+ */
+public final class WorkerApp implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(WorkerApp.class);
+
+    private final WorkerConfig config;
+    private final EventSerdes serdes;
+    private final Topics topics;
+    private final AtomicBoolean started = new AtomicBoolean();
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final CountDownLatch closedLatch = new CountDownLatch(1);
+    private KvPool pool;
+    private PushGate gate;
+    private final List<KvTransport> transports = new ArrayList<>();
+    private KafkaProducer<String, byte[]> producer;
+    private EventReporter reporter;
+    private EngineDirectory directory;
+    private OrderRunner runner;
+    private CommandLoop commands;
+    private EngineRegistration registration;
+
+    public WorkerApp(WorkerConfig config) {
+        this.config = config;
+        this.serdes = EventSerdes.create(config.serde());
+        this.topics = new Topics(config.topics(), serdes);
+    }
+
+    /** Allocates the pool, starts the transports, joins Kafka and announces the engine; returns when it takes orders. */
+    public WorkerApp start() throws InterruptedException {
+        if (!started.compareAndSet(false, true)) {
+            throw new IllegalStateException("worker already started");
+        }
+        if (config.usesDevAuthKey()) {
+            log.warn("auth.key is not set: using the built-in development key. Set auth.key (the decider's, >= 16 bytes, or hex:...) in production.");
+        }
+        try {
+            pool = config.poolPath() == null ? HostKvPool.allocate(config.geometry()) : HostKvPool.mapFile(config.geometry(), config.poolPath());
+            gate = new PushGate(config.engineId(), config::instanceEpoch, pool, new OrderTokens(config.authKey()), config.maxRuns(), 100_000);
+            for (String name : config.transports()) {
+                transports.add(switch (name) {
+                    case "tcp" -> TcpTransport.start(config.tcp(), config.workerId(), gate);
+                    case "local" -> new LocalTransport(LocalFabric.shared(), config.engineId() + "@" + config.instanceEpoch(), gate);
+                    default -> throw new IllegalArgumentException("worker.transports: unknown transport '" + name + "'");
+                });
+            }
+            try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
+                TopicAdmin.ensureTopics(admin, topics);
+            }
+            producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
+            reporter = new EventReporter(producer, topics, config.engineId(), config.workerId());
+            directory = new EngineDirectory(new KafkaConsumer<>(consumerConfig(null), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
+                    topics.engines(), engine -> transports.forEach(t -> t.forgetPeer(engine)));
+            Thread.ofPlatform().daemon().name("worker-engines").start(directory);
+            runner = new OrderRunner(config.engineId(), config.instanceEpoch(), pool, transports, directory, reporter, config.workerId(),
+                    config.concurrency(), config.dedupeCapacity(), config.peerWait());
+            commands = new CommandLoop(new KafkaConsumer<>(consumerConfig(config.groupId()), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
+                    topics.engineCommands(), config.engineId(), runner, gate, reporter, config.queueLimit(), config.commitInterval());
+            commands.position();
+            if (!directory.awaitCaughtUp(Duration.ofSeconds(60))) {
+                log.warn("engine table not read to its end within 60 s; continuing");
+            }
+            registration = registration(false);
+            reporter.registration(registration).get(60, TimeUnit.SECONDS);
+            Thread.ofPlatform().name("worker-commands").start(commands);
+            log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("instanceEpoch", config.instanceEpoch())
+                    .addKeyValue("endpoints", registration.getEndpoints().stream().map(e -> e.getTransport() + "://" + e.getAddress()).toList())
+                    .addKeyValue("pool", pool).log("worker ready");
+            return this;
+        } catch (InterruptedException e) {
+            close();
+            throw e;
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+            close();
+            throw new IllegalStateException("cannot announce engine " + config.engineId() + " on " + topics.engines().name() + ": " + e, e);
+        } catch (RuntimeException e) {
+            close();
+            throw e;
+        }
+    }
+
+    private EngineRegistration registration(boolean leaving) {
+        List<TransportEndpoint> endpoints = new ArrayList<>();
+        transports.forEach(t -> t.endpoint().ifPresent(endpoints::add));
+        return EngineRegistration.newBuilder().setEngineId(config.engineId()).setRole(config.role()).setInstanceEpoch(config.instanceEpoch())
+                .setModel(config.model()).setHttpUrl("").setEndpoints(endpoints).setLayout(config.geometry().toLayout(config.tpRank(), config.tpSize()))
+                .setRegions(pool.memoryRegions()).setRegisteredAtMs(System.currentTimeMillis()).setDeregistered(leaving).build();
+    }
+
+    private Map<String, Object> producerConfig() {
+        Map<String, Object> p = new HashMap<>();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, config.workerId() + "-reports");
+        p.putAll(config.kafkaOverrides());
+        return p;
+    }
+
+    private Map<String, Object> consumerConfig(String groupId) {
+        Map<String, Object> c = new HashMap<>();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, config.isolationLevel());
+        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, groupId == null ? "earliest" : "latest");
+        c.put(ConsumerConfig.CLIENT_ID_CONFIG, config.workerId() + (groupId == null ? "-engines" : "-commands"));
+        if (groupId != null) {
+            c.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+        }
+        c.putAll(config.kafkaOverrides());
+        return c;
+    }
+
+    public WorkerConfig config() {
+        return config;
+    }
+
+    public KvPool pool() {
+        return pool;
+    }
+
+    public PushGate gate() {
+        return gate;
+    }
+
+    /** The registration this worker announced for its engine. */
+    public EngineRegistration registration() {
+        return registration;
+    }
+
+    /** The tcp endpoint address ({@code host:port}), if tcp is on. */
+    public Optional<String> tcpAddress() {
+        return transports.stream().filter(t -> t instanceof TcpTransport).findFirst().flatMap(KvTransport::endpoint)
+                .map(TransportEndpoint::getAddress);
+    }
+
+    public long completedOrders() {
+        return runner == null ? 0 : runner.completedCount();
+    }
+
+    public long failedOrders() {
+        return runner == null ? 0 : runner.failedCount();
+    }
+
+    public void awaitClose() throws InterruptedException {
+        closedLatch.await();
+    }
+
+    /** Stops taking orders, cancels running pushes, announces that the engine left, frees everything. Idempotent. */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            if (commands != null) {
+                commands.close();
+            }
+            if (runner != null) {
+                runner.close();
+            }
+            if (registration != null && producer != null) {
+                try {
+                    reporter.registration(registration(true)).get(10, TimeUnit.SECONDS);
+                } catch (Exception e) {
+                    log.atWarn().log("could not announce that engine " + config.engineId() + " left: " + e);
+                }
+            }
+            if (directory != null) {
+                directory.close();
+            }
+            transports.forEach(KvTransport::close);
+            if (producer != null) {
+                producer.close(Duration.ofSeconds(10));
+            }
+            if (pool != null) {
+                pool.close();
+            }
+            serdes.close();
+            log.atInfo().addKeyValue("engineId", config.engineId()).log("worker stopped");
+        } finally {
+            closedLatch.countDown();
+        }
+    }
+}

@@ -1,0 +1,159 @@
+package io.orbitkv.pd.worker.internal;
+
+import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.schemas.EventDecodingException;
+import io.orbitkv.pd.schemas.RecordDecoding;
+import io.orbitkv.pd.schemas.Topic;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import org.apache.kafka.clients.consumer.CloseOptions;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The engines table as this worker sees it: the latest registration per engine, read from the compacted engines
+ * topic from its beginning. Where peers accept pushes (endpoints), their layouts and instance epochs come from here.
+ * When a peer's registration changes (new instance epoch, other endpoints, or it left), {@code onChange} runs so
+ * transports drop what they cached for it. A registration that does not decode is logged and skipped, as the decider
+ * does: every worker reads the whole table on every start, so dead-lettering here would repeat forever.
+ */
+public final class EngineDirectory implements Runnable, AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(EngineDirectory.class);
+
+    private final KafkaConsumer<byte[], byte[]> consumer;
+    private final Topic<String, EngineRegistration> topic;
+    private final Consumer<String> onChange;
+    private final Map<String, EngineRegistration> latest = new ConcurrentHashMap<>();
+    private final CountDownLatch caughtUp = new CountDownLatch(1);
+    private volatile boolean running = true;
+
+    public EngineDirectory(KafkaConsumer<byte[], byte[]> consumer, Topic<String, EngineRegistration> topic, Consumer<String> onChange) {
+        this.consumer = consumer;
+        this.topic = topic;
+        this.onChange = onChange;
+    }
+
+    @Override
+    public void run() {
+        try {
+            List<TopicPartition> parts = consumer.partitionsFor(topic.name(), Duration.ofSeconds(30)).stream()
+                    .map(p -> new TopicPartition(p.topic(), p.partition())).toList();
+            consumer.assign(parts);
+            consumer.seekToBeginning(parts);
+            Map<TopicPartition, Long> end = consumer.endOffsets(parts, Duration.ofSeconds(30));
+            while (running) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    apply(r);
+                }
+                if (caughtUp.getCount() > 0 && end.entrySet().stream().allMatch(e -> consumer.position(e.getKey()) >= e.getValue())) {
+                    caughtUp.countDown();
+                }
+            }
+        } catch (WakeupException e) {
+            // closing
+        } catch (RuntimeException e) {
+            if (running) {
+                log.atError().setCause(e).log("engine directory stopped: peers' registrations no longer update");
+            }
+        } finally {
+            consumer.close(CloseOptions.timeout(Duration.ofSeconds(5)));
+        }
+    }
+
+    private void apply(ConsumerRecord<byte[], byte[]> r) {
+        String key = r.key() == null ? null : new String(r.key(), StandardCharsets.UTF_8);
+        if (r.value() == null) {
+            if (key != null && latest.remove(key) != null) {
+                changed(key);
+            }
+            return;
+        }
+        EngineRegistration reg;
+        try {
+            reg = RecordDecoding.decodeValue(r, topic.valueSerde().deserializer());
+        } catch (EventDecodingException e) {
+            log.atWarn().addKeyValue("offset", r.offset()).log("skipping an engine registration that does not decode: " + e.getMessage());
+            return;
+        }
+        if (key == null || !key.equals(reg.getEngineId())) {
+            log.atWarn().addKeyValue("offset", r.offset()).log("skipping a registration keyed '" + key + "' for engine '" + reg.getEngineId() + "'");
+            return;
+        }
+        EngineRegistration prev = latest.get(key);
+        if (prev != null && reg.getInstanceEpoch() < prev.getInstanceEpoch()) {
+            log.atWarn().addKeyValue("engineId", key).log("ignoring a registration with older instance epoch " + reg.getInstanceEpoch()
+                    + " (have " + prev.getInstanceEpoch() + ")");
+            return;
+        }
+        latest.put(key, reg);
+        if (prev != null && (prev.getInstanceEpoch() != reg.getInstanceEpoch() || !Objects.equals(prev.getEndpoints(), reg.getEndpoints())
+                || reg.getDeregistered())) {
+            log.atInfo().addKeyValue("engineId", key).addKeyValue("instanceEpoch", reg.getInstanceEpoch())
+                    .addKeyValue("deregistered", reg.getDeregistered()).log("engine re-registered: dropping cached endpoints");
+            changed(key);
+        }
+        synchronized (this) {
+            notifyAll();
+        }
+    }
+
+    private void changed(String engineId) {
+        try {
+            onChange.accept(engineId);
+        } catch (RuntimeException e) {
+            log.atError().setCause(e).addKeyValue("engineId", engineId).log("dropping cached endpoints failed");
+        }
+    }
+
+    /** True once the table was read up to where it ended when the worker started. */
+    public boolean awaitCaughtUp(Duration timeout) throws InterruptedException {
+        return caughtUp.await(timeout.toMillis(), TimeUnit.MILLISECONDS);
+    }
+
+    public Optional<EngineRegistration> get(String engineId) {
+        return Optional.ofNullable(latest.get(engineId));
+    }
+
+    /**
+     * The engine's registration once it has at least {@code minEpoch} (or it left), waiting up to {@code timeout}
+     * for it to appear; whatever is known then otherwise.
+     */
+    public Optional<EngineRegistration> await(String engineId, long minEpoch, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        synchronized (this) {
+            while (true) {
+                EngineRegistration r = latest.get(engineId);
+                if (r != null && (r.getInstanceEpoch() >= minEpoch || r.getDeregistered())) {
+                    return Optional.of(r);
+                }
+                long left = deadline - System.nanoTime();
+                if (left <= 0 || !running) {
+                    return Optional.ofNullable(r);
+                }
+                TimeUnit.NANOSECONDS.timedWait(this, Math.min(left, TimeUnit.MILLISECONDS.toNanos(200)));
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        running = false;
+        consumer.wakeup();
+        synchronized (this) {
+            notifyAll();
+        }
+    }
+}

@@ -1,0 +1,307 @@
+package io.orbitkv.pd.worker.internal;
+
+import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.TransferOrder;
+import io.orbitkv.pd.events.TransportEndpoint;
+import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.kv.KvPool;
+import io.orbitkv.pd.kv.TransferPlan;
+import io.orbitkv.pd.transport.KvTransport;
+import io.orbitkv.pd.transport.PeerEndpoint;
+import io.orbitkv.pd.transport.PushRequest;
+import io.orbitkv.pd.transport.Transfer;
+import io.orbitkv.pd.transport.TransferError;
+import io.orbitkv.pd.transport.TransferException;
+import io.orbitkv.pd.transport.TransferResult;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Executes transfer orders for the local (source) engine: at most {@code concurrency} at a time, each (order id,
+ * attempt) once, reporting started, then completed (bytes, duration) or failed (reason, retriable). An
+ * {@code AbortTransfer} cancels the attempt wherever it is (queued or pushing). An order's record counts as done —
+ * and its offset may be committed — only once its terminal report is acknowledged by the broker.
+ */
+public final class OrderRunner implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(OrderRunner.class);
+
+    /** What happened to an (order id, attempt). */
+    enum State { QUEUED, RUNNING, COMPLETED, FAILED, ABORTED }
+
+    private static final class Attempt {
+        State state;
+        String abortReason;
+        Transfer transfer;
+
+        Attempt(State s) {
+            state = s;
+        }
+    }
+
+    private final String engineId;
+    private final long instanceEpoch;
+    private final KvPool pool;
+    private final List<KvTransport> transports;
+    private final EngineDirectory directory;
+    private final EventReporter reporter;
+    private final String workerId;
+    private final Duration peerWait;
+    private final Map<String, Attempt> orders;
+    private final ExecutorService executor;
+    private final AtomicInteger queued = new AtomicInteger();
+    private final AtomicLong completed = new AtomicLong();
+    private final AtomicLong failed = new AtomicLong();
+
+    public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, EngineDirectory directory,
+                       EventReporter reporter, String workerId, int concurrency, int dedupeCapacity, Duration peerWait) {
+        this.engineId = engineId;
+        this.instanceEpoch = instanceEpoch;
+        this.pool = pool;
+        this.transports = List.copyOf(transports);
+        this.directory = directory;
+        this.reporter = reporter;
+        this.workerId = workerId;
+        this.peerWait = peerWait;
+        this.orders = new LinkedHashMap<>(1024, 0.75f, false) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, Attempt> eldest) {
+                return size() > dedupeCapacity;
+            }
+        };
+        this.executor = Executors.newFixedThreadPool(concurrency, Thread.ofPlatform().daemon().name("worker-order-", 0).factory());
+    }
+
+    private static String key(String orderId, int attempt) {
+        return orderId + "#" + attempt;
+    }
+
+    /** Orders accepted but not started yet. */
+    public int queued() {
+        return queued.get();
+    }
+
+    public long completedCount() {
+        return completed.get();
+    }
+
+    public long failedCount() {
+        return failed.get();
+    }
+
+    /**
+     * Takes an order for execution. {@code done} runs once the order's terminal report is durable (or at once for a
+     * duplicate, which is not executed again).
+     */
+    public void submit(String requestId, TransferOrder o, Runnable done) {
+        String k = key(o.getOrderId(), o.getAttempt());
+        Attempt e;
+        synchronized (orders) {
+            e = orders.get(k);
+            if (e != null && e.state != State.ABORTED) {
+                log.atInfo().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("state", e.state)
+                        .log("duplicate order ignored");
+                done.run();
+                return;
+            }
+            if (e == null) {
+                e = new Attempt(State.QUEUED);
+                orders.put(k, e);
+            }
+        }
+        Attempt entry = e;
+        queued.incrementAndGet();
+        executor.execute(() -> {
+            queued.decrementAndGet();
+            run(requestId, o, entry, done);
+        });
+    }
+
+    /** The decider aborted this attempt: stop it if it runs, refuse it if it has not started. */
+    public void abort(String orderId, int attempt, String reason) {
+        Transfer t = null;
+        synchronized (orders) {
+            Attempt e = orders.computeIfAbsent(key(orderId, attempt), k -> new Attempt(State.ABORTED));
+            if (e.abortReason == null) {
+                e.abortReason = reason;
+            }
+            if (e.state == State.RUNNING) {
+                t = e.transfer;
+            }
+        }
+        log.atInfo().addKeyValue("orderId", orderId).addKeyValue("attempt", attempt).log("abort requested: " + reason);
+        if (t != null) {
+            t.cancel(reason);
+        }
+    }
+
+    private void run(String requestId, TransferOrder o, Attempt entry, Runnable done) {
+        long t0 = System.nanoTime();
+        CompletableFuture<Void> report;
+        try {
+            TransferResult r = execute(requestId, o, entry);
+            synchronized (orders) {
+                entry.state = State.COMPLETED;
+                entry.transfer = null;
+            }
+            completed.incrementAndGet();
+            log.atInfo().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("bytes", r.bytes())
+                    .addKeyValue("ms", r.durationNanos() / 1_000_000).addKeyValue("GBps", String.format("%.2f", r.gigabytesPerSecond()))
+                    .addKeyValue("transport", r.transport()).log("transfer completed");
+            report = reporter.completed(requestId, o.getOrderId(), o.getAttempt(), r.bytes(), r.durationNanos() / 1000);
+        } catch (TransferException e) {
+            synchronized (orders) {
+                entry.state = e.kind() == TransferError.ABORTED ? State.ABORTED : State.FAILED;
+                entry.transfer = null;
+            }
+            failed.incrementAndGet();
+            log.atWarn().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("retriable", e.retriable())
+                    .addKeyValue("ms", (System.nanoTime() - t0) / 1_000_000).log("transfer failed: " + e.reason());
+            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), e.reason(), e.retriable());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            log.atWarn().addKeyValue("orderId", o.getOrderId()).log("worker stopping: order left for the next start");
+            return; // its offset stays uncommitted: a restarted worker executes it again
+        } catch (RuntimeException e) {
+            synchronized (orders) {
+                entry.state = State.FAILED;
+            }
+            failed.incrementAndGet();
+            log.atError().setCause(e).addKeyValue("orderId", o.getOrderId()).log("transfer failed unexpectedly");
+            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), TransferError.INTERNAL + ": " + e, true);
+        }
+        report.whenComplete((v, err) -> {
+            if (err == null) {
+                done.run();
+            }
+            // else: the report is not durable, so the offset is not committed; a restart re-executes the order.
+        });
+    }
+
+    private TransferResult execute(String requestId, TransferOrder o, Attempt entry) throws InterruptedException {
+        synchronized (orders) {
+            if (entry.abortReason != null) {
+                throw new TransferException(TransferError.ABORTED, "aborted before it started: " + entry.abortReason);
+            }
+            entry.state = State.RUNNING;
+        }
+        if (!engineId.equals(o.getSourceEngineId())) {
+            throw new TransferException(TransferError.WRONG_ENGINE, "order's source engine is '" + o.getSourceEngineId() + "', this worker serves '"
+                    + engineId + "'");
+        }
+        if (o.getSourceInstanceEpoch() != instanceEpoch) {
+            throw new TransferException(TransferError.STALE_EPOCH, "order names instance epoch " + o.getSourceInstanceEpoch() + " of " + engineId
+                    + ", which is now at instance epoch " + instanceEpoch + " (the source pages are gone)");
+        }
+        if (o.getDeadlineMs() > 0 && System.currentTimeMillis() > o.getDeadlineMs()) {
+            throw new TransferException(TransferError.TIMEOUT, "the order's deadline passed before the worker got to it");
+        }
+        KvGeometry orderLayout;
+        try {
+            orderLayout = KvGeometry.of(o.getLayout());
+        } catch (IllegalArgumentException e) {
+            throw new TransferException(TransferError.LAYOUT_MISMATCH, "order's layout is invalid: " + e.getMessage());
+        }
+        String mismatch = orderLayout.incompatibility(pool.geometry());
+        if (mismatch != null) {
+            throw new TransferException(TransferError.LAYOUT_MISMATCH, "order's layout differs from this engine's pool: " + mismatch);
+        }
+        EngineRegistration dest = directory.await(o.getDestEngineId(), o.getDestInstanceEpoch(), peerWait).orElseThrow(
+                () -> new TransferException(TransferError.UNKNOWN_PEER, "destination engine '" + o.getDestEngineId() + "' is not registered"
+                        + " (waited " + peerWait.toMillis() + " ms)"));
+        if (dest.getDeregistered()) {
+            throw new TransferException(TransferError.STALE_EPOCH, "destination engine " + o.getDestEngineId() + " left (deregistered)");
+        }
+        if (dest.getInstanceEpoch() != o.getDestInstanceEpoch()) {
+            throw new TransferException(dest.getInstanceEpoch() > o.getDestInstanceEpoch() ? TransferError.STALE_EPOCH : TransferError.UNKNOWN_PEER,
+                    "destination engine " + o.getDestEngineId() + " is registered at instance epoch " + dest.getInstanceEpoch()
+                            + ", the order names " + o.getDestInstanceEpoch());
+        }
+        TransferPlan plan;
+        try {
+            plan = TransferPlan.build(pool.geometry(), o.getSourceBlocks(), KvGeometry.of(dest.getLayout()), o.getDestBlocks());
+        } catch (IllegalArgumentException e) {
+            throw new TransferException(e.getMessage().startsWith("layout") ? TransferError.LAYOUT_MISMATCH : TransferError.OUT_OF_RANGE,
+                    "cannot plan the order: " + e.getMessage());
+        }
+        Choice c = choose(o, dest);
+        reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name());
+        Transfer t = c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer());
+        String abort;
+        synchronized (orders) {
+            entry.transfer = t;
+            abort = entry.abortReason;
+        }
+        if (abort != null) {
+            t.cancel(abort);
+        }
+        try {
+            return t.result().get();
+        } catch (ExecutionException e) {
+            if (e.getCause() instanceof TransferException te) {
+                throw te;
+            }
+            throw new TransferException(TransferError.INTERNAL, String.valueOf(e.getCause()), e.getCause());
+        } catch (InterruptedException e) {
+            t.cancel("worker stopping");
+            throw e;
+        }
+    }
+
+    private record Choice(KvTransport transport, PeerEndpoint peer) { }
+
+    /** The first of this worker's transports (in preference order) that the destination registered and that can reach it. */
+    private Choice choose(TransferOrder o, EngineRegistration dest) {
+        String wanted = o.getTransport() == null || o.getTransport().isBlank() ? "auto" : o.getTransport();
+        List<String> offered = new ArrayList<>();
+        for (TransportEndpoint e : dest.getEndpoints()) {
+            offered.add(e.getTransport());
+        }
+        for (KvTransport t : transports) {
+            if (!"auto".equals(wanted) && !wanted.equals(t.name())) {
+                continue;
+            }
+            for (TransportEndpoint e : dest.getEndpoints()) {
+                PeerEndpoint peer = PeerEndpoint.of(dest.getEngineId(), dest.getInstanceEpoch(), e);
+                if (e.getTransport().equals(t.name()) && t.canReach(peer)) {
+                    return new Choice(t, peer);
+                }
+            }
+        }
+        throw new TransferException(TransferError.NO_TRANSPORT, "no common transport for order transport '" + wanted + "': this worker offers "
+                + transports.stream().map(KvTransport::name).toList() + ", " + dest.getEngineId() + " registered " + offered);
+    }
+
+    @Override
+    public void close() {
+        List<Transfer> running = new ArrayList<>();
+        synchronized (orders) {
+            for (Attempt e : orders.values()) {
+                if (e.state == State.RUNNING && e.transfer != null) {
+                    running.add(e.transfer);
+                }
+            }
+        }
+        running.forEach(t -> t.cancel("worker stopping"));
+        executor.shutdownNow();
+        try {
+            if (!executor.awaitTermination(10, TimeUnit.SECONDS)) {
+                log.warn("orders still running 10 s after the worker was asked to stop");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
