@@ -2,7 +2,6 @@ package io.orbitkv.pd.transport.tcp;
 
 import static io.orbitkv.pd.kv.BlockRuns.run;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 import io.orbitkv.pd.events.BlockRun;
@@ -299,14 +298,18 @@ class TcpTransportIT {
     }
 
     @Test
-    void anUnreachablePeerIsARetriableFailure() {
-        int port = receiver.localAddress().getPort();
-        receiver.close();
-        TransferPlan plan = TransferPlan.build(g, List.of(run(0, 1)), g, List.of(run(0, 1)));
-        TransferException e = failure(sender(config).push(Pushes.signed("req-u", 1, "l", 1, "decode-0", 5, List.of(run(0, 1))), src, plan,
-                new PeerEndpoint("decode-0", 5, "tcp", "127.0.0.1:" + port, null)));
-        assertThat(e.kind()).isEqualTo(TransferError.PEER_UNREACHABLE);
-        assertThat(e.retriable()).isTrue();
-        assertThat(e.getMessage()).startsWith("cannot connect to decode-0@5 tcp://127.0.0.1:" + port);
+    void anUnreachablePeerIsARetriableFailure() throws Exception {
+        // A bound socket that does not listen holds its port: connecting is refused, and no other test can take it.
+        try (java.net.Socket holder = new java.net.Socket()) {
+            holder.bind(new InetSocketAddress("127.0.0.1", 0));
+            int port = holder.getLocalPort();
+            TransferPlan plan = TransferPlan.build(g, List.of(run(0, 1)), g, List.of(run(0, 1)));
+            TransferException e = failure(sender(config).push(Pushes.signed("req-u", 1, "l", 1, "decode-0", 5, List.of(run(0, 1))), src, plan,
+                    new PeerEndpoint("decode-0", 5, "tcp", "127.0.0.1:" + port, null)));
+            assertThat(e.kind()).isEqualTo(TransferError.PEER_UNREACHABLE);
+            assertThat(e.retriable()).isTrue();
+            assertThat(e.getMessage()).startsWith("cannot connect to decode-0@5 tcp://127.0.0.1:" + port);
+        }
     }
+
 }
