@@ -202,33 +202,56 @@ public final class WorkerApp implements AutoCloseable {
             return;
         }
         try {
-            if (commands != null) {
-                commands.close();
-            }
-            if (runner != null) {
-                runner.close();
-            }
-            if (registration != null && producer != null) {
-                try {
-                    reporter.registration(registration(true)).get(10, TimeUnit.SECONDS);
-                } catch (Exception e) {
-                    log.atWarn().log("could not announce that engine " + config.engineId() + " left: " + e);
+            step("stop reading commands", () -> {
+                if (commands != null) {
+                    commands.close();
                 }
+            });
+            step("stop running orders", () -> {
+                if (runner != null) {
+                    runner.close();
+                }
+            });
+            step("announce that the engine left", () -> {
+                if (registration != null && producer != null) {
+                    try {
+                        reporter.registration(registration(true)).get(10, TimeUnit.SECONDS);
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e.toString(), e);
+                    }
+                }
+            });
+            step("stop the engine directory", () -> {
+                if (directory != null) {
+                    directory.close();
+                }
+            });
+            // Transports before the pool: their threads read and write its memory.
+            for (KvTransport t : transports) {
+                step("close transport " + t.name(), t::close);
             }
-            if (directory != null) {
-                directory.close();
-            }
-            transports.forEach(KvTransport::close);
-            if (producer != null) {
-                producer.close(Duration.ofSeconds(10));
-            }
-            if (pool != null) {
-                pool.close();
-            }
-            serdes.close();
+            step("close the producer", () -> {
+                if (producer != null) {
+                    producer.close(Duration.ofSeconds(10));
+                }
+            });
+            step("free the pool", () -> {
+                if (pool != null) {
+                    pool.close();
+                }
+            });
+            step("close serdes", serdes::close);
             log.atInfo().addKeyValue("engineId", config.engineId()).log("worker stopped");
         } finally {
             closedLatch.countDown();
+        }
+    }
+
+    private void step(String what, Runnable r) {
+        try {
+            r.run();
+        } catch (RuntimeException e) {
+            log.atWarn().setCause(e).addKeyValue("engineId", config.engineId()).log("while stopping: could not " + what);
         }
     }
 }

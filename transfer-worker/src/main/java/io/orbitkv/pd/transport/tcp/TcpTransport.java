@@ -69,10 +69,11 @@ public final class TcpTransport implements KvTransport {
     private final Pacer pacer;
     private final ExecutorService io;
     private final Set<ReceiverConnection> receivers = ConcurrentHashMap.newKeySet();
+    private final Set<Thread> receiverThreads = ConcurrentHashMap.newKeySet();
     private final Map<String, ConcurrentLinkedDeque<SenderConnection>> idle = new ConcurrentHashMap<>();
     private final Map<String, AtomicLong> generations = new ConcurrentHashMap<>();
     private final AtomicInteger streams = new AtomicInteger();
-    private final AtomicInteger receiverThreads = new AtomicInteger();
+    private final AtomicInteger receiverCount = new AtomicInteger();
     private final Thread acceptor;
     private volatile boolean closed;
 
@@ -182,7 +183,15 @@ public final class TcpTransport implements KvTransport {
             }
             ReceiverConnection rc = new ReceiverConnection(ch, gate, config, watchdog, receivers::remove);
             receivers.add(rc);
-            Thread.ofPlatform().daemon().name("kv-rx-" + receiverThreads.incrementAndGet()).start(rc);
+            Thread t = Thread.ofPlatform().daemon().name("kv-rx-" + receiverCount.incrementAndGet()).unstarted(() -> {
+                try {
+                    rc.run();
+                } finally {
+                    receiverThreads.remove(Thread.currentThread());
+                }
+            });
+            receiverThreads.add(t);
+            t.start();
         }
     }
 
@@ -451,6 +460,18 @@ public final class TcpTransport implements KvTransport {
             }
         });
         io.shutdown();
+        // Threads still inside a read or write hold the pool's memory: the pool may be freed only after they left.
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+        try {
+            for (Thread t : receiverThreads) {
+                t.join(java.time.Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
+            }
+            if (!io.awaitTermination(Math.max(1, deadline - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS)) {
+                log.warn("tcp transport: pushes still running 10 s after close");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
         watchdog.close();
     }
 
