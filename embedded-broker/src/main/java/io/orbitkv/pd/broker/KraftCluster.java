@@ -271,6 +271,11 @@ public final class KraftCluster implements AutoCloseable {
         return node(nodeId).isAlive();
     }
 
+    /** Node {@code nodeId}'s current process (for its pid and CPU time), if it was started. */
+    public java.util.Optional<ProcessHandle> processHandle(int nodeId) {
+        return node(nodeId).process().map(Process::toHandle);
+    }
+
     /** {@code host:port} of node {@code nodeId}'s client listener. */
     public String brokerAddress(int nodeId) {
         return node(nodeId).brokerAddress();

@@ -59,7 +59,7 @@ public final class DeciderApp implements AutoCloseable {
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, config.commitInterval().toMillis());
         p.put(StreamsConfig.STATE_DIR_CONFIG, config.stateDir().toAbsolutePath().toString());
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, config.threads());
-        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, DeciderTopology.storeCacheBytes(config));
         p.put(StreamsConfig.POLL_MS_CONFIG, 10);
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, (int) config.topics().replicationFactor());
         // Streams raises the producer's linger.ms to 100 ms by default: +50 ms on every decision at p50.

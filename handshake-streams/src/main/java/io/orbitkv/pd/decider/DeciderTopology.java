@@ -37,17 +37,43 @@ public final class DeciderTopology {
 
     private DeciderTopology() { }
 
+    /**
+     * Streams' record cache in front of the request store, by default: measured with {@code bench decider}, it cut the
+     * CPU per handoff (decider + broker) by about a quarter, because the changelog and RocksDB get one write per
+     * request per commit instead of one per fact. Decisions are forwarded directly, so the cache delays none of them.
+     */
+    public static final long DEFAULT_STORE_CACHE_BYTES = 16L << 20;
+
     public static Topology build(DeciderConfig config, Topics topics) {
-        return build(config.policy(), config.store(), topics);
+        return build(config.policy(), config.store(), topics, storeCacheBytes(config) > 0);
+    }
+
+    /** The record cache size for this config: {@code kafka.statestore.cache.max.bytes}, else the default. */
+    public static long storeCacheBytes(DeciderConfig config) {
+        Object cache = config.kafkaOverrides().get(org.apache.kafka.streams.StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG);
+        try {
+            return cache == null ? DEFAULT_STORE_CACHE_BYTES : Long.parseLong(cache.toString().strip());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("kafka.statestore.cache.max.bytes: must be a number of bytes, got '" + cache + "'");
+        }
     }
 
     public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics) {
+        return build(policy, store, topics, false);
+    }
+
+    /**
+     * @param storeCache put Streams' record cache in front of the request store: the changelog and RocksDB then get
+     *                   one write per request per commit instead of one per fact (off by default; the cache size is
+     *                   {@code kafka.statestore.cache.max.bytes})
+     */
+    public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache) {
         Serde<DeciderState> stateSerde = EventSerdes.embedded().forType(DeciderState.class);
         Topology t = new Topology();
         t.addSource(SOURCE, Serdes.ByteArray().deserializer(), Serdes.ByteArray().deserializer(), topics.requestEvents().name());
         t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics), SOURCE);
-        t.addStateStore(Stores.keyValueStoreBuilder(supplier(store, REQUESTS_STORE), Serdes.String(), stateSerde)
-                .withCachingDisabled().withLoggingEnabled(Map.of()), PROCESSOR);
+        var requests = Stores.keyValueStoreBuilder(supplier(store, REQUESTS_STORE), Serdes.String(), stateSerde).withLoggingEnabled(Map.of());
+        t.addStateStore(storeCache ? requests.withCachingEnabled() : requests.withCachingDisabled(), PROCESSOR);
         // Derived from the request states and rebuilt when a task starts: in memory, no changelog.
         t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(TIMERS_STORE), Serdes.Bytes(), Serdes.ByteArray())
                 .withCachingDisabled().withLoggingDisabled(), PROCESSOR);

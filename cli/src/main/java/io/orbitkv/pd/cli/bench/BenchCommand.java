@@ -8,6 +8,7 @@ import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -42,11 +43,16 @@ public final class BenchCommand implements Runnable {
         @Option(names = "--out", defaultValue = "docs/bench/decider.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
         Path outFile;
 
+        @Option(names = "--kafka", paramLabel = "KEY=VALUE", description = "A Streams/client property for the decider under test "
+                + "(repeatable), e.g. --kafka statestore.cache.max.bytes=33554432; recorded with the results.")
+        Map<String, String> kafka = new java.util.LinkedHashMap<>();
+
         @Override
         public Integer call() throws Exception {
             Path work = Files.createTempDirectory("orbitkv-bench-");
             loadBefore = loadAverage();
-            DeciderBench.Options opts = new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(measure), burst, 4);
+            DeciderBench.Options opts = new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(measure), burst, 4,
+                    Map.copyOf(kafka));
             KraftCluster cluster = null;
             try {
                 String bs = bootstrap;
@@ -56,10 +62,14 @@ public final class BenchCommand implements Runnable {
                             .jvmOptions(List.of("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
                     bs = cluster.bootstrapServers();
                 }
-                DeciderBench bench = new DeciderBench(bs, opts, work, System.out::println);
+                KraftCluster brokers = cluster;
+                java.util.function.LongSupplier brokerCpu = () -> brokers == null ? 0L : brokers.nodeIds().stream()
+                        .mapToLong(id -> brokers.processHandle(id).flatMap(h -> h.info().totalCpuDuration()).map(Duration::toNanos).orElse(0L))
+                        .sum();
+                DeciderBench bench = new DeciderBench(bs, opts, work, System.out::println).withBrokerCpu(brokerCpu);
                 // Cold JVMs on 2 cores measure the JIT, not the design: one discarded pass warms both JVMs first.
                 System.out.println("warm-up pass (discarded) ...");
-                new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4), work,
+                new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4, Map.copyOf(kafka)), work,
                         System.out::println).run(DeciderBench.MODES.get(0), 99);
                 System.out.printf("raw produce->consume hop at %d/s (%ds warm-up, %ds measured) ...%n", rate, warmup, measure);
                 LatencyStats raw = bench.rawHop("bench.raw-hop-" + System.nanoTime() % 100000);
@@ -70,8 +80,8 @@ public final class BenchCommand implements Runnable {
                     System.out.println("mode " + mode.name() + " ...");
                     DeciderBench.Result r = bench.run(mode, m);
                     results.add(r);
-                    System.out.printf("  decision p50 %.2f ms  p99 %.2f ms  throughput %.0f handoffs/s%n", r.decision().p50ms(),
-                            r.decision().p99ms(), r.handoffsPerSecond());
+                    System.out.printf("  decision p50 %.2f ms  p99 %.2f ms  throughput %.0f handoffs/s  CPU %.3f ms/handoff%n",
+                            r.decision().p50ms(), r.decision().p99ms(), r.handoffsPerSecond(), r.cpuMsPerHandoff());
                 }
                 loadAfter = loadAverage();
                 String table = table(raw, results);
@@ -89,15 +99,15 @@ public final class BenchCommand implements Runnable {
         private String table(LatencyStats raw, List<DeciderBench.Result> results) {
             StringBuilder b = new StringBuilder();
             b.append("| mode | decision p50 ms | p90 ms | p99 ms | max ms | p50 / raw p50 | p99 / raw p99 | handoffs/s (burst of ")
-                    .append(burst).append(") | duplicate decisions seen |\n");
-            b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-            b.append(String.format(Locale.ROOT, "| raw produce→consume hop (baseline, same run) | %.2f | %.2f | %.2f | %.2f | 1.00 | 1.00 | — | — |%n",
+                    .append(burst).append(") | CPU ms per handoff (bench JVM + broker) | duplicate decisions seen |\n");
+            b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+            b.append(String.format(Locale.ROOT, "| raw produce→consume hop (baseline, same run) | %.2f | %.2f | %.2f | %.2f | 1.00 | 1.00 | — | — | — |%n",
                     raw.p50ms(), raw.p90ms(), raw.p99ms(), raw.maxMs()));
             for (DeciderBench.Result r : results) {
                 LatencyStats l = r.decision();
-                b.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %d |%n", r.mode().name(), l.p50ms(),
+                b.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.3f | %d |%n", r.mode().name(), l.p50ms(),
                         l.p90ms(), l.p99ms(), l.maxMs(), l.p50ms() / raw.p50ms(), l.p99ms() / raw.p99ms(), r.handoffsPerSecond(),
-                        r.duplicateDecisions()));
+                        r.cpuMsPerHandoff(), r.duplicateDecisions()));
             }
             return b.toString();
         }
@@ -105,7 +115,10 @@ public final class BenchCommand implements Runnable {
         private void write(String table, LatencyStats raw, List<DeciderBench.Result> results) throws Exception {
             Path md = outFile;
             Files.createDirectories(md.toAbsolutePath().getParent());
-            String cmd = String.format(Locale.ROOT, "./orbitkv-pd bench decider --rate %d --warmup %d --measure %d --burst %d", rate, warmup, measure, burst);
+            StringBuilder extra = new StringBuilder();
+            kafka.forEach((k, v) -> extra.append(" --kafka ").append(k).append('=').append(v));
+            String cmd = String.format(Locale.ROOT, "./orbitkv-pd bench decider --rate %d --warmup %d --measure %d --burst %d", rate, warmup, measure, burst)
+                    + extra;
             Files.writeString(md, "# Decider benchmark\n\nMeasured " + LocalDate.now() + " on " + Runtime.getRuntime().availableProcessors()
                     + " cores with `" + cmd + "` (broker in a child JVM on the same cores; decider, load generator and actors in the"
                     + " benchmark JVM). Decision latency = last input fact produced → decision consumed by its actor, at " + rate
@@ -120,7 +133,8 @@ public final class BenchCommand implements Runnable {
             for (int i = 0; i < results.size(); i++) {
                 DeciderBench.Result r = results.get(i);
                 j.append(i == 0 ? "" : ",").append("{\"mode\":\"").append(r.mode().name()).append("\",\"decision\":").append(stats(r.decision()))
-                        .append(",\"handoffs_per_s\":").append(String.format(Locale.ROOT, "%.1f", r.handoffsPerSecond())).append('}');
+                        .append(",\"handoffs_per_s\":").append(String.format(Locale.ROOT, "%.1f", r.handoffsPerSecond()))
+                        .append(",\"cpu_ms_per_handoff\":").append(String.format(Locale.ROOT, "%.4f", r.cpuMsPerHandoff())).append('}');
             }
             Files.writeString(json, j.append("]}\n").toString());
             System.out.println("results written to " + md + " and " + json);

@@ -59,10 +59,15 @@ public final class DeciderBench {
     public record Mode(String name, Guarantee guarantee, Duration commitInterval, String isolation) { }
 
     /** What one mode measured. */
-    public record Result(Mode mode, LatencyStats decision, double handoffsPerSecond, long handoffs, long duplicateDecisions) { }
+    public record Result(Mode mode, LatencyStats decision, double handoffsPerSecond, long handoffs, long duplicateDecisions,
+            double cpuMsPerHandoff) { }
 
     /** Knobs of a run. */
-    public record Options(int rate, Duration warmup, Duration measure, int burst, int engines) { }
+    public record Options(int rate, Duration warmup, Duration measure, int burst, int engines, Map<String, Object> deciderOverrides) {
+        public Options(int rate, Duration warmup, Duration measure, int burst, int engines) {
+            this(rate, warmup, measure, burst, engines, Map.of());
+        }
+    }
 
     public static final List<Mode> MODES = List.of(
             new Mode("low-latency (EOS v2, actors read_uncommitted)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), "read_uncommitted"),
@@ -74,6 +79,19 @@ public final class DeciderBench {
     private final Options options;
     private final Path workDir;
     private final PrintStreamLike out;
+    /** CPU time of the broker process(es), when they run on this machine; 0 when unknown. */
+    private volatile java.util.function.LongSupplier brokerCpuNanos = () -> 0L;
+
+    /** Lets the CPU cost per handoff include the broker's CPU time (the benchmark runs it on the same cores). */
+    public DeciderBench withBrokerCpu(java.util.function.LongSupplier brokerCpuNanos) {
+        this.brokerCpuNanos = brokerCpuNanos;
+        return this;
+    }
+
+    private long cpuNanos() {
+        var os = (com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        return os.getProcessCpuTime() + brokerCpuNanos.getAsLong();
+    }
 
     /** Where progress lines go (the CLI's stdout). */
     public interface PrintStreamLike {
@@ -136,7 +154,7 @@ public final class DeciderBench {
         Path state = Files.createDirectories(workDir.resolve("state-" + index));
         DeciderConfig config = new DeciderConfig(bootstrap, "bench-decider-" + index + "-" + System.nanoTime() % 100000, tc,
                 SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, DeciderConfig.StoreKind.ROCKSDB, 1, policy,
-                Duration.ofMillis(200), "127.0.0.1", -1, Map.of());
+                Duration.ofMillis(200), "127.0.0.1", -1, options.deciderOverrides());
         try (DeciderApp app = new DeciderApp(config).start(); EventSerdes serdes = EventSerdes.embedded()) {
             if (!app.awaitRunning(Duration.ofSeconds(60))) {
                 throw new IllegalStateException("decider did not start: " + app.streams().state());
@@ -160,13 +178,15 @@ public final class DeciderBench {
                 // Throughput: a burst of handoffs as fast as the pipeline takes them, full state machine.
                 actor.measureFrom = Long.MAX_VALUE;
                 long before = actor.completed.get();
+                long cpu0 = cpuNanos();
                 long t0 = System.nanoTime();
                 for (int j = 0; j < options.burst(); j++) {
                     actor.sendHandoff("T" + j, j);
                 }
                 actor.awaitCompleted(before + options.burst(), Duration.ofMinutes(3));
                 double seconds = (System.nanoTime() - t0) / 1e9;
-                return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get());
+                double cpuMs = (cpuNanos() - cpu0) / 1e6 / options.burst();
+                return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get(), cpuMs);
             }
         }
     }
