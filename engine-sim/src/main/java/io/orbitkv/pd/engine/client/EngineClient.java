@@ -1,0 +1,453 @@
+package io.orbitkv.pd.engine.client;
+
+import io.orbitkv.pd.engine.client.internal.CommandReader;
+import io.orbitkv.pd.events.BlockRun;
+import io.orbitkv.pd.events.CancelRequested;
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.DecodeCompleted;
+import io.orbitkv.pd.events.DecodeReady;
+import io.orbitkv.pd.events.DecodeRejected;
+import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.EngineRole;
+import io.orbitkv.pd.events.KvReady;
+import io.orbitkv.pd.events.LeaseHeartbeat;
+import io.orbitkv.pd.events.MemoryRegion;
+import io.orbitkv.pd.events.OutcomeKind;
+import io.orbitkv.pd.events.PrefillCompleted;
+import io.orbitkv.pd.events.PrefillFailed;
+import io.orbitkv.pd.events.RecomputeDecided;
+import io.orbitkv.pd.events.ReleaseDecided;
+import io.orbitkv.pd.events.ReleaseSide;
+import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.events.RequestOutcome;
+import io.orbitkv.pd.events.TransportEndpoint;
+import io.orbitkv.pd.kv.BlockRuns;
+import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.TopicAdmin;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.worker.internal.EngineDirectory;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What an inference engine integrates to take part in P/D: it reports facts and learns decisions, and decides
+ * nothing about the handoff itself (docs/engine-integration.md).
+ *
+ * <ul>
+ *   <li><b>Register</b> ({@link #start}): the engine's layout, memory regions, HTTP URL and instance epoch on the
+ *       compacted engines topic. With a transfer worker, the client waits for the worker's announcement (its
+ *       transport endpoints, for the engine's epoch) and re-announces it with the engine's own fields; a worker that
+ *       re-registers (new endpoints or epoch) is followed. {@link #close()} announces that the engine left.</li>
+ *   <li><b>Report</b>: {@link #prefillCompleted} with the source pages, {@link #prefillFailed}, {@link #decodeReady}
+ *       with the destination pages under a lease, {@link #heartbeat}, {@link #decodeRejected},
+ *       {@link #decodeCompleted}, {@link #cancel}. Each returns a future completed when the broker has the fact;
+ *       event ids are deterministic so a repeated report is recognized by the decider.</li>
+ *   <li><b>Learn</b>: the decisions for this engine ({@code KvReady}, {@code ReleaseDecided},
+ *       {@code RecomputeDecided}, {@code RequestOutcome}) from the one partition of {@code engine-commands} its id
+ *       hashes to, delivered once per decision id to the {@link DecisionListener}, and to {@link #awaitKv} waiters.</li>
+ * </ul>
+ * Thread-safe. Lifecycle: {@link #start} once, {@link #close()} once (idempotent).
+ */
+public final class EngineClient implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(EngineClient.class);
+    private static final int RECENT_ENDS = 50_000;
+
+    /**
+     * What the engine announces about itself.
+     *
+     * @param role     prefill, decode or both
+     * @param model    the served model name
+     * @param httpUrl  OpenAI-compatible base URL (what the proxy calls)
+     * @param geometry the KV pool's shape
+     * @param tpRank   tensor-parallel rank
+     * @param tpSize   tensor-parallel size
+     * @param regions  the pool's memory regions (announced when no worker re-announces them)
+     */
+    public record Identity(EngineRole role, String model, String httpUrl, KvGeometry geometry, int tpRank, int tpSize, List<MemoryRegion> regions) {
+        public Identity {
+            Objects.requireNonNull(role, "role");
+            Objects.requireNonNull(geometry, "geometry");
+            regions = List.copyOf(regions);
+        }
+    }
+
+    private final EngineClientConfig config;
+    private final Identity identity;
+    private final DecisionListener listener;
+    private final EventSerdes serdes;
+    private final Topics topics;
+    private final String source;
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final AtomicLong instanceEpoch = new AtomicLong();
+    private final Map<String, CompletableFuture<KvSignal>> kvWaiters = new ConcurrentHashMap<>();
+    private final Map<String, KvSignal> recentEnds = new LinkedHashMap<>(1024, 0.75f, false) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, KvSignal> eldest) {
+            return size() > RECENT_ENDS;
+        }
+    };
+    private KafkaProducer<String, byte[]> producer;
+    private CommandReader commands;
+    private EngineDirectory directory;
+    private volatile EngineRegistration registration;
+    private final long startedAtMs = System.currentTimeMillis();
+
+    private EngineClient(EngineClientConfig config, Identity identity, DecisionListener listener) {
+        this.config = config;
+        this.identity = identity;
+        this.listener = listener == null ? new DecisionListener() { } : listener;
+        this.serdes = EventSerdes.create(config.serde());
+        this.topics = new Topics(config.topics(), serdes);
+        this.source = "engine:" + config.engineId();
+    }
+
+    /**
+     * Joins the control plane: ensures the topics, positions the command reader at the end of the engine's partition
+     * (so no decision made after the announcement is missed), announces the engine (after its worker, if any) and
+     * starts reading decisions. Returns once the engine is announced.
+     */
+    public static EngineClient start(EngineClientConfig config, Identity identity, DecisionListener listener) throws InterruptedException {
+        EngineClient c = new EngineClient(config, identity, listener);
+        try {
+            c.open();
+            return c;
+        } catch (InterruptedException | RuntimeException e) {
+            c.close();
+            throw e;
+        }
+    }
+
+    private void open() throws InterruptedException {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
+            TopicAdmin.ensureTopics(admin, topics);
+        }
+        producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
+        commands = new CommandReader(new KafkaConsumer<>(consumerConfig("commands"), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
+                topics.engineCommands(), config.engineId(), this::onDecision);
+        commands.position();
+        EngineRegistration reg;
+        if (config.expectWorker()) {
+            directory = new EngineDirectory(new KafkaConsumer<>(consumerConfig("engines"), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
+                    topics.engines(), this::onPeerChanged);
+            Thread.ofPlatform().daemon().name("engine-directory").start(directory);
+            if (!directory.awaitCaughtUp(Duration.ofSeconds(60))) {
+                log.warn("engine table not read to its end within 60 s; continuing");
+            }
+            EngineRegistration worker = awaitWorker();
+            instanceEpoch.set(worker.getInstanceEpoch());
+            reg = merged(worker, false);
+        } else {
+            instanceEpoch.set(config.instanceEpoch() != null ? config.instanceEpoch() : System.currentTimeMillis());
+            reg = own(List.of(), identity.regions(), false);
+        }
+        announce(reg);
+        Thread.ofPlatform().daemon().name("engine-commands").start(commands);
+        log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("instanceEpoch", instanceEpoch.get())
+                .addKeyValue("role", identity.role()).addKeyValue("endpoints", reg.getEndpoints().size()).log("engine announced");
+    }
+
+    /** Waits for the worker's live announcement for this engine (its epoch, or the one configured). */
+    private EngineRegistration awaitWorker() throws InterruptedException {
+        long deadline = System.nanoTime() + config.workerWait().toNanos();
+        while (true) {
+            Optional<EngineRegistration> r = directory.get(config.engineId()).filter(this::isWorkerAnnouncement);
+            if (r.isPresent()) {
+                return r.get();
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("engine.worker.wait: no transfer worker announced engine " + config.engineId()
+                        + (config.instanceEpoch() == null ? "" : " at instance epoch " + config.instanceEpoch()) + " on " + topics.engines().name()
+                        + " within " + config.workerWait() + " (start './orbitkv-pd worker' with worker.engine.id=" + config.engineId()
+                        + ", the same worker.pool.path and layout, or set engine.worker.enabled=false)");
+            }
+            Thread.sleep(50); // the directory's await returns at once on a stale deregistration: poll instead
+        }
+    }
+
+    /**
+     * A live registration written by the worker (no HTTP URL) for the configured epoch, or — when none is configured
+     * — one announced no earlier than {@code engine.worker.wait} before this engine started (older ones are
+     * leftovers of a crashed worker).
+     */
+    private boolean isWorkerAnnouncement(EngineRegistration r) {
+        if (r.getDeregistered() || r.getEndpoints().isEmpty()) {
+            return false;
+        }
+        if (config.instanceEpoch() != null) {
+            return r.getInstanceEpoch() == config.instanceEpoch();
+        }
+        return r.getRegisteredAtMs() >= startedAtMs - config.workerWait().toMillis();
+    }
+
+    /** The worker re-announced the engine (restart: new endpoints or epoch): follow it. */
+    private void onPeerChanged(String engineId) {
+        if (!engineId.equals(config.engineId()) || closed.get() || registration == null) {
+            return;
+        }
+        directory.get(engineId).ifPresent(r -> {
+            if (r.getDeregistered() || !r.getHttpUrl().isEmpty() || r.getEndpoints().isEmpty()) {
+                return;
+            }
+            long before = instanceEpoch.getAndSet(r.getInstanceEpoch());
+            log.atWarn().addKeyValue("engineId", engineId).addKeyValue("instanceEpoch", r.getInstanceEpoch()).addKeyValue("previousEpoch", before)
+                    .log("transfer worker re-announced the engine: following its endpoints and epoch");
+            announce(merged(r, false));
+        });
+    }
+
+    private EngineRegistration merged(EngineRegistration worker, boolean leaving) {
+        return own(worker.getEndpoints(), worker.getRegions().isEmpty() ? identity.regions() : worker.getRegions(), leaving);
+    }
+
+    private EngineRegistration own(List<TransportEndpoint> endpoints, List<MemoryRegion> regions, boolean leaving) {
+        return EngineRegistration.newBuilder().setEngineId(config.engineId()).setRole(identity.role()).setInstanceEpoch(instanceEpoch.get())
+                .setModel(identity.model()).setHttpUrl(identity.httpUrl()).setEndpoints(endpoints)
+                .setLayout(identity.geometry().toLayout(identity.tpRank(), identity.tpSize())).setRegions(regions)
+                .setRegisteredAtMs(System.currentTimeMillis()).setDeregistered(leaving).build();
+    }
+
+    private void announce(EngineRegistration reg) {
+        byte[] value = topics.engines().valueSerde().serializer().serialize(topics.engines().name(), reg);
+        try {
+            producer.send(new ProducerRecord<>(topics.engines().name(), reg.getEngineId(), value)).get(60, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while announcing engine " + reg.getEngineId(), e);
+        } catch (Exception e) {
+            throw new IllegalStateException("cannot announce engine " + reg.getEngineId() + " on " + topics.engines().name() + ": " + e, e);
+        }
+        registration = reg;
+    }
+
+    // ------------------------------------------------------------------------------------------------ identity
+
+    public String engineId() {
+        return config.engineId();
+    }
+
+    /** The instance epoch every fact of this engine carries (the worker's, when one serves the engine). */
+    public long instanceEpoch() {
+        return instanceEpoch.get();
+    }
+
+    public EngineRegistration registration() {
+        return registration;
+    }
+
+    public Topics topics() {
+        return topics;
+    }
+
+    // ------------------------------------------------------------------------------------------------ facts
+
+    /** Prefill done: the prompt's KV is in {@code sourceBlocks} (token order), held until a release names the request. */
+    public CompletableFuture<Void> prefillCompleted(String requestId, int[] sourceBlocks, int numTokens, Integer firstToken) {
+        return fact(requestId, requestId + "/prefill-completed", PrefillCompleted.newBuilder().setEngineId(config.engineId())
+                .setInstanceEpoch(instanceEpoch.get()).setSourceBlocks(BlockRuns.fromBlocks(sourceBlocks)).setNumTokens(numTokens)
+                .setFirstToken(firstToken).setLayout(layout()).build());
+    }
+
+    /** Prefill impossible; the engine holds no pages for the request. */
+    public CompletableFuture<Void> prefillFailed(String requestId, String reason, boolean retriable) {
+        return fact(requestId, requestId + "/prefill-failed", PrefillFailed.newBuilder().setEngineId(config.engineId())
+                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).setRetriable(retriable).build());
+    }
+
+    /** Destination pages held under a lease; register {@link #awaitKv} before calling this, so no signal is missed. */
+    public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs) {
+        List<BlockRun> runs = BlockRuns.fromBlocks(destBlocks);
+        return fact(requestId, requestId + "/decode-ready", DecodeReady.newBuilder().setEngineId(config.engineId())
+                .setInstanceEpoch(instanceEpoch.get()).setLeaseId(leaseId).setLeaseEpoch(leaseEpoch).setDestBlocks(runs)
+                .setLeaseDeadlineMs(leaseDeadlineMs).setLayout(layout()).build());
+    }
+
+    public CompletableFuture<Void> decodeRejected(String requestId, String reason) {
+        return fact(requestId, requestId + "/decode-rejected", DecodeRejected.newBuilder().setEngineId(config.engineId())
+                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).build());
+    }
+
+    /** Still holding the lease; {@code seq} makes the event id unique per heartbeat. */
+    public CompletableFuture<Void> heartbeat(String requestId, String leaseId, long leaseEpoch, long extendToMs, int seq) {
+        return fact(requestId, requestId + "/heartbeat/" + seq, LeaseHeartbeat.newBuilder().setEngineId(config.engineId()).setLeaseId(leaseId)
+                .setLeaseEpoch(leaseEpoch).setExtendToMs(extendToMs).build());
+    }
+
+    public CompletableFuture<Void> decodeCompleted(String requestId, int outputTokens, boolean recomputed) {
+        return fact(requestId, requestId + "/decode-completed", DecodeCompleted.newBuilder().setEngineId(config.engineId())
+                .setOutputTokens(outputTokens).setRecomputed(recomputed).build());
+    }
+
+    /** The engine itself asks to stop the request (e.g. the KV it received does not verify). */
+    public CompletableFuture<Void> cancel(String requestId, String reason) {
+        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build());
+    }
+
+    private io.orbitkv.pd.events.KvLayout layout() {
+        return identity.geometry().toLayout(identity.tpRank(), identity.tpSize());
+    }
+
+    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload) {
+        RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(source)
+                .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
+        byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        producer.send(new ProducerRecord<>(topics.requestEvents().name(), requestId, value), (md, err) -> {
+            if (err != null) {
+                log.atWarn().addKeyValue("requestId", requestId).addKeyValue("eventId", eventId).log("report failed: " + err);
+                done.completeExceptionally(err);
+            } else {
+                done.complete(null);
+            }
+        });
+        return done;
+    }
+
+    // ------------------------------------------------------------------------------------------------ decisions
+
+    /**
+     * Completes with the first of: the KV landed, recompute, or the request ended / its decode pages were released.
+     * Call before reporting {@link #decodeReady}. A signal that arrived before (the request already ended) completes
+     * it at once.
+     */
+    public CompletableFuture<KvSignal> awaitKv(String requestId) {
+        CompletableFuture<KvSignal> f = kvWaiters.computeIfAbsent(requestId, k -> new CompletableFuture<>());
+        KvSignal ended;
+        synchronized (recentEnds) {
+            ended = recentEnds.get(requestId);
+        }
+        if (ended != null) {
+            complete(requestId, ended);
+        }
+        return f;
+    }
+
+    /** Stops waiting (the engine gave up on the request, e.g. its HTTP client went away). */
+    public void forget(String requestId) {
+        kvWaiters.remove(requestId);
+    }
+
+    private void onDecision(Decision d) {
+        String rid = d.getRequestId();
+        switch (d.getPayload()) {
+            case KvReady k -> {
+                complete(rid, new KvSignal.Ready(k.getOrderId(), k.getBytes()));
+                listener.onKvReady(d, k);
+            }
+            case RecomputeDecided r -> {
+                complete(rid, new KvSignal.Recompute(r.getReason()));
+                listener.onRecompute(d, r);
+            }
+            case ReleaseDecided rel -> {
+                if (rel.getSide() == ReleaseSide.DECODE && config.engineId().equals(rel.getEngineId())) {
+                    end(rid, new KvSignal.Ended(OutcomeKind.UNKNOWN, "decode pages released: " + rel.getReason()));
+                }
+                listener.onRelease(d, rel);
+            }
+            case RequestOutcome o -> {
+                if (o.getKind() != OutcomeKind.COMPLETED) {
+                    end(rid, new KvSignal.Ended(o.getKind(), o.getReason()));
+                }
+                listener.onOutcome(d, o);
+            }
+            default -> {
+                // TransferOrder / AbortTransfer are for the engine's transfer worker.
+            }
+        }
+    }
+
+    private void end(String requestId, KvSignal signal) {
+        synchronized (recentEnds) {
+            recentEnds.putIfAbsent(requestId, signal);
+        }
+        complete(requestId, signal);
+    }
+
+    private void complete(String requestId, KvSignal signal) {
+        CompletableFuture<KvSignal> f = kvWaiters.remove(requestId);
+        if (f != null) {
+            f.complete(signal);
+        }
+    }
+
+    /** Decisions delivered (after dedupe) and duplicates dropped. */
+    public long decisionsSeen() {
+        return commands == null ? 0 : commands.delivered();
+    }
+
+    // ------------------------------------------------------------------------------------------------ plumbing
+
+    private Map<String, Object> producerConfig() {
+        Map<String, Object> p = new HashMap<>();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, config.engineId() + "-facts");
+        p.putAll(config.kafkaOverrides());
+        return p;
+    }
+
+    private Map<String, Object> consumerConfig(String what) {
+        Map<String, Object> c = new HashMap<>();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, config.isolationLevel());
+        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest");
+        c.put(ConsumerConfig.CLIENT_ID_CONFIG, config.engineId() + "-" + what);
+        c.putAll(config.kafkaOverrides());
+        return c;
+    }
+
+    /** Announces that the engine left (its in-flight work is void), stops reading decisions, closes the clients. Idempotent. */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            if (registration != null && producer != null) {
+                try {
+                    EngineRegistration r = registration;
+                    announce(EngineRegistration.newBuilder(r).setDeregistered(true).setRegisteredAtMs(System.currentTimeMillis()).build());
+                } catch (RuntimeException e) {
+                    log.atWarn().log("could not announce that engine " + config.engineId() + " left: " + e.getMessage());
+                }
+            }
+            if (commands != null) {
+                commands.close();
+            }
+            if (directory != null) {
+                directory.close();
+            }
+            if (producer != null) {
+                producer.close(Duration.ofSeconds(5));
+            }
+            kvWaiters.values().forEach(f -> f.complete(new KvSignal.Ended(OutcomeKind.UNKNOWN, "engine shutting down")));
+        } finally {
+            serdes.close();
+        }
+    }
+}

@@ -1,0 +1,131 @@
+package io.orbitkv.pd.engine.sim;
+
+import io.orbitkv.pd.engine.client.EngineClientConfig;
+import io.orbitkv.pd.events.EngineRole;
+import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.schemas.config.ConfigProps;
+import java.nio.file.Path;
+import java.time.Duration;
+
+/**
+ * How one simulated engine runs ({@code ./orbitkv-pd engine --config FILE}); every key and its default is in
+ * {@code docs/engine-integration.md}. Errors name the key.
+ *
+ * @param engineId       the engine's id ({@code engine.id}, required)
+ * @param role           prefill, decode or both ({@code engine.role})
+ * @param model          the served model name ({@code engine.model})
+ * @param preset         the KV layout's shape ({@code engine.preset}: 8b, 70b, tiny)
+ * @param geometry       the pool: the preset with {@code engine.pool.blocks} blocks, KV heads split over {@code engine.layout.tp-size}
+ * @param tpSize         tensor-parallel size the layout is sharded for
+ * @param poolPath       shared file of the pool (tmpfs, mapped by the transfer worker too), or null for private memory
+ * @param httpHost       bind address ({@code engine.http.host})
+ * @param httpPort       port, 0 for any ({@code engine.http.port})
+ * @param advertisedUrl  the URL announced to the proxy, or null for {@code http://host:port}
+ * @param seed           the model seed: engines that must agree share it ({@code engine.model.seed})
+ * @param compute        the compute-time model ({@code engine.compute.prefill-ms-per-token}, {@code .decode-ms-per-token})
+ * @param maxBatch       sequences computing at once; more wait in a queue ({@code engine.max-batch})
+ * @param maxPromptTokens longest prompt accepted ({@code engine.max-prompt-tokens})
+ * @param maxBodyBytes   largest request body ({@code engine.http.max-body-bytes})
+ * @param leaseDuration  lease asked for on decode-ready / heartbeat ({@code engine.lease.duration})
+ * @param heartbeat      heartbeat period while a lease is held and the request is served ({@code engine.lease.heartbeat})
+ * @param kvTimeout      how long a decode waits for its KV before answering 504 ({@code engine.kv.timeout})
+ * @param verify         verify every received page before decoding ({@code engine.kv.verify})
+ * @param control        Kafka settings, or null when {@code bootstrap.servers} is unset: a standalone engine that serves
+ *                       colocated requests only
+ */
+public record SimEngineConfig(String engineId, EngineRole role, String model, ModelPreset preset, KvGeometry geometry, int tpSize, Path poolPath,
+                              String httpHost, int httpPort, String advertisedUrl, long seed, ComputeModel compute, int maxBatch,
+                              int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration kvTimeout,
+                              boolean verify, EngineClientConfig control) {
+
+    public SimEngineConfig {
+        if (engineId == null || !engineId.matches("[A-Za-z0-9._:-]+")) {
+            throw new IllegalArgumentException("engine.id: required; letters, digits, '.', '_', ':' and '-' only, got " + engineId);
+        }
+        if (role == null || role == EngineRole.UNKNOWN) {
+            throw new IllegalArgumentException("engine.role: must be prefill, decode or both, got " + role);
+        }
+        if (httpPort < 0 || httpPort > 65535) {
+            throw new IllegalArgumentException("engine.http.port: must be 0 (any free port) or 1..65535, got " + httpPort);
+        }
+        range("engine.max-batch", maxBatch, 1, 100_000);
+        range("engine.max-prompt-tokens", maxPromptTokens, 1, 10_000_000);
+        range("engine.http.max-body-bytes", maxBodyBytes, 1024, 1 << 30);
+        positive("engine.lease.duration", leaseDuration);
+        positive("engine.lease.heartbeat", heartbeat);
+        positive("engine.kv.timeout", kvTimeout);
+        if (heartbeat.compareTo(leaseDuration) >= 0) {
+            throw new IllegalArgumentException("engine.lease.heartbeat: must be shorter than engine.lease.duration (" + leaseDuration + "), got "
+                    + heartbeat);
+        }
+        SimModel.tokenBytes(geometry);
+        if (control != null && !control.engineId().equals(engineId)) {
+            throw new IllegalArgumentException("engine.id: differs between the engine and its client");
+        }
+        if (control != null && control.expectWorker() && poolPath == null) {
+            throw new IllegalArgumentException("engine.pool.path: required when a transfer worker serves the engine (engine.worker.enabled=true):"
+                    + " the worker maps the same file, e.g. /dev/shm/orbitkv-" + engineId + ".kv");
+        }
+    }
+
+    public static SimEngineConfig from(ConfigProps p) {
+        String id = p.string("engine.id", null);
+        ModelPreset preset = ModelPreset.of(p.string("engine.preset", "8b"));
+        int tp = p.integer("engine.layout.tp-size", 1);
+        int blocks = p.integer("engine.pool.blocks", 512);
+        KvGeometry g;
+        try {
+            g = preset.geometry(blocks, tp);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("engine.pool.blocks / engine.layout.*: " + e.getMessage());
+        }
+        String pool = p.string("engine.pool.path", "");
+        String url = p.string("engine.http.advertised-url", "");
+        String bootstrap = p.string("bootstrap.servers", "");
+        EngineClientConfig control = null;
+        if (!bootstrap.isEmpty()) {
+            control = EngineClientConfig.from(p);
+        } else {
+            // Read so that the keys are not reported as unknown; a standalone engine has no use for them.
+            p.string("engine.instance-epoch", null);
+            p.string("engine.worker.enabled", null);
+            p.string("engine.worker.wait", null);
+            p.string("engine.isolation.level", null);
+            p.topics();
+            p.serde();
+            p.withPrefix("kafka.");
+        }
+        return new SimEngineConfig(id, p.enumValue("engine.role", EngineRole.class, EngineRole.BOTH),
+                p.string("engine.model", "orbitkv-sim-" + preset.key()), preset, g, tp, pool.isEmpty() ? null : Path.of(pool),
+                p.string("engine.http.host", "127.0.0.1"), p.integer("engine.http.port", 8100), url.isEmpty() ? null : url,
+                Long.parseLong(p.string("engine.model.seed", "42")),
+                new ComputeModel(dbl(p, "engine.compute.prefill-ms-per-token", 0.05), dbl(p, "engine.compute.decode-ms-per-token", 2.0)),
+                p.integer("engine.max-batch", 256), p.integer("engine.max-prompt-tokens", 32_768), p.integer("engine.http.max-body-bytes", 4 << 20),
+                p.duration("engine.lease.duration", Duration.ofSeconds(30)), p.duration("engine.lease.heartbeat", Duration.ofSeconds(10)),
+                p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.bool("engine.kv.verify", true), control);
+    }
+
+    private static double dbl(ConfigProps p, String key, double def) {
+        String v = p.string(key, null);
+        if (v == null) {
+            return def;
+        }
+        try {
+            return Double.parseDouble(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + ": must be a number, got '" + v + "'");
+        }
+    }
+
+    private static void range(String key, int v, int min, int max) {
+        if (v < min || v > max) {
+            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + v);
+        }
+    }
+
+    private static void positive(String key, Duration d) {
+        if (d == null || d.isNegative() || d.isZero()) {
+            throw new IllegalArgumentException(key + ": must be a positive duration, got " + d);
+        }
+    }
+}
