@@ -1,0 +1,309 @@
+package io.orbitkv.pd.gpu;
+
+import io.orbitkv.pd.events.TransportEndpoint;
+import io.orbitkv.pd.gpu.cuda.CudaDevice;
+import io.orbitkv.pd.gpu.cuda.CudaDriver;
+import io.orbitkv.pd.gpu.cuda.CudaException;
+import io.orbitkv.pd.kv.BlockRuns;
+import io.orbitkv.pd.kv.KvPool;
+import io.orbitkv.pd.kv.TransferPlan;
+import io.orbitkv.pd.transport.KvTransport;
+import io.orbitkv.pd.transport.PeerEndpoint;
+import io.orbitkv.pd.transport.PushGate;
+import io.orbitkv.pd.transport.PushRequest;
+import io.orbitkv.pd.transport.ReceiveSession;
+import io.orbitkv.pd.transport.Transfer;
+import io.orbitkv.pd.transport.TransferError;
+import io.orbitkv.pd.transport.TransferException;
+import io.orbitkv.pd.transport.TransferResult;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The {@code cuda} transport: same-node handoffs between engines whose pools live in GPU memory. The node's worker
+ * process maps every engine's pool through CUDA IPC ({@link ImportedKvPool}); a push copies the source runs into
+ * the destination runs with one kernel launch (or one batched copy) per order, on the GPU, never through the host.
+ *
+ * <p>Receiving: a transport with a gate serves that engine's (device) pool; it joins the process's
+ * {@link CudaFabric} under the engine id and announces endpoint {@code cuda://<node id>}.
+ *
+ * <p>Sending, per order, on the transport's copy thread (which has the device context current):
+ * <ol>
+ *   <li>the destination's {@link PushGate} admits the push: instance epoch, token, aborted attempts, fenced
+ *       requests, the lease epoch, runs inside the pool, page shapes: all before anything is launched;</li>
+ *   <li>the plan becomes a {@link RunTable} of absolute device addresses, each span checked against both regions and
+ *       the order's authorized destination pages;</li>
+ *   <li>inside one gate frame ({@link ReceiveSession#beginFrame()}, which refuses a push fenced since admission), the
+ *       {@link CopyEngine} runs the table and waits for the event recorded after it; the frame ends only then, so a
+ *       fence ({@code releaseLease}, {@code abortAttempt}, ...) returns only after the copy's bytes landed;</li>
+ *   <li>the transfer completes after that event, never before.</li>
+ * </ol>
+ *
+ * <p>A kernel cannot be stopped once launched: {@link Transfer#cancel} before the launch aborts the push; during the
+ * copy (well under a millisecond for a 256 MiB order) it lets the copy finish and then fails the transfer as
+ * {@link TransferError#ABORTED}. A CUDA error fails the transfer as {@link TransferError#INTERNAL}; a faulted kernel
+ * leaves the context unusable (CUDA's sticky errors) and the worker must be restarted.
+ */
+public final class CudaTransport implements KvTransport {
+
+    public static final String NAME = "cuda";
+    private static final Logger log = LoggerFactory.getLogger(CudaTransport.class);
+
+    private final CudaConfig config;
+    private final CudaFabric fabric;
+    private final String senderId;
+    private final PushGate gate;
+    private final ExecutorService copier;
+    private final CopyEngine engine;
+    private final Map<String, String> attributes;
+    private volatile boolean closed;
+
+    private CudaTransport(CudaConfig config, CudaFabric fabric, String senderId, PushGate gate, Supplier<CopyEngine> engines,
+                          Map<String, String> extraAttributes) {
+        this.config = Objects.requireNonNull(config, "config");
+        this.fabric = Objects.requireNonNull(fabric, "fabric");
+        this.senderId = senderId == null ? "" : senderId;
+        this.gate = gate;
+        if (gate != null && !isDevicePool(gate.pool())) {
+            throw new IllegalArgumentException("transfer.cuda: the cuda transport serves device pools; engine " + gate.engineId() + "'s pool is "
+                    + gate.pool().location() + " (map the engine's pool with ImportedKvPool)");
+        }
+        String owner = gate == null ? "send" : gate.engineId();
+        this.copier = Executors.newSingleThreadExecutor(Thread.ofPlatform().daemon().name("cuda-copy-" + owner).factory());
+        try {
+            this.engine = copier.submit(engines::get).get();
+        } catch (ExecutionException e) {
+            copier.shutdownNow();
+            Throwable c = e.getCause();
+            throw c instanceof RuntimeException r ? r : new IllegalStateException("cuda transport: cannot start the copy engine: " + c, c);
+        } catch (InterruptedException e) {
+            copier.shutdownNow();
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("cuda transport: interrupted while starting", e);
+        }
+        Map<String, String> attrs = new LinkedHashMap<>();
+        attrs.put("device", "cuda:" + config.device());
+        attrs.put("copy", engine.describe());
+        attrs.putAll(extraAttributes);
+        this.attributes = Map.copyOf(attrs);
+        if (gate != null) {
+            fabric.bind(gate);
+        }
+    }
+
+    /**
+     * A transport whose copies run on {@code engines.get()} (called once, on the copy thread). Tests pass an engine
+     * that needs no GPU; {@link #open} passes the real one.
+     *
+     * @param gate the served engine's gate (its pool must be device memory), or null for a send-only transport
+     */
+    public static CudaTransport start(CudaConfig config, CudaFabric fabric, String senderId, PushGate gate, Supplier<CopyEngine> engines) {
+        return new CudaTransport(config, fabric, senderId, gate, engines, Map.of());
+    }
+
+    /**
+     * The transport on a real GPU: opens device {@link CudaConfig#device()}, loads the kernels and makes the copy
+     * engine, all on the copy thread; closing the transport releases them.
+     */
+    public static CudaTransport open(CudaConfig config, CudaFabric fabric, String senderId, PushGate gate, CudaDriver driver) {
+        Map<String, String> extra = new LinkedHashMap<>();
+        Supplier<CopyEngine> engines = () -> {
+            CudaDevice device = CudaDevice.open(driver, config.device());
+            CudaKernels kernels = null;
+            try {
+                kernels = CudaKernels.load(device);
+                CudaCopyEngine e = CudaCopyEngine.create(kernels, config.mode(), config.kernel(), config.grid(), config.chunkBytes(), config.maxBatch());
+                extra.put("gpu", device.name());
+                extra.put("uuid", driver.deviceUuid(device.handle()));
+                return new OwningEngine(e, kernels, device);
+            } catch (RuntimeException e) {
+                if (kernels != null) {
+                    kernels.close();
+                }
+                device.close();
+                throw e;
+            }
+        };
+        // the supplier runs (on the copy thread) before the constructor reads the extra attributes
+        return new CudaTransport(config, fabric, senderId, gate, engines, extra);
+    }
+
+    static boolean isDevicePool(KvPool pool) {
+        return pool.location() != null && pool.location().startsWith("cuda:");
+    }
+
+    @Override
+    public String name() {
+        return NAME;
+    }
+
+    public CudaConfig config() {
+        return config;
+    }
+
+    @Override
+    public Optional<TransportEndpoint> endpoint() {
+        return gate == null ? Optional.empty()
+                : Optional.of(TransportEndpoint.newBuilder().setTransport(NAME).setAddress(config.nodeId()).setAttributes(attributes).build());
+    }
+
+    /** Only engines served by this very process on this node: their pools are mapped here. */
+    @Override
+    public boolean canReach(PeerEndpoint peer) {
+        return NAME.equals(peer.transport()) && config.nodeId().equals(peer.address()) && fabric.lookup(peer.engineId()).isPresent();
+    }
+
+    @Override
+    public Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+        CudaTransfer t = new CudaTransfer(request);
+        try {
+            if (closed) {
+                throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
+            }
+            if (!NAME.equals(peer.transport()) || !config.nodeId().equals(peer.address())) {
+                throw new TransferException(TransferError.NO_TRANSPORT, "cuda reaches engines on node " + config.nodeId() + " only, not " + peer);
+            }
+            PushGate target = fabric.lookup(peer.engineId()).orElseThrow(() -> new TransferException(TransferError.PEER_UNREACHABLE,
+                    "engine " + peer.engineId() + " is not served by this worker process (a cuda handoff runs in the process that mapped both pools)"));
+            if (!isDevicePool(source)) {
+                throw new TransferException(TransferError.UNSUPPORTED, "cuda needs a device source pool, got " + source.location());
+            }
+            copier.execute(() -> t.run(target, source, plan));
+        } catch (TransferException e) {
+            t.fail(e);
+        } catch (RejectedExecutionException e) {
+            t.fail(new TransferException(TransferError.INTERNAL, "cuda transport is closed"));
+        }
+        return t;
+    }
+
+    @Override
+    public void forgetPeer(String engineId) {
+        // nothing cached per peer: the fabric holds the gates, and a restarted engine's gate is rebound by its worker
+    }
+
+    /** Stops receiving, lets queued pushes fail, waits for a copy in progress, then frees the engine. Idempotent. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        if (gate != null) {
+            fabric.unbind(gate);
+        }
+        try {
+            copier.submit(engine::close).get(60, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            log.atWarn().log("cuda transport: closing the copy engine failed: " + e);
+        } finally {
+            copier.shutdown();
+        }
+    }
+
+    private final class CudaTransfer implements Transfer {
+        private final PushRequest request;
+        private final CompletableFuture<TransferResult> result = new CompletableFuture<>();
+        private volatile String cancelled;
+
+        CudaTransfer(PushRequest request) {
+            this.request = request;
+        }
+
+        @Override
+        public CompletableFuture<TransferResult> result() {
+            return result;
+        }
+
+        @Override
+        public void cancel(String reason) {
+            if (cancelled == null) {
+                cancelled = reason == null ? "cancelled" : reason;
+            }
+        }
+
+        void fail(TransferException e) {
+            result.completeExceptionally(e);
+        }
+
+        void run(PushGate target, KvPool source, TransferPlan plan) {
+            long t0 = System.nanoTime();
+            try {
+                if (closed) {
+                    throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
+                }
+                checkCancelled("before admission");
+                if (request.deadlineMs() > 0 && System.currentTimeMillis() > request.deadlineMs()) {
+                    throw new TransferException(TransferError.TIMEOUT, request.describe() + ": deadline passed before the copy started");
+                }
+                long bytes;
+                try (ReceiveSession s = target.open(request, plan.source())) {
+                    RunTable table = RunTable.build(plan, source, target.pool(), BlockRuns.intervals(request.destRuns()));
+                    checkCancelled("before launch");
+                    s.beginFrame();
+                    long written = 0;
+                    try {
+                        engine.copy(table);
+                        written = table.bytes();
+                    } finally {
+                        s.endFrame(written);
+                    }
+                    bytes = written;
+                }
+                checkCancelled("while the copy ran (its bytes landed)");
+                result.complete(new TransferResult(bytes, System.nanoTime() - t0, NAME, 1));
+            } catch (TransferException e) {
+                result.completeExceptionally(e);
+            } catch (CudaException e) {
+                log.atError().addKeyValue("orderId", request.orderId()).addKeyValue("sender", senderId).log("cuda copy failed: " + e.getMessage());
+                result.completeExceptionally(new TransferException(TransferError.INTERNAL, request.describe() + ": " + e.getMessage(), e));
+            } catch (RuntimeException e) {
+                result.completeExceptionally(new TransferException(TransferError.INTERNAL, request.describe() + ": cuda push failed: " + e, e));
+            }
+        }
+
+        private void checkCancelled(String when) {
+            String c = cancelled;
+            if (c != null) {
+                throw new TransferException(TransferError.ABORTED, request.describe() + " cancelled " + when + ": " + c);
+            }
+        }
+    }
+
+    /** The real engine together with the kernels module and device it owns. */
+    private record OwningEngine(CudaCopyEngine engine, CudaKernels kernels, CudaDevice device) implements CopyEngine {
+        @Override
+        public void copy(RunTable table) {
+            engine.copy(table);
+        }
+
+        @Override
+        public String describe() {
+            return engine.describe();
+        }
+
+        @Override
+        public void close() {
+            try {
+                engine.close();
+            } finally {
+                try {
+                    kernels.close();
+                } finally {
+                    device.close();
+                }
+            }
+        }
+    }
+}
