@@ -126,7 +126,9 @@ public final class BenchCommand implements Runnable {
                     + " full handoffs (admitted, decode ready, prefill completed, order, transfer completed, KV ready, decode completed,"
                     + " releases, outcome). System load average (1 min) at the start " + loadBefore + ", at the end " + loadAfter
                     + " (the benchmark itself keeps about 2 busy; much more means other work shared the cores).\n\n" + table);
-            Path json = Path.of("bench", "results", "decider.json");
+            // The committed results sit in bench/results; a run written elsewhere (--out) keeps its JSON beside its markdown.
+            Path json = md.equals(Path.of("docs", "bench", "decider.md")) ? Path.of("bench", "results", "decider.json")
+                    : md.resolveSibling(md.getFileName().toString().replaceFirst("\\.md$", "") + ".json");
             Files.createDirectories(json.getParent());
             StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"rate\":" + rate + ",\"load_average_start\":" + loadBefore
                     + ",\"load_average_end\":" + loadAfter + ",\"raw_hop\":" + stats(raw) + ",\"modes\":[");
