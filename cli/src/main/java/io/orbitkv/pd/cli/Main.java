@@ -8,7 +8,7 @@ import picocli.CommandLine.Command;
 @Command(name = "orbitkv-pd", mixinStandardHelpOptions = true, version = "orbitkv-pd 0.1.0",
         description = "OrbitKV P/D: Kafka control plane and KV data plane for prefill/decode disaggregated inference.",
         subcommands = {DemoCommand.class, BrokerCommand.class, TopicsCommand.class, DeciderCommand.class, WorkerCommand.class,
-                io.orbitkv.pd.cli.bench.BenchCommand.class, CommandLine.HelpCommand.class},
+                EngineCommand.class, ProxyCommand.class, io.orbitkv.pd.cli.bench.BenchCommand.class, CommandLine.HelpCommand.class},
         footer = {"", "  ./orbitkv-pd test    runs every test (handled by the launcher script, through Maven)"})
 public final class Main implements Runnable {
 
@@ -16,6 +16,7 @@ public final class Main implements Runnable {
     CommandLine.Model.CommandSpec spec;
 
     public static void main(String[] args) {
+        ParentWatch.install();
         System.exit(commandLine().execute(args));
     }
 

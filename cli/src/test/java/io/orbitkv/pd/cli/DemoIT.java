@@ -10,7 +10,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import picocli.CommandLine;
 
-/** The foundation demo against a real broker: every event type goes out and comes back unchanged. */
+/** The foundation demo ({@code demo --events}) against a real broker: every event type goes out and comes back unchanged. */
 class DemoIT {
 
     @Test
@@ -20,7 +20,7 @@ class DemoIT {
         int exit;
         try {
             System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-            exit = new CommandLine(new Main()).execute("demo", "--work-dir", dir.toString());
+            exit = new CommandLine(new Main()).execute("demo", "--events", "--work-dir", dir.toString());
         } finally {
             System.setOut(original);
         }

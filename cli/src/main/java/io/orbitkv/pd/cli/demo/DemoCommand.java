@@ -1,151 +1,204 @@
 package io.orbitkv.pd.cli.demo;
 
-import io.orbitkv.pd.broker.KraftCluster;
-import io.orbitkv.pd.cli.demo.SampleEvents.Kind;
-import io.orbitkv.pd.cli.demo.SampleEvents.Sample;
-import io.orbitkv.pd.schemas.EventSerdes;
-import io.orbitkv.pd.schemas.EventText;
-import io.orbitkv.pd.schemas.RecordDecoding;
-import io.orbitkv.pd.schemas.Topic;
-import io.orbitkv.pd.schemas.TopicAdmin;
-import io.orbitkv.pd.schemas.Topics;
-import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.cli.pipeline.LoadClient;
+import io.orbitkv.pd.cli.pipeline.Pipeline;
+import io.orbitkv.pd.cli.pipeline.PipelineLog;
+import io.orbitkv.pd.engine.sim.ModelPreset;
+import io.orbitkv.pd.engine.sim.SimModel;
+import io.orbitkv.pd.events.OutcomeKind;
+import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Comparator;
-import java.util.HashMap;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
-import java.util.Objects;
 import java.util.concurrent.Callable;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
+import java.util.concurrent.atomic.AtomicInteger;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * {@code orbitkv-pd demo}: starts an embedded KRaft broker, creates the topics, sends one event of every type
- * through the real serdes and prints them back, read from the broker, as a timeline. Exits non-zero when any
- * event does not come back equal to what was sent.
+ * {@code orbitkv-pd demo}: the whole pipeline on this machine — a real broker, the decider, a prefill and a decode
+ * engine with their transfer workers (tcp) and the proxy, each its own process — and a workload through it, then a
+ * summary read from the log. Exits 0 only if every answer equals the colocated reference.
+ * {@code --events} runs the foundation demo instead (one event of every type through the broker, as a timeline).
  */
 @Command(name = "demo", mixinStandardHelpOptions = true,
-        description = {"Runs the main job on the embedded default: a real KRaft broker in a child JVM, the topics, and one",
-                "event of every type sent through the embedded Avro serde and read back as a timeline."})
+        description = {"Runs the whole P/D pipeline on this machine, every component its own process: an embedded KRaft broker, the",
+                "decider, a prefill and a decode engine (simulated, 8B-shaped KV) with their transfer workers (tcp), and the proxy;",
+                "sends a workload through the proxy at a few concurrency levels and prints a summary (throughput, TTFT, handoff",
+                "overhead, KV bytes, outcomes from the log). Exits 0 only if every answer equals the colocated reference.",
+                "--events shows the foundation event timeline instead."})
 public final class DemoCommand implements Callable<Integer> {
 
-    @Option(names = "--work-dir", description = "Where broker data and logs go (default: a new temporary directory).")
+    @Option(names = "--events", description = "Send one event of every type through the broker and print the timeline (the foundation demo).")
+    boolean events;
+
+    @Option(names = "--work-dir", description = "Where configs, logs and broker data go (default: a new temporary directory).")
     Path workDir;
 
-    @Option(names = "--keep", description = "Keep the broker's data and logs after the demo.")
+    @Option(names = "--keep", description = "--events: keep the broker's data and logs after the demo.")
     boolean keep;
+
+    @Option(names = "--requests", defaultValue = "300", description = "Requests in the workload, split over the levels (default: ${DEFAULT-VALUE}).")
+    int requests;
+
+    @Option(names = "--concurrency", defaultValue = "4,16,32", split = ",", description = "Concurrency levels (default: ${DEFAULT-VALUE}).")
+    List<Integer> levels;
+
+    @Option(names = "--max-tokens", defaultValue = "16", description = "Tokens generated per request (default: ${DEFAULT-VALUE}).")
+    int maxTokens;
+
+    @Option(names = "--preset", defaultValue = "8b", description = "KV layout shape: 8b, 70b, tiny (default: ${DEFAULT-VALUE}).")
+    String preset;
+
+    @Option(names = "--prefill-engines", defaultValue = "1", description = "Prefill engines (default: ${DEFAULT-VALUE}).")
+    int prefillEngines;
+
+    @Option(names = "--decode-engines", defaultValue = "1", description = "Decode engines (default: ${DEFAULT-VALUE}).")
+    int decodeEngines;
+
+    @Option(names = "--stay", description = "Keep the pipeline running after the summary (to query the decider and engines) until Ctrl-C.")
+    boolean stay;
 
     @Override
     public Integer call() throws Exception {
+        if (events) {
+            return EventsDemo.run(workDir, keep);
+        }
+        PrintStream out = System.out;
         Path dir = workDir != null ? workDir.toAbsolutePath() : Files.createTempDirectory("orbitkv-demo-");
-        long t = System.nanoTime();
-        System.out.println("OrbitKV P/D demo: starting an embedded KRaft broker (child JVM) under " + dir + " ...");
-        try (KraftCluster cluster = KraftCluster.builder().nodes(1).dataDir(dir.resolve("data")).logsDir(dir.resolve("logs"))
-                .persistent(keep).build().start();
-             EventSerdes serdes = EventSerdes.embedded()) {
-            System.out.printf("broker ready at %s in %.1f s%n", cluster.bootstrapServers(), (System.nanoTime() - t) / 1e9);
-            Topics topics = new Topics(TopicsConfig.defaults(), serdes);
-            try (Admin admin = cluster.createAdmin()) {
-                TopicAdmin.ensureTopics(admin, topics);
+        long t0 = System.nanoTime();
+        out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
+        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(prefillEngines, decodeEngines)
+                .withModel(ModelPreset.of(preset), 384, 0.05, 2.0);
+        SimModel model = new SimModel(42);
+        try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s));
+             LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-" + ModelPreset.of(preset).key())) {
+            out.println("  proxy " + p.proxyUrl() + "   decider queries " + p.deciderUrl());
+            // Cold JVMs on 2 cores measure the JIT, not the design: a short discarded pass first.
+            List<LoadClient.Request> warm = LoadClient.workload(7, 24, 40, 200, maxTokens, true);
+            client.run(warm, 4, () -> { });
+            List<LoadClient.Request> work = LoadClient.workload(42, requests, 40, 200, maxTokens, true);
+            List<Level> results = new ArrayList<>();
+            int per = Math.max(1, requests / levels.size());
+            for (int li = 0; li < levels.size(); li++) {
+                int c = levels.get(li);
+                List<LoadClient.Request> slice = work.subList(Math.min(work.size(), li * per), li == levels.size() - 1 ? work.size()
+                        : Math.min(work.size(), (li + 1) * per));
+                if (slice.isEmpty()) {
+                    continue;
+                }
+                AtomicInteger done = new AtomicInteger();
+                String label = String.format(Locale.ROOT, "  P/D        c=%-3d", c);
+                long s = System.nanoTime();
+                List<LoadClient.Result> rs = client.run(slice, c, () -> progress(out, label, done.incrementAndGet(), slice.size()));
+                double secs = (System.nanoTime() - s) / 1e9;
+                out.println();
+                AtomicInteger cdone = new AtomicInteger();
+                String clabel = String.format(Locale.ROOT, "  colocated  c=%-3d", c);
+                List<LoadClient.Result> col = client.run(slice.stream().map(LoadClient.Request::colocatedTwin).toList(), c,
+                        () -> progress(out, clabel, cdone.incrementAndGet(), slice.size()));
+                out.println();
+                results.add(new Level(c, rs, secs, col));
             }
-            System.out.println();
-            System.out.printf("%-28s %-12s %-20s %-10s %s%n", "TOPIC", "KEY", "VALUE", "PARTITIONS", "RETENTION");
-            for (Topic<String, ?> topic : topics.all()) {
-                System.out.printf("%-28s %-12s %-20s %-10d %s%n", topic.name(), topic.keyName(), topic.valueTypeName(),
-                        topic.spec().partitions(), topic.spec().retentionDescription());
+            // Let the last outcomes reach the log before reading it.
+            long admitted = results.stream().mapToLong(l -> l.results.size()).sum() + warm.size();
+            PipelineLog log = PipelineLog.read(p.bootstrapServers());
+            long until = System.nanoTime() + 20_000_000_000L;
+            while (log.outcomeCount() < admitted && System.nanoTime() < until) {
+                Thread.sleep(500);
+                log = PipelineLog.read(p.bootstrapServers());
             }
-
-            long t0 = System.currentTimeMillis();
-            List<Sample> story = SampleEvents.story(t0);
-            Map<Kind, Topic<String, ?>> route = Map.of(Kind.ENGINE, topics.engines(), Kind.REQUEST_EVENT, topics.requestEvents(),
-                    Kind.DECISION, topics.decisions(), Kind.ENGINE_COMMAND, topics.engineCommands(), Kind.DEAD_LETTER, topics.deadLetters());
-            send(cluster.bootstrapServers(), story, route);
-            List<Received> received = readBack(cluster.bootstrapServers(), topics, story.size());
-
-            System.out.println();
-            System.out.printf("Timeline: %d events read back from the broker through the embedded Avro serde%n", received.size());
-            System.out.printf("%10s  %-16s %-3s %-12s %s%n", "T+ms", "TOPIC", "P", "KEY", "EVENT");
-            received.sort(Comparator.comparingLong(Received::timestamp).thenComparing(Received::topic).thenComparingLong(Received::offset));
-            for (Received r : received) {
-                System.out.printf("%10d  %-16s %-3d %-12s %s%n", r.timestamp() - t0, r.topic().substring(TopicsConfig.DEFAULT_PREFIX.length()),
-                        r.partition(), r.key(), EventText.describe(r.value()));
+            int verified = 0;
+            int total = 0;
+            List<String> wrong = new ArrayList<>();
+            for (Level l : results) {
+                for (List<LoadClient.Result> rs : List.of(l.results, l.colocated)) {
+                    for (LoadClient.Result r : rs) {
+                        total++;
+                        if (r.ok() && r.text().equals(r.request().expected(model))) {
+                            verified++;
+                        } else if (wrong.size() < 5) {
+                            wrong.add("#" + r.request().index() + (r.request().colocated() ? " (colocated)" : "") + ": status " + r.status()
+                                    + (r.error() != null ? " " + r.error() : " answer differs from the reference"));
+                        }
+                    }
+                }
             }
-            int mismatches = verify(story, received);
-            long types = received.stream().map(r -> EventText.typeOf(r.value())).distinct().count();
-            System.out.println();
-            if (mismatches == 0) {
-                System.out.printf("OK: %d events of %d types sent and read back unchanged.%n", received.size(), types);
+            printSummary(out, results, log, verified, total, wrong);
+            out.printf(Locale.ROOT, "%nDone in %.0f s. Logs of every component: %s%n", (System.nanoTime() - t0) / 1e9, p.logsDir());
+            out.println("Look further: one request's story  curl " + p.deciderUrl() + "/requests/" + firstId(results)
+                    + "   phases  curl " + p.deciderUrl() + "/states   engines  curl " + p.deciderUrl() + "/engines");
+            out.println("              (live only with --stay); run a component alone: ./orbitkv-pd <decider|engine|worker|proxy> --config "
+                    + p.dir().resolve("config") + "/<name>.properties");
+            if (stay) {
+                out.println("Pipeline stays up (--stay): proxy " + p.proxyUrl() + ". Ctrl-C stops every component.");
+                Thread.currentThread().join();
+            }
+            if (verified == total) {
+                out.printf("OK: all %d answers (P/D and colocated) equal the colocated reference.%n", total);
                 return 0;
             }
-            System.out.printf("FAILED: %d of %d events did not come back unchanged.%n", mismatches, story.size());
+            out.printf("FAILED: %d of %d answers are missing or differ from the colocated reference.%n", total - verified, total);
             return 1;
         }
     }
 
-    private record Received(String topic, int partition, long offset, long timestamp, String key, Object value) { }
+    private record Level(int concurrency, List<LoadClient.Result> results, double seconds, List<LoadClient.Result> colocated) { }
 
-    @SuppressWarnings({"unchecked", "rawtypes"})
-    private static void send(String bootstrap, List<Sample> story, Map<Kind, Topic<String, ?>> route) throws Exception {
-        Map<String, Object> cfg = Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ProducerConfig.ACKS_CONFIG, "all",
-                ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true, ProducerConfig.LINGER_MS_CONFIG, 0);
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(cfg, new ByteArraySerializer(), new ByteArraySerializer())) {
-            for (Sample s : story) {
-                Topic topic = route.get(s.kind());
-                byte[] key = topic.keySerde().serializer().serialize(topic.name(), s.key());
-                byte[] value = topic.valueSerde().serializer().serialize(topic.name(), s.value());
-                producer.send(new ProducerRecord<>(topic.name(), null, s.timestampMs(), key, value)).get();
-            }
+    private static String firstId(List<Level> levels) {
+        return levels.stream().flatMap(l -> l.results.stream()).map(LoadClient.Result::requestId).filter(java.util.Objects::nonNull).findFirst()
+                .orElse("<id>");
+    }
+
+    private static void progress(PrintStream out, String label, int done, int total) {
+        synchronized (out) {
+            int w = 30;
+            int filled = (int) ((long) w * done / total);
+            out.print("\r" + label + " [" + "#".repeat(filled) + ".".repeat(w - filled) + "] " + done + "/" + total);
+            out.flush();
         }
     }
 
-    private static List<Received> readBack(String bootstrap, Topics topics, int expected) {
-        Map<String, Topic<String, ?>> byName = new HashMap<>();
-        topics.all().forEach(t -> byName.put(t.name(), t));
-        Map<String, Object> cfg = Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ConsumerConfig.GROUP_ID_CONFIG,
-                "orbitkv-demo-" + System.nanoTime(), ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest",
-                ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
-        List<Received> out = new ArrayList<>();
-        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cfg, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
-            consumer.subscribe(byName.keySet());
-            while (out.size() < expected) {
-                if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException("only " + out.size() + " of " + expected + " events came back within 60 s");
-                }
-                for (ConsumerRecord<byte[], byte[]> rec : consumer.poll(Duration.ofMillis(200))) {
-                    Topic<String, ?> topic = byName.get(rec.topic());
-                    String key = topic.keySerde().deserializer().deserialize(rec.topic(), rec.key());
-                    Object value = RecordDecoding.decodeValue(rec, topic.valueSerde().deserializer());
-                    out.add(new Received(rec.topic(), rec.partition(), rec.offset(), rec.timestamp(), key, value));
-                }
-            }
+    private static void printSummary(PrintStream out, List<Level> levels, PipelineLog log, int verified, int total, List<String> wrong) {
+        out.println();
+        out.println("Summary (TTFT = client-side time to first streamed token; handoff = prefill answered -> decode's first byte, at the proxy)");
+        out.printf("%-5s %-9s %-8s %-11s %-11s %-11s %-13s %-13s %-10s%n", "conc", "requests", "req/s", "TTFT p50", "TTFT p99", "coloc p50",
+                "handoff p50", "handoff p99", "KV MiB");
+        for (Level l : levels) {
+            double[] ttft = l.results.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
+            double[] col = l.colocated.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
+            double[] hand = l.results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs).sorted()
+                    .toArray();
+            long kv = l.results.stream().mapToLong(LoadClient.Result::kvBytes).sum();
+            out.printf(Locale.ROOT, "%-5d %-9d %-8.1f %-11s %-11s %-11s %-13s %-13s %-10.0f%n", l.concurrency, l.results.size(),
+                    l.results.size() / l.seconds, ms(pct(ttft, 50)), ms(pct(ttft, 99)), ms(pct(col, 50)), ms(pct(hand, 50)), ms(pct(hand, 99)),
+                    kv / 1048576.0);
         }
-        return out;
+        Map<OutcomeKind, Integer> o = log.outcomes;
+        out.printf(Locale.ROOT, "%nFrom the log: %d requests admitted; outcomes %s; %d transfers moved %.1f MiB of KV at %.2f GB/s (bytes / summed"
+                        + " transfer time)%n", log.admitted(), o, log.transfers, log.transferBytes / 1048576.0,
+                log.transferMicros == 0 ? 0 : log.transferBytes / (log.transferMicros * 1000.0));
+        out.printf("Answers verified: %d / %d equal to the colocated reference%n", verified, total);
+        wrong.forEach(w -> out.println("  " + w));
     }
 
-    private static int verify(List<Sample> story, List<Received> received) {
-        int mismatches = 0;
-        for (Sample s : story) {
-            boolean found = received.stream().anyMatch(r -> r.timestamp() == s.timestampMs() && Objects.equals(r.key(), s.key())
-                    && Objects.equals(r.value(), s.value()));
-            if (!found) {
-                mismatches++;
-                System.out.println("missing or changed: " + s.key() + " " + EventText.describe(s.value()));
-            }
+    static double pct(double[] sorted, double p) {
+        if (sorted.length == 0) {
+            return Double.NaN;
         }
-        return mismatches;
+        int i = (int) Math.ceil(p / 100.0 * sorted.length) - 1;
+        return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
+    }
+
+    private static String ms(double v) {
+        return Double.isNaN(v) ? "-" : String.format(Locale.ROOT, "%.1f ms", v);
+    }
+
+    static String join(int[] a) {
+        return Arrays.toString(a);
     }
 }

@@ -1,0 +1,46 @@
+package io.orbitkv.pd.cli;
+
+import io.orbitkv.pd.proxy.OrbitProxy;
+import io.orbitkv.pd.proxy.ProxyConfig;
+import io.orbitkv.pd.schemas.config.ConfigProps;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/** {@code orbitkv-pd proxy}: runs the OpenAI-compatible P/D proxy. */
+@Command(name = "proxy", mixinStandardHelpOptions = true,
+        description = {"Runs the OpenAI-compatible proxy: admits each request (RequestAdmitted), picks a prefill and a decode engine",
+                "(round_robin or least_in_flight on the decider's GET /engines), dispatches both at once, streams the answer, maps",
+                "failures to 502/503/504 and turns a client disconnect into CancelRequested. Keys and defaults: docs/proxy.md."})
+final class ProxyCommand implements Callable<Integer> {
+
+    @Option(names = "--config", description = "Properties file (proxy.*, bootstrap.servers, topics.*, serde.*, kafka.*).")
+    Path config;
+
+    @Option(names = "--bootstrap", description = "Kafka bootstrap servers (overrides bootstrap.servers).")
+    String bootstrap;
+
+    @Option(names = "--port", description = "HTTP port (overrides proxy.http.port; 0 = any).")
+    Integer port;
+
+    @Override
+    public Integer call() throws Exception {
+        ConfigProps props = config == null ? ConfigProps.empty() : ConfigProps.load(config);
+        if (bootstrap != null) {
+            props.with("bootstrap.servers", bootstrap);
+        }
+        if (port != null) {
+            props.with("proxy.http.port", port.toString());
+        }
+        ProxyConfig cfg = ProxyConfig.from(props);
+        if (!props.unusedKeys().isEmpty()) {
+            throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/proxy.md");
+        }
+        OrbitProxy proxy = OrbitProxy.start(cfg);
+        Runtime.getRuntime().addShutdownHook(new Thread(proxy::close, "proxy-shutdown"));
+        System.out.println("proxy running: url=" + proxy.url() + " routing=" + cfg.routing() + " decider=" + cfg.deciderUrl());
+        proxy.awaitClose();
+        return 0;
+    }
+}

@@ -1,0 +1,256 @@
+package io.orbitkv.pd.cli.pipeline;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.orbitkv.pd.engine.client.http.CompletionRequest;
+import io.orbitkv.pd.engine.sim.SimModel;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * A client of the proxy for the demo, the benchmark and the end-to-end tests: sends OpenAI requests (completion or
+ * chat, streaming or not, P/D or colocated), measures time to first token, and can walk away mid-request (a client
+ * disconnect) to exercise cancellation. Every answer is checked against the model's reference answer computed
+ * here, independently of any engine.
+ */
+public final class LoadClient implements AutoCloseable {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final String[] WORDS = ("the of and to in is that for it as with was on be by this are from at or an which not have has but all "
+            + "their more can one other were been its also into only than some these would first time new like over such many most two may "
+            + "prefill decode cache page block layer token kernel tensor stream broker partition offset lease epoch transfer worker proxy engine "
+            + "replay audit latency throughput handoff memory scheduler batch").split(" ");
+
+    /** When the client walks away. */
+    public enum Cancel { NONE, AFTER_DELAY, AFTER_FIRST_TOKEN }
+
+    /**
+     * One request.
+     *
+     * @param index     its number in the workload
+     * @param chat      chat completion (else completion)
+     * @param prompt    the prompt (chat: the user message)
+     * @param maxTokens tokens to generate
+     * @param stream    server-sent events
+     * @param colocated route to one engine without handoff (the baseline)
+     * @param cancel    whether and when the client disconnects
+     * @param cancelMs  for {@link Cancel#AFTER_DELAY}: after this many ms
+     */
+    public record Request(int index, boolean chat, String prompt, int maxTokens, boolean stream, boolean colocated, Cancel cancel, long cancelMs) {
+        public Request colocatedTwin() {
+            return new Request(index, chat, prompt, maxTokens, stream, true, Cancel.NONE, 0);
+        }
+
+        /** The answer every engine must give: the model's generation over the rendered prompt. */
+        public String expected(SimModel model) {
+            String rendered = chat ? CompletionRequest.chatTemplate(List.<String[]>of(new String[] {"user", prompt})) : prompt;
+            return model.answer(rendered, maxTokens);
+        }
+    }
+
+    /**
+     * What came back.
+     *
+     * @param status    HTTP status (0: no response, e.g. cancelled before headers)
+     * @param text      the answer text (streamed chunks joined)
+     * @param ttftNanos time to the first token (non-streaming: to the whole answer), -1 if none
+     * @param totalNanos time to the end
+     * @param requestId the proxy's request id
+     * @param handoffMs the proxy's measured handoff (prefill answered → decode started), NaN if not reported
+     * @param kvBytes   bytes of KV the decode engine received (0 for colocated)
+     * @param mode      how the engine served it (decode, recomputed, colocated)
+     * @param error     error body or exception, null when fine
+     * @param walkedAway the client disconnected on purpose
+     */
+    public record Result(Request request, int status, String text, long ttftNanos, long totalNanos, String requestId, double handoffMs, long kvBytes,
+                         String mode, String error, boolean walkedAway) {
+        public boolean ok() {
+            return status == 200 && error == null && !walkedAway;
+        }
+    }
+
+    private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5))
+            .executor(Executors.newVirtualThreadPerTaskExecutor()).build();
+    private final ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> Thread.ofPlatform().daemon().name("load-cancel")
+            .unstarted(r));
+    private final String base;
+    private final String model;
+
+    public LoadClient(String proxyUrl, String model) {
+        this.base = proxyUrl;
+        this.model = model;
+    }
+
+    /** A deterministic workload: prompts of {@code minWords..maxWords} words, a mix of completions and chats. */
+    public static List<Request> workload(long seed, int count, int minWords, int maxWords, int maxTokens, boolean stream) {
+        Random rnd = new Random(seed);
+        List<Request> out = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            int words = minWords + rnd.nextInt(Math.max(1, maxWords - minWords + 1));
+            StringBuilder b = new StringBuilder("Request ").append(i).append(':');
+            for (int w = 0; w < words; w++) {
+                b.append(' ').append(WORDS[rnd.nextInt(WORDS.length)]);
+            }
+            out.add(new Request(i, i % 3 == 2, b.toString(), maxTokens, stream, false, Cancel.NONE, 0));
+        }
+        return out;
+    }
+
+    /** Sends one request and waits for the whole answer (or for the walk-away). */
+    public Result send(Request r) {
+        ObjectNode body = JSON.createObjectNode().put("model", model).put("max_tokens", r.maxTokens()).put("stream", r.stream());
+        if (r.chat()) {
+            body.putArray("messages").addObject().put("role", "user").put("content", r.prompt());
+        } else {
+            body.put("prompt", r.prompt());
+        }
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + (r.chat() ? "/v1/chat/completions" : "/v1/completions")))
+                .timeout(Duration.ofSeconds(120)).header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body.toString()));
+        if (r.colocated()) {
+            b.header("x-orbitkv-route", "colocated");
+        }
+        long t0 = System.nanoTime();
+        CompletableFuture<HttpResponse<InputStream>> f = http.sendAsync(b.build(), HttpResponse.BodyHandlers.ofInputStream());
+        AtomicReference<InputStream> stream = new AtomicReference<>();
+        boolean[] walked = new boolean[1];
+        if (r.cancel() == Cancel.AFTER_DELAY) {
+            timer.schedule(() -> {
+                synchronized (walked) {
+                    walked[0] = true;
+                    InputStream in = stream.get();
+                    if (in == null) {
+                        f.cancel(true);
+                    } else {
+                        close(in);
+                    }
+                }
+            }, r.cancelMs(), TimeUnit.MILLISECONDS);
+        }
+        HttpResponse<InputStream> resp;
+        try {
+            resp = f.get(150, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            return new Result(r, 0, "", -1, System.nanoTime() - t0, null, Double.NaN, 0, null, walked[0] ? null : e.toString(), walked[0]);
+        }
+        synchronized (walked) {
+            stream.set(resp.body());
+            if (walked[0]) {
+                close(resp.body());
+            }
+        }
+        String rid = resp.headers().firstValue("x-orbitkv-request-id").orElse(null);
+        double handoff = resp.headers().firstValue("x-orbitkv-handoff-ms").map(Double::parseDouble).orElse(Double.NaN);
+        StringBuilder text = new StringBuilder();
+        long ttft = -1;
+        long kvBytes = 0;
+        String mode = null;
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(resp.body(), StandardCharsets.UTF_8))) {
+            if (resp.statusCode() != 200 || !r.stream()) {
+                StringBuilder all = new StringBuilder();
+                String line;
+                while ((line = in.readLine()) != null) {
+                    all.append(line).append('\n');
+                }
+                long t = System.nanoTime() - t0;
+                if (resp.statusCode() != 200) {
+                    return new Result(r, resp.statusCode(), "", -1, t, rid, handoff, 0, null, all.toString().strip(), walked[0]);
+                }
+                JsonNode n = JSON.readTree(all.toString());
+                JsonNode choice = n.path("choices").path(0);
+                text.append(r.chat() ? choice.path("message").path("content").asText() : choice.path("text").asText());
+                kvBytes = n.path("orbitkv").path("kv_bytes").asLong(0);
+                mode = n.path("orbitkv").path("mode").asText(null);
+                return new Result(r, 200, text.toString(), t, t, rid, handoff, kvBytes, mode, null, walked[0]);
+            }
+            String line;
+            boolean done = false;
+            while ((line = in.readLine()) != null) {
+                if (!line.startsWith("data: ")) {
+                    continue;
+                }
+                String data = line.substring(6);
+                if (data.equals("[DONE]")) {
+                    done = true;
+                    break;
+                }
+                JsonNode n = JSON.readTree(data);
+                JsonNode choice = n.path("choices").path(0);
+                String piece = r.chat() ? choice.path("delta").path("content").asText("") : choice.path("text").asText("");
+                if (!piece.isEmpty()) {
+                    if (ttft < 0) {
+                        ttft = System.nanoTime() - t0;
+                        if (r.cancel() == Cancel.AFTER_FIRST_TOKEN) {
+                            synchronized (walked) {
+                                walked[0] = true;
+                            }
+                            close(resp.body());
+                            return new Result(r, 200, piece, ttft, System.nanoTime() - t0, rid, handoff, 0, null, null, true);
+                        }
+                    }
+                    text.append(piece);
+                }
+                if (n.has("orbitkv")) {
+                    kvBytes = n.path("orbitkv").path("kv_bytes").asLong(0);
+                    mode = n.path("orbitkv").path("mode").asText(null);
+                }
+            }
+            String err = done ? null : "stream ended without [DONE]";
+            return new Result(r, 200, text.toString(), ttft, System.nanoTime() - t0, rid, handoff, kvBytes, mode, walked[0] ? null : err, walked[0]);
+        } catch (IOException e) {
+            return new Result(r, resp.statusCode(), text.toString(), ttft, System.nanoTime() - t0, rid, handoff, kvBytes, mode,
+                    walked[0] ? null : e.toString(), walked[0]);
+        }
+    }
+
+    private static void close(InputStream in) {
+        try {
+            in.close();
+        } catch (IOException e) {
+            // walking away anyway
+        }
+    }
+
+    /** Runs {@code requests} with at most {@code concurrency} in flight; results in request order. */
+    public List<Result> run(List<Request> requests, int concurrency, Runnable onEach) throws InterruptedException {
+        Result[] out = new Result[requests.size()];
+        java.util.concurrent.Semaphore slots = new java.util.concurrent.Semaphore(concurrency);
+        try (var exec = Executors.newVirtualThreadPerTaskExecutor()) {
+            for (int i = 0; i < requests.size(); i++) {
+                int k = i;
+                slots.acquire();
+                exec.submit(() -> {
+                    try {
+                        out[k] = send(requests.get(k));
+                        onEach.run();
+                    } finally {
+                        slots.release();
+                    }
+                });
+            }
+        }
+        return List.of(out);
+    }
+
+    @Override
+    public void close() {
+        timer.shutdownNow();
+        http.close();
+    }
+}

@@ -1,0 +1,314 @@
+package io.orbitkv.pd.cli.pipeline;
+
+import io.orbitkv.pd.broker.KraftCluster;
+import io.orbitkv.pd.broker.internal.ChildClasspath;
+import io.orbitkv.pd.broker.internal.LogTail;
+import io.orbitkv.pd.cli.ParentWatch;
+import io.orbitkv.pd.engine.sim.ModelPreset;
+import io.orbitkv.pd.kv.HostKvPool;
+import io.orbitkv.pd.kv.KvGeometry;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.io.Writer;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+
+/**
+ * The whole P/D pipeline on one machine, every component its own process started with the same
+ * {@code orbitkv-pd <component> --config FILE} a multi-machine deployment uses: an embedded KRaft broker, the
+ * decider, prefill and decode engines each with its transfer worker (tcp, sharing the engine's pool through a
+ * {@code /dev/shm} file), and the proxy. Used by {@code orbitkv-pd demo}, {@code orbitkv-pd bench e2e} and the
+ * end-to-end tests. Each child's config and log lie under {@link #dir()}; {@link #close()} (also run by a shutdown
+ * hook, so Ctrl-C works) stops every child, and children exit by themselves if this JVM dies.
+ */
+public final class Pipeline implements AutoCloseable {
+
+    /** What to start. */
+    public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
+                       String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
+                       Map<String, String> proxy) {
+        public static Spec defaults() {
+            return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of());
+        }
+
+        public Spec withEngines(int prefill, int decode) {
+            return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy);
+        }
+
+        public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
+            return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy);
+        }
+
+        public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
+                              Map<String, String> proxyKeys) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
+                    workerKeys, proxyKeys);
+        }
+    }
+
+    /** A started child process. */
+    public record Child(String name, Process process, Path log, Path config) {
+        public boolean alive() {
+            return process.isAlive();
+        }
+    }
+
+    /** An engine of the pipeline: its id, role, HTTP URL and pool file. */
+    public record Engine(String id, String role, String url, Path poolFile) { }
+
+    private final Spec spec;
+    private final Path dir;
+    private final Consumer<String> say;
+    private final List<Child> children = new ArrayList<>();
+    private final List<Engine> engines = new ArrayList<>();
+    private final List<Path> poolFiles = new ArrayList<>();
+    private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(2)).build();
+    private final Thread hook = new Thread(this::close, "pipeline-shutdown");
+    private KraftCluster kafka;
+    private String deciderUrl;
+    private String proxyUrl;
+    private volatile boolean closed;
+
+    private Pipeline(Spec spec, Path dir, Consumer<String> say) {
+        this.spec = spec;
+        this.dir = dir;
+        this.say = say;
+    }
+
+    /** Starts everything and returns once the proxy routes to every engine. */
+    public static Pipeline start(Spec spec, Path dir, Consumer<String> say) throws Exception {
+        Pipeline p = new Pipeline(spec, dir, say);
+        Runtime.getRuntime().addShutdownHook(p.hook);
+        try {
+            p.open();
+            return p;
+        } catch (Exception | Error e) {
+            p.close();
+            throw e;
+        }
+    }
+
+    private void open() throws Exception {
+        Files.createDirectories(dir.resolve("logs"));
+        Files.createDirectories(dir.resolve("config"));
+        long t0 = System.nanoTime();
+        say.accept("starting the embedded KRaft broker (child JVM) ...");
+        kafka = KraftCluster.builder().nodes(1).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
+                .jvmOptions(List.of("-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
+        String bs = kafka.bootstrapServers();
+        say.accept(String.format("broker ready at %s (%.1f s)", bs, (System.nanoTime() - t0) / 1e9));
+        int deciderPort = freePort();
+        deciderUrl = "http://127.0.0.1:" + deciderPort;
+        Map<String, String> decider = new LinkedHashMap<>();
+        decider.put("bootstrap.servers", bs);
+        decider.put("decider.application.id", "orbitkv-decider-" + ProcessHandle.current().pid());
+        decider.put("decider.state.dir", dir.resolve("decider-state").toString());
+        decider.put("decider.http.port", Integer.toString(deciderPort));
+        decider.put("decider.store", "in_memory");
+        decider.putAll(spec.decider());
+        launch("decider", "decider", decider, "-Xmx512m");
+
+        long epoch = System.currentTimeMillis();
+        int n = 0;
+        for (int i = 0; i < spec.prefillEngines() + spec.decodeEngines(); i++) {
+            boolean prefill = i < spec.prefillEngines();
+            String role = prefill ? "prefill" : "decode";
+            String id = role + "-" + (prefill ? i : i - spec.prefillEngines());
+            Path pool = Path.of("/dev/shm", "orbitkv-" + ProcessHandle.current().pid() + "-" + dir.getFileName() + "-" + id + ".kv");
+            Files.deleteIfExists(pool);
+            poolFiles.add(pool);
+            KvGeometry g = spec.preset().geometry(spec.poolBlocks(), 1);
+            HostKvPool.ensureFile(g, pool);
+            long e = epoch + (n++);
+            Map<String, String> engine = new LinkedHashMap<>();
+            engine.put("bootstrap.servers", bs);
+            engine.put("engine.id", id);
+            engine.put("engine.role", role);
+            engine.put("engine.preset", spec.preset().key());
+            engine.put("engine.pool.blocks", Integer.toString(spec.poolBlocks()));
+            engine.put("engine.pool.path", pool.toString());
+            engine.put("engine.instance-epoch", Long.toString(e));
+            engine.put("engine.http.port", Integer.toString(freePort()));
+            engine.put("engine.compute.prefill-ms-per-token", Double.toString(spec.prefillMsPerToken()));
+            engine.put("engine.compute.decode-ms-per-token", Double.toString(spec.decodeMsPerToken()));
+            engine.put("engine.worker.wait", "180s");
+            engine.putAll(spec.engine());
+            Map<String, String> worker = new LinkedHashMap<>();
+            worker.put("bootstrap.servers", bs);
+            worker.put("worker.engine.id", id);
+            worker.put("worker.engine.role", role);
+            worker.put("worker.engine.instance-epoch", Long.toString(e));
+            worker.put("worker.pool.path", pool.toString());
+            worker.put("worker.layout.num-layers", Integer.toString(g.numLayers()));
+            worker.put("worker.layout.block-size-tokens", Integer.toString(g.blockSizeTokens()));
+            worker.put("worker.layout.num-kv-heads", Integer.toString(g.numKvHeads()));
+            worker.put("worker.layout.head-dim", Integer.toString(g.headDim()));
+            worker.put("worker.layout.dtype", g.dtype().name().toLowerCase());
+            worker.put("worker.layout.num-blocks", Integer.toString(g.numBlocks()));
+            worker.putAll(spec.worker());
+            launch("engine-" + id, "engine", engine, "-Xmx256m");
+            launch("worker-" + id, "worker", worker, "-Xmx256m");
+            engines.add(new Engine(id, role, "http://127.0.0.1:" + engine.get("engine.http.port"), pool));
+        }
+        int proxyPort = freePort();
+        proxyUrl = "http://127.0.0.1:" + proxyPort;
+        Map<String, String> proxy = new LinkedHashMap<>();
+        proxy.put("bootstrap.servers", bs);
+        proxy.put("proxy.http.port", Integer.toString(proxyPort));
+        proxy.put("proxy.decider.url", deciderUrl);
+        proxy.put("proxy.routing", spec.routing());
+        proxy.put("proxy.engines.refresh", "500ms");
+        proxy.putAll(spec.proxy());
+        launch("proxy", "proxy", proxy, "-Xmx256m");
+
+        say.accept("started decider, " + spec.prefillEngines() + " prefill + " + spec.decodeEngines() + " decode engines with their workers, and the"
+                + " proxy; waiting for them ...");
+        awaitHttp("decider", deciderUrl + "/health", body -> body.contains("RUNNING"), Duration.ofMinutes(3));
+        for (Engine e : engines) {
+            awaitHttp("engine-" + e.id(), e.url() + "/health", body -> body.contains("\"ok\""), Duration.ofMinutes(3));
+        }
+        awaitHttp("proxy", proxyUrl + "/stats", body -> engines.stream().allMatch(e -> body.contains("\"" + e.id() + "\"")), Duration.ofMinutes(2));
+        say.accept(String.format("pipeline ready in %.1f s (logs under %s)", (System.nanoTime() - t0) / 1e9, dir.resolve("logs")));
+    }
+
+    private void launch(String name, String command, Map<String, String> props, String heap) throws IOException {
+        Path config = dir.resolve("config").resolve(name + ".properties");
+        Properties p = new Properties();
+        p.putAll(props);
+        try (Writer w = Files.newBufferedWriter(config, StandardCharsets.UTF_8)) {
+            p.store(w, "orbitkv-pd " + command + " (written by the pipeline launcher)");
+        }
+        Path log = dir.resolve("logs").resolve(name + ".log");
+        Path argfile = dir.resolve("config").resolve("classpath.args");
+        if (!Files.exists(argfile)) {
+            String cp = ChildClasspath.join(ChildClasspath.current());
+            Files.writeString(argfile, "-cp\n\"" + cp.replace("\\", "\\\\").replace("\"", "\\\"") + "\"\n", StandardCharsets.UTF_8);
+        }
+        List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElse(
+                        Path.of(System.getProperty("java.home"), "bin", "java").toString()), heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5",
+                "--enable-native-access=ALL-UNNAMED", "-D" + ParentWatch.PROPERTY + "=" + ProcessHandle.current().pid(),
+                "-Dorbitkv.component=" + name, "@" + argfile, "io.orbitkv.pd.cli.Main", command, "--config", config.toString()));
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
+        for (String v : List.of("CLASSPATH", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")) {
+            pb.environment().remove(v);
+        }
+        Process proc = pb.start();
+        proc.getOutputStream().close();
+        children.add(new Child(name, proc, log, config));
+    }
+
+    private void awaitHttp(String name, String url, java.util.function.Predicate<String> ok, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            for (Child c : children) {
+                if (!c.alive()) {
+                    throw new IllegalStateException(c.name() + " exited with " + c.process().exitValue() + " while starting; its log ("
+                            + c.log() + "):\n" + LogTail.of(c.log(), 40));
+                }
+            }
+            try {
+                HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(2)).build(),
+                        HttpResponse.BodyHandlers.ofString());
+                if (r.statusCode() == 200 && ok.test(r.body())) {
+                    return;
+                }
+            } catch (IOException e) {
+                // not listening yet
+            }
+            if (System.nanoTime() > deadline) {
+                Child c = children.stream().filter(x -> x.name().equals(name)).findFirst().orElse(null);
+                throw new IllegalStateException(name + " not ready at " + url + " within " + timeout
+                        + (c == null ? "" : "; its log (" + c.log() + "):\n" + LogTail.of(c.log(), 40)));
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    public Path dir() {
+        return dir;
+    }
+
+    public String bootstrapServers() {
+        return kafka.bootstrapServers();
+    }
+
+    public String proxyUrl() {
+        return proxyUrl;
+    }
+
+    public String deciderUrl() {
+        return deciderUrl;
+    }
+
+    public List<Engine> engines() {
+        return List.copyOf(engines);
+    }
+
+    public List<Child> children() {
+        return List.copyOf(children);
+    }
+
+    public Path logsDir() {
+        return dir.resolve("logs");
+    }
+
+    /** Stops the children (proxy first, broker last), then deletes the pool files. Idempotent; also the shutdown hook. */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        try {
+            Runtime.getRuntime().removeShutdownHook(hook);
+        } catch (IllegalStateException e) {
+            // already shutting down: this is the hook
+        }
+        List<Child> order = new ArrayList<>(children);
+        java.util.Collections.reverse(order);
+        for (Child c : order) {
+            c.process().destroy();
+        }
+        for (Child c : order) {
+            try {
+                if (!c.process().waitFor(10, TimeUnit.SECONDS)) {
+                    c.process().destroyForcibly();
+                    c.process().waitFor(10, TimeUnit.SECONDS);
+                }
+            } catch (InterruptedException e) {
+                c.process().destroyForcibly();
+                Thread.currentThread().interrupt();
+            }
+        }
+        if (kafka != null) {
+            kafka.close();
+        }
+        for (Path p : poolFiles) {
+            try {
+                Files.deleteIfExists(p);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+    }
+}

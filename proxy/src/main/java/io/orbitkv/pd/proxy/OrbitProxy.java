@@ -1,0 +1,319 @@
+package io.orbitkv.pd.proxy;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.orbitkv.pd.engine.client.http.CompletionRequest;
+import io.orbitkv.pd.engine.sim.SimModel;
+import io.orbitkv.pd.proxy.internal.Admissions;
+import io.orbitkv.pd.proxy.internal.EngineList;
+import io.orbitkv.pd.proxy.internal.ProxiedRequest;
+import io.orbitkv.pd.proxy.internal.UpstreamErrors;
+import io.orbitkv.pd.proxy.routing.EngineInfo;
+import io.orbitkv.pd.proxy.routing.RoutingPolicy;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.TopicAdmin;
+import io.orbitkv.pd.schemas.Topics;
+import io.vertx.core.DeploymentOptions;
+import io.vertx.core.Future;
+import io.vertx.core.VerticleBase;
+import io.vertx.core.Vertx;
+import io.vertx.core.VertxOptions;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientOptions;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpServer;
+import io.vertx.core.http.HttpServerOptions;
+import io.vertx.core.http.HttpServerRequest;
+import io.vertx.core.http.HttpServerResponse;
+import io.vertx.core.http.PoolOptions;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
+import org.apache.kafka.clients.admin.Admin;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The OpenAI-compatible proxy: admits each request, picks a prefill and a decode engine ({@link RoutingPolicy}),
+ * dispatches both at once under one request id, streams the decode answer back, maps failures to 502/503/504 with
+ * OpenAI error bodies, and turns a client disconnect or a timeout into a {@code CancelRequested} fact.
+ *
+ * <p>Built on Vert.x 5 (Netty): an event-loop HTTP server and a pooled keep-alive client in one small library, with
+ * backpressure between the upstream stream and the client ({@code pause}/{@code drainHandler}), connection close
+ * notifications (what turns a disconnect into a cancel) and request reset — the pieces a streaming reverse proxy
+ * needs, without a framework. {@code proxy.event-loops} servers share the port.
+ *
+ * <p>Endpoints: {@code POST /v1/completions}, {@code POST /v1/chat/completions} (header
+ * {@code x-orbitkv-route: colocated} sends a request to one engine, no handoff: the baseline of the benchmark),
+ * {@code GET /v1/models}, {@code GET /health}, {@code GET /stats}.
+ */
+public final class OrbitProxy implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(OrbitProxy.class);
+
+    private final ProxyConfig config;
+    private final Vertx vertx;
+    private final EventSerdes serdes;
+    private final Topics topics;
+    private final RoutingPolicy policy;
+    private final EngineList engines;
+    private final CompletionRequest.Limits limits;
+    private final Map<String, AtomicInteger> localLoad = new ConcurrentHashMap<>();
+    private final Map<String, LongAdder> counts = new ConcurrentHashMap<>();
+    private final AtomicInteger inFlight = new AtomicInteger();
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final CountDownLatch closedLatch = new CountDownLatch(1);
+    private Admissions admissions;
+    private volatile int port;
+
+    private OrbitProxy(ProxyConfig config) {
+        this.config = config;
+        this.vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(config.eventLoops() + 1).setWorkerPoolSize(1));
+        this.serdes = EventSerdes.create(config.serde());
+        this.topics = new Topics(config.topics(), serdes);
+        this.policy = RoutingPolicy.named(config.routing());
+        this.engines = new EngineList(config.staticEngines(), config.deciderUrl());
+        this.limits = new CompletionRequest.Limits(config.maxPromptChars(), config.maxTokens(), 4096);
+    }
+
+    public static OrbitProxy start(ProxyConfig config) throws Exception {
+        OrbitProxy p = new OrbitProxy(config);
+        try {
+            p.open();
+            return p;
+        } catch (Exception | Error e) {
+            p.close();
+            throw e;
+        }
+    }
+
+    private void open() throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
+            TopicAdmin.ensureTopics(admin, topics);
+        }
+        admissions = new Admissions(config.bootstrapServers(), config.kafkaOverrides(), topics, config.proxyId());
+        HttpClient pollClient = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout(2000));
+        engines.start(vertx, pollClient, config.refresh());
+        vertx.deployVerticle(Server::new, new DeploymentOptions().setInstances(config.eventLoops())).toCompletionStage().toCompletableFuture()
+                .get(30, TimeUnit.SECONDS);
+        log.atInfo().addKeyValue("url", url()).addKeyValue("routing", config.routing()).addKeyValue("decider", config.deciderUrl())
+                .addKeyValue("staticEngines", config.staticEngines().size()).log("proxy ready");
+    }
+
+    public String url() {
+        return "http://" + config.httpHost() + ":" + port;
+    }
+
+    public int port() {
+        return port;
+    }
+
+    /** The engines routed to now. */
+    public List<EngineInfo> engines() {
+        return engines.current();
+    }
+
+    /** One HTTP server and one upstream client per event loop. */
+    private final class Server extends VerticleBase {
+        private HttpClient client;
+
+        @Override
+        public Future<?> start() {
+            client = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout((int) config.connectTimeout().toMillis()).setKeepAlive(true)
+                    .setMaxInitialLineLength(8192), new PoolOptions().setHttp1MaxSize(512).setMaxWaitQueueSize(10_000));
+            int bind = port != 0 ? port : config.httpPort();
+            return vertx.createHttpServer(new HttpServerOptions().setHost(config.httpHost()).setPort(bind).setIdleTimeout(0))
+                    .requestHandler(req -> handle(req, client)).listen().onSuccess(s -> port = s.actualPort());
+        }
+    }
+
+    private void handle(HttpServerRequest req, HttpClient client) {
+        String path = req.path();
+        HttpServerResponse resp = req.response();
+        if (req.method() == HttpMethod.GET && path.equals("/health")) {
+            List<EngineInfo> e = engines.current();
+            boolean ok = e.stream().anyMatch(EngineInfo::canPrefill) && e.stream().anyMatch(EngineInfo::canDecode);
+            json(resp, ok ? 200 : 503, CompletionRequest.json().createObjectNode().put("status", ok ? "ok" : "no engines")
+                    .put("prefill_engines", e.stream().filter(EngineInfo::canPrefill).count())
+                    .put("decode_engines", e.stream().filter(EngineInfo::canDecode).count()));
+        } else if (req.method() == HttpMethod.GET && path.equals("/stats")) {
+            json(resp, 200, stats());
+        } else if (req.method() == HttpMethod.GET && path.equals("/v1/models")) {
+            models(resp, client);
+        } else if (path.equals("/v1/completions") || path.equals("/v1/chat/completions")) {
+            if (req.method() != HttpMethod.POST) {
+                error(resp, 405, "use POST for " + path, "invalid_request_error", null);
+                return;
+            }
+            readBody(req, body -> completion(req, path, body, client));
+        } else {
+            error(resp, 404, "no such endpoint: " + req.method() + " " + path + " (try POST /v1/completions, /v1/chat/completions)",
+                    "invalid_request_error", null);
+        }
+    }
+
+    private void readBody(HttpServerRequest req, java.util.function.Consumer<byte[]> then) {
+        String len = req.getHeader("content-length");
+        if (len != null && len.matches("\\d{1,18}") && Long.parseLong(len) > config.maxBodyBytes()) {
+            count("rejected_413");
+            error(req.response(), 413, "request body of " + len + " bytes is over the limit of " + config.maxBodyBytes() + " (proxy.max-body-bytes)",
+                    "invalid_request_error", null);
+            return;
+        }
+        Buffer acc = Buffer.buffer();
+        boolean[] over = new boolean[1];
+        req.handler(b -> {
+            if (!over[0] && acc.length() + b.length() > config.maxBodyBytes()) {
+                over[0] = true;
+                count("rejected_413");
+                error(req.response(), 413, "request body is over the limit of " + config.maxBodyBytes() + " bytes (proxy.max-body-bytes)",
+                        "invalid_request_error", null);
+            } else if (!over[0]) {
+                acc.appendBuffer(b);
+            }
+        });
+        req.endHandler(v -> {
+            if (!over[0]) {
+                then.accept(acc.getBytes());
+            }
+        });
+    }
+
+    private void completion(HttpServerRequest req, String path, byte[] body, HttpClient client) {
+        HttpServerResponse resp = req.response();
+        CompletionRequest r;
+        try {
+            r = CompletionRequest.parse(path.endsWith("/chat/completions") ? CompletionRequest.Kind.CHAT : CompletionRequest.Kind.COMPLETION, body,
+                    limits);
+            if (r.kv() != null) {
+                throw new CompletionRequest.Invalid("kv_transfer_params", "kv_transfer_params is set by the proxy, not by clients");
+            }
+            if (config.model() != null && !config.model().equals(r.model())) {
+                count("rejected_404");
+                error(resp, 404, "the model '" + r.model() + "' does not exist; this proxy serves '" + config.model() + "'", "invalid_request_error",
+                        "model");
+                return;
+            }
+        } catch (CompletionRequest.Invalid e) {
+            count("rejected_400");
+            error(resp, 400, e.getMessage(), "invalid_request_error", e.param());
+            return;
+        }
+        boolean colocated = "colocated".equalsIgnoreCase(req.getHeader("x-orbitkv-route"));
+        List<EngineInfo> all = engines.current();
+        EngineInfo decode = policy.pick(RoutingPolicy.Side.DECODE, all, this::load).orElse(null);
+        EngineInfo prefill = colocated ? null : policy.pick(RoutingPolicy.Side.PREFILL, all, this::load).orElse(null);
+        if (decode == null || (!colocated && prefill == null)) {
+            count("rejected_503");
+            UpstreamErrors.Mapped m = UpstreamErrors.noEngine(decode == null ? "decode" : "prefill");
+            error(resp, m.status(), m.message(), m.type(), null);
+            return;
+        }
+        String rid = "req-" + UUID.randomUUID();
+        inFlight.incrementAndGet();
+        localLoad.computeIfAbsent(decode.engineId(), k -> new AtomicInteger()).incrementAndGet();
+        if (prefill != null) {
+            localLoad.computeIfAbsent(prefill.engineId(), k -> new AtomicInteger()).incrementAndGet();
+        }
+        EngineInfo p = prefill;
+        ProxiedRequest pr = new ProxiedRequest(vertx, client, admissions, rid, r, path, resp, config.requestTimeout(), how -> {
+            inFlight.decrementAndGet();
+            localLoad.get(decode.engineId()).decrementAndGet();
+            if (p != null) {
+                localLoad.get(p.engineId()).decrementAndGet();
+            }
+            count(how.name().toLowerCase());
+        });
+        count(colocated ? "colocated" : "pd");
+        if (colocated) {
+            pr.dispatchColocated(decode);
+        } else {
+            pr.dispatchPd(prefill, decode, SimModel.tokenize(r.prompt()).length, config.fallbackRecompute());
+        }
+    }
+
+    private long load(String engineId) {
+        AtomicInteger n = localLoad.get(engineId);
+        return n == null ? 0 : n.get();
+    }
+
+    private void models(HttpServerResponse resp, HttpClient client) {
+        if (config.model() != null) {
+            ObjectNode root = CompletionRequest.json().createObjectNode().put("object", "list");
+            root.putArray("data").addObject().put("id", config.model()).put("object", "model").put("created", 0).put("owned_by", "orbitkv");
+            json(resp, 200, root);
+            return;
+        }
+        EngineInfo any = engines.current().stream().filter(EngineInfo::canDecode).findFirst().orElse(null);
+        if (any == null) {
+            UpstreamErrors.Mapped m = UpstreamErrors.noEngine("decode");
+            error(resp, m.status(), m.message(), m.type(), null);
+            return;
+        }
+        client.request(new io.vertx.core.http.RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(any.httpUrl() + "/v1/models"))
+                .compose(r -> r.send()).compose(r -> r.body().map(b -> Map.entry(r.statusCode(), b)))
+                .onSuccess(e -> resp.setStatusCode(e.getKey()).putHeader("content-type", "application/json").end(e.getValue()))
+                .onFailure(e -> {
+                    UpstreamErrors.Mapped m = UpstreamErrors.fromFailure("decode", any.engineId(), e);
+                    error(resp, m.status(), m.message(), m.type(), null);
+                });
+    }
+
+    private void count(String what) {
+        counts.computeIfAbsent(what, k -> new LongAdder()).increment();
+    }
+
+    private ObjectNode stats() {
+        ObjectNode s = CompletionRequest.json().createObjectNode().put("proxy_id", config.proxyId()).put("in_flight", inFlight.get())
+                .put("routing", config.routing()).put("engines_refreshed_at_ms", engines.refreshedAtMs());
+        ObjectNode c = s.putObject("counts");
+        new java.util.TreeMap<>(counts).forEach((k, v) -> c.put(k, v.sum()));
+        ObjectNode e = s.putObject("engines");
+        for (EngineInfo i : engines.current()) {
+            e.putObject(i.engineId()).put("role", i.role().name().toLowerCase()).put("url", i.httpUrl()).put("decider_in_flight", i.inFlight())
+                    .put("proxy_in_flight", load(i.engineId()));
+        }
+        return s;
+    }
+
+    private static void json(HttpServerResponse resp, int status, ObjectNode body) {
+        resp.setStatusCode(status).putHeader("content-type", "application/json").end(body.toString());
+    }
+
+    private static void error(HttpServerResponse resp, int status, String message, String type, String param) {
+        if (resp.ended() || resp.closed()) {
+            return;
+        }
+        json(resp, status, CompletionRequest.errorBody(message, type, param, status));
+    }
+
+    public void awaitClose() throws InterruptedException {
+        closedLatch.await();
+    }
+
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            try {
+                vertx.close().toCompletionStage().toCompletableFuture().get(10, TimeUnit.SECONDS);
+            } catch (Exception e) {
+                log.atWarn().log("vert.x did not stop cleanly: " + e);
+            }
+            if (admissions != null) {
+                admissions.close();
+            }
+            serdes.close();
+        } finally {
+            closedLatch.countDown();
+        }
+    }
+}

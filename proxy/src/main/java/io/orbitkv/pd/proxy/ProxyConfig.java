@@ -1,0 +1,131 @@
+package io.orbitkv.pd.proxy;
+
+import io.orbitkv.pd.events.EngineRole;
+import io.orbitkv.pd.proxy.routing.EngineInfo;
+import io.orbitkv.pd.proxy.routing.RoutingPolicy;
+import io.orbitkv.pd.schemas.SerdeConfig;
+import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.schemas.config.ConfigProps;
+import java.net.URI;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * How the proxy runs ({@code ./orbitkv-pd proxy --config FILE}); every key and its default is in
+ * {@code docs/proxy.md}. Errors name the key.
+ *
+ * @param bootstrapServers Kafka ({@code bootstrap.servers}, required: admissions and cancels are facts)
+ * @param proxyId          name in facts and logs ({@code proxy.id})
+ * @param httpHost         bind address ({@code proxy.http.host})
+ * @param httpPort         port, 0 for any ({@code proxy.http.port})
+ * @param eventLoops       Vert.x event loops serving HTTP ({@code proxy.event-loops})
+ * @param deciderUrl       the decider's query URL for the engine list and load, or null ({@code proxy.decider.url})
+ * @param staticEngines    engines named in the config ({@code proxy.engines}: {@code id@role=url,...}), used with or
+ *                         instead of the decider's list
+ * @param refresh          how often the engine list is refreshed ({@code proxy.engines.refresh})
+ * @param routing          {@code round_robin} or {@code least_in_flight} ({@code proxy.routing})
+ * @param maxBodyBytes     largest request body ({@code proxy.max-body-bytes}; larger: 413)
+ * @param maxPromptChars   longest prompt ({@code proxy.max-prompt-chars}; longer: 400)
+ * @param maxTokens        largest {@code max_tokens} ({@code proxy.max-tokens}; larger: 400)
+ * @param requestTimeout   a request not answered by then is cancelled and gets 504 ({@code proxy.timeout.request})
+ * @param connectTimeout   connecting to an engine ({@code proxy.timeout.connect})
+ * @param fallbackRecompute admit requests with failure policy RECOMPUTE: when the prefill fails, the decode engine
+ *                         computes the prompt itself ({@code proxy.fallback.recompute})
+ * @param model            the model name served, or null for any ({@code proxy.model}; another: 404)
+ * @param topics           topic names (must match the other components')
+ * @param serde            wire format of the events
+ * @param kafkaOverrides   extra producer properties ({@code kafka.*})
+ */
+public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, URI deciderUrl,
+                          List<EngineInfo> staticEngines, Duration refresh, String routing, int maxBodyBytes, int maxPromptChars, int maxTokens,
+                          Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, TopicsConfig topics,
+                          SerdeConfig serde, Map<String, Object> kafkaOverrides) {
+
+    public ProxyConfig {
+        if (bootstrapServers == null || bootstrapServers.isBlank()) {
+            throw new IllegalArgumentException("bootstrap.servers: required (the proxy reports admissions and cancels to Kafka)");
+        }
+        if (proxyId == null || !proxyId.matches("[A-Za-z0-9._:-]+")) {
+            throw new IllegalArgumentException("proxy.id: letters, digits, '.', '_', ':' and '-' only, got " + proxyId);
+        }
+        if (httpPort < 0 || httpPort > 65535) {
+            throw new IllegalArgumentException("proxy.http.port: must be 0 (any free port) or 1..65535, got " + httpPort);
+        }
+        range("proxy.event-loops", eventLoops, 1, 64);
+        range("proxy.max-body-bytes", maxBodyBytes, 1024, 1 << 30);
+        range("proxy.max-prompt-chars", maxPromptChars, 1, Integer.MAX_VALUE);
+        range("proxy.max-tokens", maxTokens, 1, 1_000_000);
+        positive("proxy.engines.refresh", refresh);
+        positive("proxy.timeout.request", requestTimeout);
+        positive("proxy.timeout.connect", connectTimeout);
+        RoutingPolicy.named(routing);
+        if (deciderUrl == null && staticEngines.isEmpty()) {
+            throw new IllegalArgumentException("proxy.decider.url / proxy.engines: the proxy needs the decider's URL (engines and their load)"
+                    + " or a static engine list (id@role=url,...)");
+        }
+        staticEngines = List.copyOf(staticEngines);
+        kafkaOverrides = Map.copyOf(kafkaOverrides);
+    }
+
+    public static ProxyConfig from(ConfigProps p) {
+        String decider = p.string("proxy.decider.url", "http://127.0.0.1:7070");
+        URI deciderUri;
+        try {
+            deciderUri = decider.isEmpty() ? null : URI.create(decider);
+            if (deciderUri != null && (deciderUri.getHost() == null || !deciderUri.getScheme().startsWith("http"))) {
+                throw new IllegalArgumentException("not an http URL");
+            }
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("proxy.decider.url: must be an http URL like http://127.0.0.1:7070, got '" + decider + "'");
+        }
+        String model = p.string("proxy.model", "");
+        return new ProxyConfig(p.required("bootstrap.servers"), p.string("proxy.id", "proxy-1"), p.string("proxy.http.host", "127.0.0.1"),
+                p.integer("proxy.http.port", 8000), p.integer("proxy.event-loops", 1), deciderUri, parseEngines(p.string("proxy.engines", "")),
+                p.duration("proxy.engines.refresh", Duration.ofSeconds(1)), p.string("proxy.routing", "least_in_flight"),
+                p.integer("proxy.max-body-bytes", 4 << 20), p.integer("proxy.max-prompt-chars", 400_000), p.integer("proxy.max-tokens", 4096),
+                p.duration("proxy.timeout.request", Duration.ofSeconds(120)), p.duration("proxy.timeout.connect", Duration.ofSeconds(2)),
+                p.bool("proxy.fallback.recompute", false), model.isEmpty() ? null : model, p.topics(), p.serde(), p.withPrefix("kafka."));
+    }
+
+    /** {@code id@role=url,...}, e.g. {@code prefill-0@prefill=http://10.0.0.5:8100}. */
+    public static List<EngineInfo> parseEngines(String spec) {
+        List<EngineInfo> out = new ArrayList<>();
+        for (String item : spec.split(",")) {
+            String s = item.strip();
+            if (s.isEmpty()) {
+                continue;
+            }
+            int at = s.indexOf('@');
+            int eq = s.indexOf('=');
+            if (at < 1 || eq < at + 2 || eq == s.length() - 1) {
+                throw new IllegalArgumentException("proxy.engines: each entry is id@role=url (role prefill, decode or both), got '" + s + "'");
+            }
+            EngineRole role;
+            try {
+                role = EngineRole.valueOf(s.substring(at + 1, eq).toUpperCase());
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("proxy.engines: role must be prefill, decode or both in '" + s + "'");
+            }
+            String url = s.substring(eq + 1);
+            if (!url.startsWith("http://") && !url.startsWith("https://")) {
+                throw new IllegalArgumentException("proxy.engines: url must start with http:// in '" + s + "'");
+            }
+            out.add(new EngineInfo(s.substring(0, at), role, url, 0));
+        }
+        return out;
+    }
+
+    private static void range(String key, int v, int min, int max) {
+        if (v < min || v > max) {
+            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + v);
+        }
+    }
+
+    private static void positive(String key, Duration d) {
+        if (d == null || d.isNegative() || d.isZero()) {
+            throw new IllegalArgumentException(key + ": must be a positive duration, got " + d);
+        }
+    }
+}

@@ -1,0 +1,68 @@
+package io.orbitkv.pd.proxy.internal;
+
+import io.orbitkv.pd.events.CancelRequested;
+import io.orbitkv.pd.events.FailurePolicy;
+import io.orbitkv.pd.events.RequestAdmitted;
+import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.schemas.Topics;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/** The facts the proxy reports: a request admitted (with its engines), a request cancelled (client gone, timeout). */
+public final class Admissions implements AutoCloseable {
+
+    private final KafkaProducer<String, byte[]> producer;
+    private final Topics topics;
+    private final String source;
+
+    public Admissions(String bootstrapServers, Map<String, Object> overrides, Topics topics, String proxyId) {
+        Map<String, Object> p = new HashMap<>();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, proxyId + "-facts");
+        p.putAll(overrides);
+        this.producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer());
+        this.topics = topics;
+        this.source = proxyId;
+    }
+
+    public CompletableFuture<Void> admitted(String requestId, String model, int promptTokens, int maxTokens, String prefillEngine,
+                                            String decodeEngine, boolean recompute, Long deadlineMs) {
+        return fact(requestId, requestId + "/admitted", RequestAdmitted.newBuilder().setModel(model).setPromptTokens(promptTokens)
+                .setMaxTokens(maxTokens).setPrefillEngineId(prefillEngine).setDecodeEngineId(decodeEngine)
+                .setFailurePolicy(recompute ? FailurePolicy.RECOMPUTE : FailurePolicy.FAIL).setDeadlineMs(deadlineMs).build());
+    }
+
+    public CompletableFuture<Void> cancelled(String requestId, String reason) {
+        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build());
+    }
+
+    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload) {
+        RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(source)
+                .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
+        byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        producer.send(new ProducerRecord<>(topics.requestEvents().name(), requestId, value), (md, err) -> {
+            if (err != null) {
+                done.completeExceptionally(err);
+            } else {
+                done.complete(null);
+            }
+        });
+        return done;
+    }
+
+    @Override
+    public void close() {
+        producer.close(Duration.ofSeconds(5));
+    }
+}

@@ -1,0 +1,105 @@
+package io.orbitkv.pd.proxy.internal;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.orbitkv.pd.engine.client.http.CompletionRequest;
+import io.orbitkv.pd.events.EngineRole;
+import io.orbitkv.pd.proxy.routing.EngineInfo;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.RequestOptions;
+import java.net.URI;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The engines the proxy routes to: the decider's {@code GET /engines} (registrations with an HTTP URL that did not
+ * leave, and their in-flight counts), refreshed every {@code proxy.engines.refresh}, plus the static ones from the
+ * config. When the decider cannot be reached the last list stays in use.
+ */
+public final class EngineList {
+
+    private static final Logger log = LoggerFactory.getLogger(EngineList.class);
+
+    private final List<EngineInfo> staticEngines;
+    private final URI decider;
+    private volatile List<EngineInfo> current;
+    private volatile long refreshedAt;
+    private boolean warned;
+
+    public EngineList(List<EngineInfo> staticEngines, URI decider) {
+        this.staticEngines = List.copyOf(staticEngines);
+        this.decider = decider;
+        this.current = this.staticEngines;
+    }
+
+    public List<EngineInfo> current() {
+        return current;
+    }
+
+    public long refreshedAtMs() {
+        return refreshedAt;
+    }
+
+    /** Polls the decider every {@code period} on {@code vertx}'s event loop. */
+    public void start(Vertx vertx, HttpClient client, Duration period) {
+        if (decider == null) {
+            return;
+        }
+        refresh(client);
+        vertx.setPeriodic(period.toMillis(), id -> refresh(client));
+    }
+
+    private void refresh(HttpClient client) {
+        RequestOptions o = new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(decider.resolve("/engines").toString())
+                .setIdleTimeout(5000);
+        client.request(o).compose(r -> r.send()).compose(r -> r.statusCode() == 200 ? r.body()
+                        : io.vertx.core.Future.failedFuture("status " + r.statusCode()))
+                .onSuccess(body -> {
+                    try {
+                        current = merge(CompletionRequest.json().readTree(body.getBytes()));
+                        refreshedAt = System.currentTimeMillis();
+                        warned = false;
+                    } catch (Exception e) {
+                        warn("unreadable engine list from " + decider + ": " + e.getMessage());
+                    }
+                })
+                .onFailure(e -> warn("cannot refresh the engine list from " + decider + "/engines: " + e.getMessage()));
+    }
+
+    private void warn(String msg) {
+        if (!warned) {
+            warned = true;
+            log.atWarn().log(msg + " (keeping the last list; warned once until it recovers)");
+        }
+    }
+
+    /** The decider's answer merged with the static engines (a static entry wins for its id). */
+    List<EngineInfo> merge(JsonNode engines) {
+        Map<String, EngineInfo> out = new LinkedHashMap<>();
+        engines.properties().forEach(e -> {
+            JsonNode v = e.getValue();
+            String url = v.path("http_url").asText("");
+            if (url.isEmpty() || v.path("deregistered").asBoolean(false) || !v.has("role")) {
+                return;
+            }
+            EngineRole role;
+            try {
+                role = EngineRole.valueOf(v.path("role").asText());
+            } catch (IllegalArgumentException bad) {
+                return;
+            }
+            out.put(e.getKey(), new EngineInfo(e.getKey(), role, url, v.path("in_flight").asLong(0)));
+        });
+        for (EngineInfo s : staticEngines) {
+            EngineInfo d = out.get(s.engineId());
+            out.put(s.engineId(), d == null ? s : new EngineInfo(s.engineId(), s.role(), s.httpUrl(), d.inFlight()));
+        }
+        return new ArrayList<>(out.values());
+    }
+}

@@ -1,0 +1,296 @@
+package io.orbitkv.pd.proxy.internal;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.orbitkv.pd.engine.client.http.CompletionRequest;
+import io.orbitkv.pd.engine.client.http.KvTransferParams;
+import io.orbitkv.pd.proxy.routing.EngineInfo;
+import io.vertx.core.Future;
+import io.vertx.core.MultiMap;
+import io.vertx.core.Vertx;
+import io.vertx.core.buffer.Buffer;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpClientRequest;
+import io.vertx.core.http.HttpClientResponse;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.HttpServerResponse;
+import io.vertx.core.http.RequestOptions;
+import java.time.Duration;
+import java.util.Set;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One client request on its way through the proxy: dispatched to a prefill and a decode engine at once under one
+ * request id (or to one engine, colocated), the decode answer streamed back, and every way it can end — answered,
+ * upstream failure, timeout, client gone — ending it exactly once. A client that goes away, or a timeout, becomes a
+ * {@code CancelRequested} fact (P/D requests only) and resets both upstream requests. Lives on one event loop.
+ */
+public final class ProxiedRequest {
+
+    private static final Logger log = LoggerFactory.getLogger(ProxiedRequest.class);
+    /** Hop-by-hop headers (RFC 9110 §7.6.1) are never forwarded; content-length is recomputed. */
+    private static final Set<String> HOP_BY_HOP = Set.of("connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+            "transfer-encoding", "upgrade", "content-length");
+
+    /** What happened, for the proxy's counters. */
+    public enum End { ANSWERED, UPSTREAM_ERROR, TIMEOUT, CLIENT_GONE }
+
+    private final Vertx vertx;
+    private final HttpClient client;
+    private final Admissions admissions;
+    private final String requestId;
+    private final CompletionRequest request;
+    private final String path;
+    private final HttpServerResponse response;
+    private final Duration timeout;
+    private final Consumer<End> onEnd;
+    private final long startNanos = System.nanoTime();
+    private boolean pd;
+    private boolean ended;
+    private boolean fallback;
+    private EngineInfo prefill;
+    private EngineInfo decode;
+    private HttpClientRequest prefillReq;
+    private HttpClientRequest decodeReq;
+    private HttpClientResponse decodeResp;
+    private long prefillDoneNanos = -1;
+    private boolean prefillFailed;
+    private long timer = -1;
+
+    public ProxiedRequest(Vertx vertx, HttpClient client, Admissions admissions, String requestId, CompletionRequest request, String path,
+                          HttpServerResponse response, Duration timeout, Consumer<End> onEnd) {
+        this.vertx = vertx;
+        this.client = client;
+        this.admissions = admissions;
+        this.requestId = requestId;
+        this.request = request;
+        this.path = path;
+        this.response = response;
+        this.timeout = timeout;
+        this.onEnd = onEnd;
+    }
+
+    /** P/D: admission fact, then both engines at once. */
+    public void dispatchPd(EngineInfo prefillEngine, EngineInfo decodeEngine, int promptTokens, boolean recomputeOnFailure) {
+        pd = true;
+        fallback = recomputeOnFailure;
+        prefill = prefillEngine;
+        decode = decodeEngine;
+        arm();
+        admissions.admitted(requestId, request.model(), promptTokens, request.maxTokens(), prefill.engineId(), decode.engineId(), recomputeOnFailure,
+                        System.currentTimeMillis() + timeout.toMillis())
+                .whenComplete((v, err) -> {
+                    if (err != null) {
+                        vertx.runOnContext(x -> fail(new UpstreamErrors.Mapped(503, "service_unavailable",
+                                "cannot admit request " + requestId + ": Kafka did not take the admission (" + err.getMessage() + ")"), End.UPSTREAM_ERROR));
+                    }
+                });
+        KvTransferParams both = KvTransferParams.forPrefill(requestId, prefill.engineId(), decode.engineId());
+        send(prefill, request.forward(both, false, 1)).onComplete(ar -> {
+            if (ended) {
+                return;
+            }
+            if (ar.failed()) {
+                prefillFailed(UpstreamErrors.fromFailure("prefill", prefill.engineId(), ar.cause()));
+                return;
+            }
+            HttpClientResponse r = ar.result();
+            r.body().onComplete(body -> {
+                if (ended) {
+                    return;
+                }
+                if (r.statusCode() / 100 == 2 && body.succeeded()) {
+                    prefillDoneNanos = System.nanoTime();
+                } else {
+                    prefillFailed(body.failed() ? UpstreamErrors.fromFailure("prefill", prefill.engineId(), body.cause())
+                            : UpstreamErrors.fromStatus("prefill", prefill.engineId(), r.statusCode(), body.result().toString()));
+                }
+            });
+        });
+        KvTransferParams d = KvTransferParams.forDecode(requestId, prefill.engineId(), decode.engineId());
+        send(decode, request.forward(d, request.stream(), null)).onComplete(ar -> onDecodeResponse(ar.succeeded() ? ar.result() : null,
+                ar.cause()));
+    }
+
+    /** Colocated: one engine prefills and decodes, no handoff, no facts. */
+    public void dispatchColocated(EngineInfo engine) {
+        decode = engine;
+        arm();
+        send(engine, request.forward(null, request.stream(), null)).onComplete(ar -> onDecodeResponse(ar.succeeded() ? ar.result() : null,
+                ar.cause()));
+    }
+
+    private void arm() {
+        response.closeHandler(v -> clientGone());
+        timer = vertx.setTimer(timeout.toMillis(), id -> {
+            timer = -1;
+            if (!ended) {
+                cancelFact("timed out at the proxy after " + timeout);
+                fail(UpstreamErrors.timeout(requestId, timeout), End.TIMEOUT);
+            }
+        });
+    }
+
+    private Future<HttpClientResponse> send(EngineInfo engine, ObjectNode body) {
+        RequestOptions o = new RequestOptions().setMethod(HttpMethod.POST).setAbsoluteURI(engine.httpUrl() + path)
+                .putHeader("content-type", "application/json").putHeader("x-request-id", requestId);
+        boolean isPrefill = engine == prefill && pd && prefillReq == null;
+        return client.request(o).compose(req -> {
+            if (isPrefill) {
+                prefillReq = req;
+            } else {
+                decodeReq = req;
+            }
+            if (ended) {
+                req.reset();
+                return Future.failedFuture("request already ended");
+            }
+            return req.send(Buffer.buffer(body.toString()));
+        });
+    }
+
+    private void prefillFailed(UpstreamErrors.Mapped m) {
+        prefillFailed = true;
+        if (fallback) {
+            // The decider decides: a prefill engine that reported its failure gets the request recomputed on the decode
+            // engine (RecomputeDecided), which answers on the decode connection.
+            log.atInfo().addKeyValue("requestId", requestId).log("prefill failed, waiting for the decode engine to recompute: " + m.message());
+            return;
+        }
+        cancelFact("prefill failed: " + m.message());
+        fail(m, End.UPSTREAM_ERROR);
+    }
+
+    private void onDecodeResponse(HttpClientResponse r, Throwable err) {
+        if (ended) {
+            if (r != null) {
+                r.request().reset();
+            }
+            return;
+        }
+        String side = pd ? "decode" : "colocated";
+        if (r == null) {
+            cancelFact(side + " engine failed: " + err.getMessage());
+            fail(UpstreamErrors.fromFailure(side, decode.engineId(), err), End.UPSTREAM_ERROR);
+            return;
+        }
+        if (r.statusCode() / 100 != 2) {
+            r.body().onComplete(body -> {
+                if (!ended) {
+                    cancelFact(side + " engine answered " + r.statusCode());
+                    fail(body.failed() ? UpstreamErrors.fromFailure(side, decode.engineId(), body.cause())
+                            : UpstreamErrors.fromStatus(side, decode.engineId(), r.statusCode(), body.result().toString()), End.UPSTREAM_ERROR);
+                }
+            });
+            return;
+        }
+        decodeResp = r;
+        response.setStatusCode(r.statusCode());
+        MultiMap h = r.headers();
+        for (String name : h.names()) {
+            if (!HOP_BY_HOP.contains(name.toLowerCase())) {
+                response.headers().set(name, h.getAll(name));
+            }
+        }
+        response.putHeader("x-orbitkv-request-id", requestId).putHeader("x-orbitkv-decode-engine", decode.engineId());
+        if (pd) {
+            response.putHeader("x-orbitkv-prefill-engine", prefill.engineId());
+            long now = System.nanoTime();
+            if (prefillDoneNanos > 0) {
+                response.putHeader("x-orbitkv-prefill-ms", ms(prefillDoneNanos - startNanos)).putHeader("x-orbitkv-handoff-ms", ms(now - prefillDoneNanos));
+            }
+            if (prefillFailed) {
+                response.putHeader("x-orbitkv-recomputed", "true");
+            }
+        }
+        response.setChunked(true);
+        r.handler(buf -> {
+            if (ended) {
+                return;
+            }
+            response.write(buf);
+            if (response.writeQueueFull()) {
+                r.pause();
+                response.drainHandler(v -> r.resume());
+            }
+        });
+        r.exceptionHandler(e -> {
+            if (!ended) {
+                cancelFact(side + " stream broke: " + e.getMessage());
+                fail(UpstreamErrors.fromFailure(side, decode.engineId(), e), End.UPSTREAM_ERROR);
+            }
+        });
+        r.endHandler(v -> {
+            if (!ended) {
+                finish(End.ANSWERED);
+                response.end();
+            }
+        });
+    }
+
+    private void clientGone() {
+        if (ended) {
+            return;
+        }
+        cancelFact("client disconnected");
+        finish(End.CLIENT_GONE);
+        resetUpstreams();
+    }
+
+    private void cancelFact(String reason) {
+        if (pd) {
+            admissions.cancelled(requestId, reason).whenComplete((v, err) -> {
+                if (err != null) {
+                    log.atWarn().addKeyValue("requestId", requestId).log("could not report the cancel: " + err.getMessage());
+                }
+            });
+        }
+    }
+
+    private void fail(UpstreamErrors.Mapped m, End how) {
+        if (ended) {
+            return;
+        }
+        finish(how);
+        resetUpstreams();
+        if (response.ended() || response.closed()) {
+            return;
+        }
+        if (response.headWritten()) {
+            response.reset(); // mid-stream: the only honest signal left is to break the stream
+            return;
+        }
+        response.setStatusCode(m.status()).putHeader("content-type", "application/json").putHeader("x-orbitkv-request-id", requestId)
+                .end(CompletionRequest.errorBody(m.message(), m.type(), null, m.status()).toString());
+    }
+
+    private void finish(End how) {
+        ended = true;
+        if (timer >= 0) {
+            vertx.cancelTimer(timer);
+            timer = -1;
+        }
+        onEnd.accept(how);
+    }
+
+    private void resetUpstreams() {
+        if (prefillReq != null) {
+            prefillReq.reset();
+        }
+        if (decodeReq != null) {
+            decodeReq.reset();
+        }
+        if (decodeResp != null) {
+            decodeResp.request().reset();
+        }
+    }
+
+    private static String ms(long nanos) {
+        return String.format(java.util.Locale.ROOT, "%.3f", nanos / 1e6);
+    }
+
+    public String requestId() {
+        return requestId;
+    }
+}
