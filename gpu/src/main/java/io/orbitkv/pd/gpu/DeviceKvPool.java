@@ -113,12 +113,14 @@ public final class DeviceKvPool implements KvPool {
         return out;
     }
 
-    /** Sets every byte of every region to {@code value} (synchronously). */
+    /** Sets every byte of every region to {@code value}; returns when the device is done. */
     public void fill(byte value) {
         device.bind();
         for (long p : regions) {
             device.driver().memsetD8(p, value, geometry.regionBytes());
         }
+        // cuMemsetD8 may return before the device wrote; work on other (non-blocking) streams is not ordered after it
+        device.driver().contextSynchronize();
     }
 
     @Override
