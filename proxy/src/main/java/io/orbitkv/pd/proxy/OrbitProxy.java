@@ -215,7 +215,9 @@ public final class OrbitProxy implements AutoCloseable {
             error(resp, m.status(), m.message(), m.type(), null);
             return;
         }
-        String rid = "req-" + UUID.randomUUID();
+        // A client may name its request (x-request-id, unique per request): its facts and decisions are then easy to find.
+        String given = req.getHeader("x-request-id");
+        String rid = given != null && given.matches("[A-Za-z0-9._:-]{1,128}") ? given : "req-" + UUID.randomUUID();
         inFlight.incrementAndGet();
         localLoad.computeIfAbsent(decode.engineId(), k -> new AtomicInteger()).incrementAndGet();
         if (prefill != null) {

@@ -39,7 +39,7 @@ public final class LoadClient implements AutoCloseable {
             + "replay audit latency throughput handoff memory scheduler batch").split(" ");
 
     /** When the client walks away. */
-    public enum Cancel { NONE, AFTER_DELAY, AFTER_FIRST_TOKEN }
+    public enum Cancel { NONE, AFTER_DELAY, WHILE_TRANSFERRING, AFTER_FIRST_TOKEN }
 
     /**
      * One request.
@@ -92,10 +92,23 @@ public final class LoadClient implements AutoCloseable {
             .unstarted(r));
     private final String base;
     private final String model;
+    private final String deciderUrl;
+    private final String nonce = Long.toString(System.nanoTime() % 1_000_000, 36);
 
     public LoadClient(String proxyUrl, String model) {
+        this(proxyUrl, model, null);
+    }
+
+    /** With the decider's query URL, {@link Cancel#WHILE_TRANSFERRING} watches the request's phase there. */
+    public LoadClient(String proxyUrl, String model, String deciderUrl) {
         this.base = proxyUrl;
         this.model = model;
+        this.deciderUrl = deciderUrl;
+    }
+
+    /** The id this client gives request {@code index} (sent as {@code x-request-id}). */
+    public String requestId(Request r) {
+        return "lc-" + nonce + "-" + r.index() + (r.colocated() ? "-c" : "");
     }
 
     /** A deterministic workload: prompts of {@code minWords..maxWords} words, a mix of completions and chats. */
@@ -126,6 +139,7 @@ public final class LoadClient implements AutoCloseable {
         if (r.colocated()) {
             b.header("x-orbitkv-route", "colocated");
         }
+        b.header("x-request-id", requestId(r));
         long t0 = System.nanoTime();
         CompletableFuture<HttpResponse<InputStream>> f = http.sendAsync(b.build(), HttpResponse.BodyHandlers.ofInputStream());
         AtomicReference<InputStream> stream = new AtomicReference<>();
@@ -142,6 +156,26 @@ public final class LoadClient implements AutoCloseable {
                     }
                 }
             }, r.cancelMs(), TimeUnit.MILLISECONDS);
+        } else if (r.cancel() == Cancel.WHILE_TRANSFERRING && deciderUrl != null) {
+            Thread.ofVirtual().start(() -> {
+                HttpRequest q = HttpRequest.newBuilder(URI.create(deciderUrl + "/requests/" + requestId(r))).timeout(Duration.ofSeconds(2)).build();
+                long until = System.nanoTime() + 10_000_000_000L;
+                while (!f.isDone() && System.nanoTime() < until) {
+                    try {
+                        HttpResponse<String> s = http.send(q, HttpResponse.BodyHandlers.ofString());
+                        if (s.statusCode() == 200 && s.body().contains("\"TRANSFERRING\"")) {
+                            synchronized (walked) {
+                                walked[0] = true;
+                                f.cancel(true);
+                            }
+                            return;
+                        }
+                        Thread.sleep(2);
+                    } catch (Exception e) {
+                        return;
+                    }
+                }
+            });
         }
         HttpResponse<InputStream> resp;
         try {

@@ -79,19 +79,28 @@ public final class Pipeline implements AutoCloseable {
     private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(2)).build();
     private final Thread hook = new Thread(this::close, "pipeline-shutdown");
     private KraftCluster kafka;
+    private String bootstrap;
     private String deciderUrl;
     private String proxyUrl;
     private volatile boolean closed;
 
-    private Pipeline(Spec spec, Path dir, Consumer<String> say) {
+    private final String externalBootstrap;
+
+    private Pipeline(Spec spec, Path dir, Consumer<String> say, String externalBootstrap) {
         this.spec = spec;
         this.dir = dir;
         this.say = say;
+        this.externalBootstrap = externalBootstrap;
     }
 
-    /** Starts everything and returns once the proxy routes to every engine. */
+    /** Starts everything, an embedded broker included, and returns once the proxy routes to every engine. */
     public static Pipeline start(Spec spec, Path dir, Consumer<String> say) throws Exception {
-        Pipeline p = new Pipeline(spec, dir, say);
+        return start(spec, dir, say, null);
+    }
+
+    /** As {@link #start(Spec, Path, Consumer)}, on an existing Kafka cluster when {@code bootstrap} is not null. */
+    public static Pipeline start(Spec spec, Path dir, Consumer<String> say, String bootstrap) throws Exception {
+        Pipeline p = new Pipeline(spec, dir, say, bootstrap);
         Runtime.getRuntime().addShutdownHook(p.hook);
         try {
             p.open();
@@ -106,11 +115,19 @@ public final class Pipeline implements AutoCloseable {
         Files.createDirectories(dir.resolve("logs"));
         Files.createDirectories(dir.resolve("config"));
         long t0 = System.nanoTime();
-        say.accept("starting the embedded KRaft broker (child JVM) ...");
-        kafka = KraftCluster.builder().nodes(1).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
-                .jvmOptions(List.of("-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
-        String bs = kafka.bootstrapServers();
-        say.accept(String.format("broker ready at %s (%.1f s)", bs, (System.nanoTime() - t0) / 1e9));
+        String bs = externalBootstrap;
+        if (bs == null) {
+            say.accept("starting the embedded KRaft broker (child JVM) ...");
+            kafka = KraftCluster.builder().nodes(1).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
+                    .jvmOptions(List.of("-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
+            bs = kafka.bootstrapServers();
+            say.accept(String.format("broker ready at %s (%.1f s)", bs, (System.nanoTime() - t0) / 1e9));
+        }
+        bootstrap = bs;
+        // One HMAC key for the decider and the workers of this run (no development-key warnings, no shared default).
+        byte[] key = new byte[32];
+        new java.security.SecureRandom().nextBytes(key);
+        String authKey = "hex:" + java.util.HexFormat.of().formatHex(key);
         int deciderPort = freePort();
         deciderUrl = "http://127.0.0.1:" + deciderPort;
         Map<String, String> decider = new LinkedHashMap<>();
@@ -119,6 +136,7 @@ public final class Pipeline implements AutoCloseable {
         decider.put("decider.state.dir", dir.resolve("decider-state").toString());
         decider.put("decider.http.port", Integer.toString(deciderPort));
         decider.put("decider.store", "in_memory");
+        decider.put("auth.key", authKey);
         decider.putAll(spec.decider());
         launch("decider", "decider", decider, "-Xmx512m");
 
@@ -159,6 +177,7 @@ public final class Pipeline implements AutoCloseable {
             worker.put("worker.layout.head-dim", Integer.toString(g.headDim()));
             worker.put("worker.layout.dtype", g.dtype().name().toLowerCase());
             worker.put("worker.layout.num-blocks", Integer.toString(g.numBlocks()));
+            worker.put("auth.key", authKey);
             worker.putAll(spec.worker());
             launch("engine-" + id, "engine", engine, "-Xmx256m");
             launch("worker-" + id, "worker", worker, "-Xmx256m");
@@ -249,7 +268,7 @@ public final class Pipeline implements AutoCloseable {
     }
 
     public String bootstrapServers() {
-        return kafka.bootstrapServers();
+        return bootstrap;
     }
 
     public String proxyUrl() {

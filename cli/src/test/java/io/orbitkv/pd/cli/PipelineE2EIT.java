@@ -1,0 +1,165 @@
+package io.orbitkv.pd.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.pd.broker.KraftCluster;
+import io.orbitkv.pd.cli.pipeline.LoadClient;
+import io.orbitkv.pd.cli.pipeline.LoadClient.Cancel;
+import io.orbitkv.pd.cli.pipeline.LoadClient.Request;
+import io.orbitkv.pd.cli.pipeline.LoadClient.Result;
+import io.orbitkv.pd.cli.pipeline.Pipeline;
+import io.orbitkv.pd.cli.pipeline.PipelineLog;
+import io.orbitkv.pd.engine.sim.ModelPreset;
+import io.orbitkv.pd.engine.sim.SimModel;
+import io.orbitkv.pd.events.DecodeReady;
+import io.orbitkv.pd.events.OutcomeKind;
+import io.orbitkv.pd.events.PrefillCompleted;
+import io.orbitkv.pd.events.ReleaseDecided;
+import io.orbitkv.pd.events.ReleaseSide;
+import io.orbitkv.pd.testsupport.kafka.WithKafka;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The whole pipeline as separate processes on a real broker — decider, 2 prefill + 2 decode engines each with its
+ * transfer worker (tcp), the proxy — under 500 requests, streaming and not, completions and chats, some walked away
+ * from mid-prefill, mid-transfer and mid-decode. Everything is checked from the outside: every completed answer
+ * against the model's reference, every request's single outcome and every page release from the log, every engine's
+ * page pool through its {@code /stats}.
+ */
+@WithKafka
+class PipelineE2EIT {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final double PREFILL_MS = 0.5;
+    private static final double DECODE_MS = 4;
+    private static Pipeline pipeline;
+
+    @BeforeAll
+    static void start(KraftCluster kafka) throws Exception {
+        Path dir = Files.createDirectories(Path.of("target", "it", "PipelineE2EIT-" + System.nanoTime()).toAbsolutePath());
+        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(2, 2).withModel(ModelPreset.TINY, 512, PREFILL_MS, DECODE_MS)
+                .withExtra(Map.of("decider.timeout.transfer", "10s", "decider.drain.grace", "1s"), Map.of(),
+                        // A throttled transport stretches each push over tens of ms, so walking away mid-transfer is observable.
+                        Map.of("transfer.tcp.max-bytes-per-second", "6000000"), Map.of());
+        pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers());
+    }
+
+    @AfterAll
+    static void stop() {
+        if (pipeline != null) {
+            pipeline.close();
+        }
+    }
+
+    @Test
+    void fiveHundredRequestsWithWalkAwaysEndCorrectAndReleaseEveryPage() throws Exception {
+        SimModel model = new SimModel(42);
+        List<Request> base = new ArrayList<>();
+        int i = 0;
+        for (Request r : LoadClient.workload(11, 500, 60, 160, 16, true)) {
+            boolean stream = i % 2 == 0;
+            Cancel cancel = Cancel.NONE;
+            long after = 0;
+            if (i % 25 == 3) {
+                cancel = Cancel.AFTER_DELAY; // during the prefill (~0.5 ms per token of a ~100-token prompt)
+                after = 15;
+            } else if (i % 25 == 11) {
+                cancel = Cancel.WHILE_TRANSFERRING; // as soon as the decider says the (throttled) push runs
+            } else if (i % 25 == 19) {
+                cancel = Cancel.AFTER_FIRST_TOKEN; // during the decode
+                stream = true;
+            }
+            base.add(new Request(r.index(), r.chat(), r.prompt(), r.maxTokens(), stream, false, cancel, after));
+            i++;
+        }
+        try (LoadClient client = new LoadClient(pipeline.proxyUrl(), "orbitkv-sim-tiny", pipeline.deciderUrl())) {
+            List<Result> results = client.run(base, 16, () -> { });
+
+            // 1. Every request that was not walked away from is answered, and the answer is the reference one.
+            List<Result> kept = results.stream().filter(r -> r.request().cancel() == Cancel.NONE).toList();
+            assertThat(kept).hasSize(440);
+            for (Result r : kept) {
+                assertThat(r.ok()).as("request %d: status %d %s", r.request().index(), r.status(), r.error()).isTrue();
+                assertThat(r.text()).as("answer of request %d", r.request().index()).isEqualTo(r.request().expected(model));
+                assertThat(r.mode()).isEqualTo("decode");
+                assertThat(r.kvBytes()).isPositive();
+            }
+
+            // 2. The log: every admitted request reaches exactly one outcome.
+            PipelineLog[] log = new PipelineLog[1];
+            await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(500)).until(() -> {
+                log[0] = PipelineLog.read(pipeline.bootstrapServers());
+                // A client that walks away within milliseconds may leave before the proxy admitted its request.
+                return log[0].admitted() >= 480 && log[0].outcomeCount() >= log[0].admitted();
+            });
+            PipelineLog l = log[0];
+            assertThat(l.admitted()).isBetween(480L, 500L);
+            int cancelled = 0;
+            int midPrefill = 0;
+            int midTransfer = 0;
+            int midDecode = 0;
+            for (PipelineLog.Story s : l.stories.values()) {
+                assertThat(s.outcomes).as("outcomes of %s", s.requestId).hasSize(1);
+                OutcomeKind kind = s.outcomes.get(0).getKind();
+                if (!s.cancelled) {
+                    assertThat(kind).as("outcome of %s", s.requestId).isEqualTo(OutcomeKind.COMPLETED);
+                } else if (kind == OutcomeKind.CANCELLED) {
+                    cancelled++;
+                    if (!s.transferStartedBeforeCancel) {
+                        midPrefill++;
+                    } else if (!s.transferCompletedBeforeCancel) {
+                        midTransfer++;
+                    } else {
+                        midDecode++;
+                    }
+                }
+                // 3. Every page set a fact reported as held is released exactly once, on the engine that held it.
+                long prefillHeld = s.facts.stream().filter(f -> f instanceof PrefillCompleted).count();
+                long decodeHeld = s.facts.stream().filter(f -> f instanceof DecodeReady).count();
+                assertThat(s.releases.stream().filter(r -> r.getSide() == ReleaseSide.PREFILL).count()).as("prefill releases of %s", s.requestId)
+                        .isEqualTo(prefillHeld);
+                assertThat(s.releases.stream().filter(r -> r.getSide() == ReleaseSide.DECODE).count()).as("decode releases of %s", s.requestId)
+                        .isEqualTo(decodeHeld);
+                for (ReleaseDecided r : s.releases) {
+                    String holder = r.getSide() == ReleaseSide.PREFILL ? s.facts.stream().filter(f -> f instanceof PrefillCompleted)
+                            .map(f -> ((PrefillCompleted) f).getEngineId()).findFirst().orElse("?")
+                            : s.facts.stream().filter(f -> f instanceof DecodeReady).map(f -> ((DecodeReady) f).getEngineId()).findFirst().orElse("?");
+                    assertThat(r.getEngineId()).isEqualTo(holder);
+                }
+            }
+            assertThat(cancelled).as("walk-aways decided as CANCELLED").isGreaterThanOrEqualTo(50);
+            assertThat(midPrefill).as("cancelled before any push started").isPositive();
+            assertThat(midTransfer).as("cancelled while a push ran").isPositive();
+            assertThat(midDecode).as("cancelled after the KV landed").isPositive();
+            System.out.printf("walk-aways: %d cancelled (%d mid-prefill, %d mid-transfer, %d mid-decode); outcomes %s%n", cancelled, midPrefill,
+                    midTransfer, midDecode, l.outcomes);
+
+            // 4. Every engine's pool is empty again, and no page ever failed verification.
+            HttpClient http = HttpClient.newHttpClient();
+            for (Pipeline.Engine e : pipeline.engines()) {
+                await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(500)).untilAsserted(() -> {
+                    JsonNode st = JSON.readTree(http.send(HttpRequest.newBuilder(URI.create(e.url() + "/stats")).build(),
+                            HttpResponse.BodyHandlers.ofString()).body());
+                    assertThat(st.path("blocks_used").asInt()).as("blocks still used on %s: %s", e.id(), st).isZero();
+                    assertThat(st.path("holders").asInt()).isZero();
+                    assertThat(st.path("kv_corrupt").asInt()).isZero();
+                });
+            }
+        }
+    }
+}
