@@ -99,15 +99,15 @@ public final class BenchCommand implements Runnable {
         private String table(LatencyStats raw, List<DeciderBench.Result> results) {
             StringBuilder b = new StringBuilder();
             b.append("| mode | decision p50 ms | p90 ms | p99 ms | max ms | p50 / raw p50 | p99 / raw p99 | handoffs/s (burst of ")
-                    .append(burst).append(") | CPU ms per handoff (bench JVM + broker) | duplicate decisions seen |\n");
-            b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-            b.append(String.format(Locale.ROOT, "| raw produce→consume hop (baseline, same run) | %.2f | %.2f | %.2f | %.2f | 1.00 | 1.00 | — | — | — |%n",
+                    .append(burst).append(") | CPU ms per handoff (bench JVM + broker) | raw hop beside this load p50 / p99 ms | duplicate decisions seen |\n");
+            b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+            b.append(String.format(Locale.ROOT, "| raw produce→consume hop (baseline, same run) | %.2f | %.2f | %.2f | %.2f | 1.00 | 1.00 | — | — | — | — |%n",
                     raw.p50ms(), raw.p90ms(), raw.p99ms(), raw.maxMs()));
             for (DeciderBench.Result r : results) {
                 LatencyStats l = r.decision();
-                b.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.3f | %d |%n", r.mode().name(), l.p50ms(),
-                        l.p90ms(), l.p99ms(), l.maxMs(), l.p50ms() / raw.p50ms(), l.p99ms() / raw.p99ms(), r.handoffsPerSecond(),
-                        r.cpuMsPerHandoff(), r.duplicateDecisions()));
+                b.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.3f | %.2f / %.2f | %d |%n", r.mode().name(),
+                        l.p50ms(), l.p90ms(), l.p99ms(), l.maxMs(), l.p50ms() / raw.p50ms(), l.p99ms() / raw.p99ms(), r.handoffsPerSecond(),
+                        r.cpuMsPerHandoff(), r.rawHopUnderLoad().p50ms(), r.rawHopUnderLoad().p99ms(), r.duplicateDecisions()));
             }
             return b.toString();
         }
@@ -125,7 +125,9 @@ public final class BenchCommand implements Runnable {
                     + " handoffs/s after " + warmup + " s of warm-up; throughput = a burst of " + burst
                     + " full handoffs (admitted, decode ready, prefill completed, order, transfer completed, KV ready, decode completed,"
                     + " releases, outcome). System load average (1 min) at the start " + loadBefore + ", at the end " + loadAfter
-                    + " (the benchmark itself keeps about 2 busy; much more means other work shared the cores).\n\n" + table);
+                    + " (the benchmark itself keeps about 2 busy; much more means other work shared the cores). The column 'raw hop"
+                    + " beside this load' is the same raw produce→consume hop (" + DeciderBench.PROBE_RATE + " records/s, own topic) measured"
+                    + " while the decider carries the latency phase's load: what one hop costs on these cores under that load.\n\n" + table);
             // The committed results sit in bench/results; a run written elsewhere (--out) keeps its JSON beside its markdown.
             Path json = md.equals(Path.of("docs", "bench", "decider.md")) ? Path.of("bench", "results", "decider.json")
                     : md.resolveSibling(md.getFileName().toString().replaceFirst("\\.md$", "") + ".json");
@@ -136,7 +138,8 @@ public final class BenchCommand implements Runnable {
                 DeciderBench.Result r = results.get(i);
                 j.append(i == 0 ? "" : ",").append("{\"mode\":\"").append(r.mode().name()).append("\",\"decision\":").append(stats(r.decision()))
                         .append(",\"handoffs_per_s\":").append(String.format(Locale.ROOT, "%.1f", r.handoffsPerSecond()))
-                        .append(",\"cpu_ms_per_handoff\":").append(String.format(Locale.ROOT, "%.4f", r.cpuMsPerHandoff())).append('}');
+                        .append(",\"cpu_ms_per_handoff\":").append(String.format(Locale.ROOT, "%.4f", r.cpuMsPerHandoff()))
+                        .append(",\"raw_hop_beside_load\":").append(stats(r.rawHopUnderLoad())).append('}');
             }
             Files.writeString(json, j.append("]}\n").toString());
             System.out.println("results written to " + md + " and " + json);

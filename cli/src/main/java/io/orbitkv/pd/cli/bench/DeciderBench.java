@@ -60,7 +60,10 @@ public final class DeciderBench {
 
     /** What one mode measured. */
     public record Result(Mode mode, LatencyStats decision, double handoffsPerSecond, long handoffs, long duplicateDecisions,
-            double cpuMsPerHandoff) { }
+            double cpuMsPerHandoff, LatencyStats rawHopUnderLoad) { }
+
+    /** Rate of the raw-hop probe that runs beside the decider during the latency phase (records/s). */
+    static final int PROBE_RATE = 200;
 
     /** Knobs of a run. */
     public record Options(int rate, Duration warmup, Duration measure, int burst, int engines, Map<String, Object> deciderOverrides) {
@@ -109,13 +112,18 @@ public final class DeciderBench {
 
     /** One raw produce→consume hop at the benchmark rate: the baseline every decider number is compared with. */
     public LatencyStats rawHop(String topic) throws Exception {
+        return rawHop(topic, options.rate(), options.warmup(), options.measure());
+    }
+
+    /** One raw produce→consume hop at {@code rate} records/s: warm-up, then the measured window. */
+    LatencyStats rawHop(String topic, int rate, Duration warmup, Duration measure) throws Exception {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
         }
         Histogram h = LatencyStats.histogram();
         AtomicLong stopAt = new AtomicLong(Long.MAX_VALUE);
-        long measureFrom = System.nanoTime() + options.warmup().toNanos();
-        long end = measureFrom + options.measure().toNanos();
+        long measureFrom = System.nanoTime() + warmup.toNanos();
+        long end = measureFrom + measure.toNanos();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerConfig(), new ByteArraySerializer(), new ByteArraySerializer());
              KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerConfig("raw-" + System.nanoTime(), "read_uncommitted"),
                      new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
@@ -131,7 +139,7 @@ public final class DeciderBench {
                     }
                 }
             });
-            Pacer pacer = new Pacer(options.rate());
+            Pacer pacer = new Pacer(rate);
             byte[] pad = new byte[150]; // about the size of a request fact
             while (System.nanoTime() < end) {
                 pacer.awaitNext();
@@ -166,6 +174,14 @@ public final class DeciderBench {
                 long measureFrom = System.nanoTime() + options.warmup().toNanos();
                 long end = measureFrom + options.measure().toNanos();
                 actor.measureFrom = measureFrom;
+                // The same raw hop, measured beside the decider while it carries this load: what one hop costs here.
+                var probe = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                    try {
+                        return rawHop(prefix + "raw-probe", PROBE_RATE, options.warmup(), options.measure());
+                    } catch (Exception e) {
+                        throw new java.util.concurrent.CompletionException(e);
+                    }
+                }, r -> Thread.ofPlatform().name("raw-hop-probe").start(r));
                 Pacer pacer = new Pacer(options.rate());
                 int i = 0;
                 while (System.nanoTime() < end) {
@@ -175,6 +191,7 @@ public final class DeciderBench {
                 }
                 actor.awaitCompleted(i, Duration.ofSeconds(60));
                 LatencyStats latency = LatencyStats.of(actor.latency);
+                LatencyStats underLoad = probe.join();
                 // Throughput: a burst of handoffs as fast as the pipeline takes them, full state machine.
                 actor.measureFrom = Long.MAX_VALUE;
                 long before = actor.completed.get();
@@ -186,7 +203,7 @@ public final class DeciderBench {
                 actor.awaitCompleted(before + options.burst(), Duration.ofMinutes(3));
                 double seconds = (System.nanoTime() - t0) / 1e9;
                 double cpuMs = (cpuNanos() - cpu0) / 1e6 / options.burst();
-                return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get(), cpuMs);
+                return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get(), cpuMs, underLoad);
             }
         }
     }
