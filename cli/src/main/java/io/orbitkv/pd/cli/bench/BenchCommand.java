@@ -15,12 +15,12 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd bench decider|transport}: benchmarks, each with its baseline measured in the same run. */
 @Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks (each prints a table and writes results under docs/bench and bench/results).",
-        subcommands = {BenchCommand.Decider.class, TransportBenchCommand.class})
+        subcommands = {BenchCommand.Decider.class, TransportBenchCommand.class, E2eBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
     @Override
     public void run() {
-        System.out.println("usage: orbitkv-pd bench decider|transport [--help]");
+        System.out.println("usage: orbitkv-pd bench decider|transport|e2e [--help]");
     }
 
     @Command(name = "decider", mixinStandardHelpOptions = true,
