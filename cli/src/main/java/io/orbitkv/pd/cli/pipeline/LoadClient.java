@@ -106,9 +106,11 @@ public final class LoadClient implements AutoCloseable {
         this.deciderUrl = deciderUrl;
     }
 
-    /** The id this client gives request {@code index} (sent as {@code x-request-id}). */
-    public String requestId(Request r) {
-        return "lc-" + nonce + "-" + r.index() + (r.colocated() ? "-c" : "");
+    private final java.util.concurrent.atomic.AtomicLong sent = new java.util.concurrent.atomic.AtomicLong();
+
+    /** A fresh id for each send (sent as {@code x-request-id}; request ids must be unique). */
+    private String nextId(Request r) {
+        return "lc-" + nonce + "-" + sent.incrementAndGet() + "-" + r.index() + (r.colocated() ? "-c" : "");
     }
 
     /** A deterministic workload: prompts of {@code minWords..maxWords} words, a mix of completions and chats. */
@@ -139,7 +141,8 @@ public final class LoadClient implements AutoCloseable {
         if (r.colocated()) {
             b.header("x-orbitkv-route", "colocated");
         }
-        b.header("x-request-id", requestId(r));
+        String id = nextId(r);
+        b.header("x-request-id", id);
         long t0 = System.nanoTime();
         CompletableFuture<HttpResponse<InputStream>> f = http.sendAsync(b.build(), HttpResponse.BodyHandlers.ofInputStream());
         AtomicReference<InputStream> stream = new AtomicReference<>();
@@ -158,7 +161,7 @@ public final class LoadClient implements AutoCloseable {
             }, r.cancelMs(), TimeUnit.MILLISECONDS);
         } else if (r.cancel() == Cancel.WHILE_TRANSFERRING && deciderUrl != null) {
             Thread.ofVirtual().start(() -> {
-                HttpRequest q = HttpRequest.newBuilder(URI.create(deciderUrl + "/requests/" + requestId(r))).timeout(Duration.ofSeconds(2)).build();
+                HttpRequest q = HttpRequest.newBuilder(URI.create(deciderUrl + "/requests/" + id)).timeout(Duration.ofSeconds(2)).build();
                 long until = System.nanoTime() + 10_000_000_000L;
                 while (!f.isDone() && System.nanoTime() < until) {
                     try {

@@ -230,9 +230,13 @@ public final class EngineClient implements AutoCloseable {
     }
 
     private void announce(EngineRegistration reg) {
+        announce(reg, 60);
+    }
+
+    private void announce(EngineRegistration reg, int timeoutSeconds) {
         byte[] value = topics.engines().valueSerde().serializer().serialize(topics.engines().name(), reg);
         try {
-            producer.send(new ProducerRecord<>(topics.engines().name(), reg.getEngineId(), value)).get(60, TimeUnit.SECONDS);
+            producer.send(new ProducerRecord<>(topics.engines().name(), reg.getEngineId(), value)).get(timeoutSeconds, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while announcing engine " + reg.getEngineId(), e);
@@ -431,7 +435,8 @@ public final class EngineClient implements AutoCloseable {
             if (registration != null && producer != null) {
                 try {
                     EngineRegistration r = registration;
-                    announce(EngineRegistration.newBuilder(r).setDeregistered(true).setRegisteredAtMs(System.currentTimeMillis()).build());
+                    // Bounded: a stopping engine must not hang on a broker that is gone (its leases expire anyway).
+                    announce(EngineRegistration.newBuilder(r).setDeregistered(true).setRegisteredAtMs(System.currentTimeMillis()).build(), 5);
                 } catch (RuntimeException e) {
                     log.atWarn().log("could not announce that engine " + config.engineId() + " left: " + e.getMessage());
                 }
@@ -443,7 +448,7 @@ public final class EngineClient implements AutoCloseable {
                 directory.close();
             }
             if (producer != null) {
-                producer.close(Duration.ofSeconds(5));
+                producer.close(Duration.ofSeconds(2));
             }
             kvWaiters.values().forEach(f -> f.complete(new KvSignal.Ended(OutcomeKind.UNKNOWN, "engine shutting down")));
         } finally {

@@ -332,7 +332,10 @@ public final class SimEngine implements AutoCloseable {
         counters.prefills.increment();
         jobs.put(job.rid + "/prefill", job);
         int need = SimModel.blocksFor(config.geometry(), job.tokens.length);
-        int[] blocks = allocator.allocate("P:" + job.rid, need).orElse(null);
+        int[] blocks = allocate(job, "P:", need);
+        if (job.finished) {
+            return;
+        }
         if (blocks == null) {
             counters.rejected.increment();
             client.prefillFailed(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)", true);
@@ -403,7 +406,10 @@ public final class SimEngine implements AutoCloseable {
         counters.decodes.increment();
         jobs.put(job.rid + "/decode", job);
         int need = SimModel.blocksFor(config.geometry(), job.tokens.length);
-        int[] blocks = allocator.allocate("D:" + job.rid, need).orElse(null);
+        int[] blocks = allocate(job, "D:", need);
+        if (job.finished) {
+            return;
+        }
         if (blocks == null) {
             counters.rejected.increment();
             client.decodeRejected(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)");
@@ -487,6 +493,18 @@ public final class SimEngine implements AutoCloseable {
         }
     }
 
+    /** Null when the pool is full; a request id that already holds pages here is refused (409): ids must be unique. */
+    private int[] allocate(Job job, String side, int need) {
+        try {
+            return allocator.allocate(side + job.rid, need).orElse(null);
+        } catch (IllegalStateException e) {
+            job.finish();
+            error(job.response, 409, "request id " + job.rid + " already holds pages on " + config.engineId() + ": request ids must be unique",
+                    "invalid_request_error", "request_id");
+            return null;
+        }
+    }
+
     // ------------------------------------------------------------------------------------------------ colocated
 
     private void colocated(Job job) {
@@ -494,7 +512,10 @@ public final class SimEngine implements AutoCloseable {
         counters.colocated.increment();
         jobs.put(job.rid + "/colocated", job);
         int need = SimModel.blocksFor(config.geometry(), job.tokens.length);
-        int[] blocks = allocator.allocate("C:" + job.rid, need).orElse(null);
+        int[] blocks = allocate(job, "C:", need);
+        if (job.finished) {
+            return;
+        }
         if (blocks == null) {
             counters.rejected.increment();
             job.finish();
