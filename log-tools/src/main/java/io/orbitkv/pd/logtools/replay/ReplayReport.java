@@ -71,6 +71,7 @@ public final class ReplayReport {
     final List<Difference> differences = new ArrayList<>();
     long differencesTotal;
     long undecodable;
+    long afterSlice;
     long elapsedNanos;
     boolean tokenHint;
 
@@ -114,6 +115,11 @@ public final class ReplayReport {
         return partitions.stream().mapToLong(p -> p.replayedDecisions).sum();
     }
 
+    /** Recorded decisions later than the last fact of their partition in the slice (decided on records the slice lacks): not compared. */
+    public long decisionsAfterSlice() {
+        return afterSlice;
+    }
+
     public List<Difference> differences() {
         return List.copyOf(differences);
     }
@@ -134,6 +140,10 @@ public final class ReplayReport {
         }
         if (undecodable > 0) {
             out.printf(Locale.ROOT, "  %,d recorded decisions do not decode%n", undecodable);
+        }
+        if (afterSlice > 0) {
+            out.printf(Locale.ROOT, "  %,d recorded decisions came after the last fact of their partition in the slice (made on records the"
+                    + " slice does not have): not compared%n", afterSlice);
         }
         if (!differences.isEmpty()) {
             out.println();
@@ -180,6 +190,7 @@ public final class ReplayReport {
             g.writeNumberField("decisions_recorded", decisionsRecorded());
             g.writeNumberField("decisions_replayed", decisionsReplayed());
             g.writeNumberField("undecodable_decisions", undecodable);
+            g.writeNumberField("decisions_after_slice", afterSlice);
             g.writeNumberField("elapsed_ms", elapsedNanos / 1_000_000);
             g.writeArrayFieldStart("partitions");
             for (PartitionResult p : partitions) {

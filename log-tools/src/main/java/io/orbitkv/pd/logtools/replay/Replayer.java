@@ -121,7 +121,9 @@ public final class Replayer {
         ids.addAll(replayed.keySet());
         for (String id : ids) {
             List<ReplayReport.Recorded> rec = new ArrayList<>(recorded.getOrDefault(id, List.of()));
+            int before = rec.size();
             rec.removeIf(r -> r.decision().getStreamTimeMs() > lastFactTs); // decided on facts after the slice
+            report.afterSlice += before - rec.size();
             List<Decision> rep = replayed.getOrDefault(id, List.of());
             pr.recordedDecisions += rec.size();
             pr.replayedDecisions += rep.size();

@@ -1,0 +1,380 @@
+package io.orbitkv.pd.logtools.audit;
+
+import static io.orbitkv.pd.logtools.SyntheticRun.POLICY;
+import static io.orbitkv.pd.logtools.SyntheticRun.SERDES;
+import static io.orbitkv.pd.logtools.SyntheticRun.decision;
+import static io.orbitkv.pd.logtools.SyntheticRun.fact;
+import static io.orbitkv.pd.logtools.SyntheticRun.next;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.pd.decider.DeciderPolicy;
+import io.orbitkv.pd.events.AbortTransfer;
+import io.orbitkv.pd.events.CancelRequested;
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.DecodeCompleted;
+import io.orbitkv.pd.events.DecodeReady;
+import io.orbitkv.pd.events.KvReady;
+import io.orbitkv.pd.events.LeaseHeartbeat;
+import io.orbitkv.pd.events.PhaseTimings;
+import io.orbitkv.pd.events.ReleaseDecided;
+import io.orbitkv.pd.events.ReleaseSide;
+import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.events.RequestOutcome;
+import io.orbitkv.pd.events.TransferCompleted;
+import io.orbitkv.pd.events.TransferFailed;
+import io.orbitkv.pd.events.TransferOrder;
+import io.orbitkv.pd.logtools.LogRecord;
+import io.orbitkv.pd.logtools.Progress;
+import io.orbitkv.pd.logtools.SyntheticRun;
+import io.orbitkv.pd.logtools.TopicRole;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Every audit rule on a synthetic run of the real decider: the run itself audits clean, and each planted violation is
+ * reported, with its rule and request id, and nothing is reported about any other request.
+ */
+class AuditorTest {
+
+    private static AuditReport audit(SyntheticRun run) {
+        return audit(run, POLICY);
+    }
+
+    private static AuditReport audit(SyntheticRun run, DeciderPolicy policy) {
+        return Auditor.audit(run.source(), SERDES, policy, 1000, Progress.NONE);
+    }
+
+    /** The planted violation is reported for {@code id}, and every violation reported is about {@code id}. */
+    private static void assertOnly(AuditReport report, Rule rule, String id) {
+        assertThat(report.violations()).as(text(report)).anySatisfy(v -> {
+            assertThat(v.rule()).isEqualTo(rule);
+            assertThat(v.requestId()).isEqualTo(id);
+        });
+        assertThat(report.violations()).as(text(report)).allSatisfy(v -> assertThat(v.requestId()).isEqualTo(id));
+        assertThat(report.clean()).isFalse();
+    }
+
+    private static String text(AuditReport r) {
+        ByteArrayOutputStream b = new ByteArrayOutputStream();
+        r.writeText(new PrintStream(b, true, StandardCharsets.UTF_8));
+        return b.toString(StandardCharsets.UTF_8);
+    }
+
+    @Test
+    void aRunOfTheRealDeciderAuditsClean() {
+        AuditReport r = audit(SyntheticRun.copy());
+        assertThat(r.violations()).as(text(r)).isEmpty();
+        assertThat(r.clean()).isTrue();
+        assertThat(r.checked()).isEqualTo(SyntheticRun.OPTIONS.requests());
+        assertThat(r.admitted()).isEqualTo(SyntheticRun.OPTIONS.requests());
+        assertThat(r.openAtEnd()).isZero();
+        assertThat(r.outcomes().values().stream().mapToLong(Long::longValue).sum()).isEqualTo(SyntheticRun.OPTIONS.requests());
+        assertThat(r.outcomes()).containsKeys("COMPLETED", "CANCELLED", "FAILED", "TIMED_OUT");
+        assertThat(r.pagesReleased()).isEqualTo(r.pagesHeld()).isPositive();
+        assertThat(text(r)).contains("CLEAN");
+    }
+
+    @Test
+    void missingOutcome() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        run.remove(run.decision(id, RequestOutcome.class));
+        assertOnly(audit(run), Rule.OUTCOME_MISSING, id);
+    }
+
+    @Test
+    void secondOutcome() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        Decision last = run.lastDecision(id);
+        RequestOutcome again = RequestOutcome.newBuilder((RequestOutcome) decision(run.decision(id, RequestOutcome.class)).getPayload()).build();
+        run.addDecision(next(last, last.getStreamTimeMs() + 5, again, null));
+        assertOnly(audit(run), Rule.OUTCOME_DUPLICATE, id);
+    }
+
+    @Test
+    void outcomeOfANeverAdmittedRequest() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("decode-rejected");
+        run.remove(run.fact(id, io.orbitkv.pd.events.RequestAdmitted.class));
+        AuditReport r = audit(run);
+        assertThat(r.violations()).anySatisfy(v -> {
+            assertThat(v.rule()).isEqualTo(Rule.OUTCOME_UNADMITTED);
+            assertThat(v.requestId()).isEqualTo(id);
+        });
+    }
+
+    @Test
+    void outcomeThatContradictsTheLog() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        run.editDecision(run.decision(id, RequestOutcome.class), d -> {
+            RequestOutcome o = RequestOutcome.newBuilder((RequestOutcome) d.getPayload()).setAttempts(2).build();
+            d.setPayload(o);
+            return d;
+        });
+        assertOnly(audit(run), Rule.OUTCOME_INCONSISTENT, id);
+    }
+
+    @Test
+    void pagesNeverReleased() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        // the decode release is the second to last decision; drop it and renumber the outcome so the seq stays gapless
+        LogRecord release = run.decisions(id).stream().filter(r -> decision(r).getPayload() instanceof ReleaseDecided rd
+                && rd.getSide() == ReleaseSide.DECODE).findFirst().orElseThrow();
+        int seq = decision(release).getSeq();
+        run.remove(release);
+        run.editDecision(run.decision(id, RequestOutcome.class), d -> {
+            d.setSeq(seq);
+            d.setDecisionId(id + "/" + seq);
+            return d;
+        });
+        assertOnly(audit(run), Rule.PAGES_NOT_RELEASED, id);
+    }
+
+    @Test
+    void pagesReleasedTwice() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        Decision last = run.lastDecision(id);
+        run.addDecision(next(last, last.getStreamTimeMs() + 1, decision(run.decision(id, ReleaseDecided.class)).getPayload(), null));
+        assertOnly(audit(run), Rule.PAGES_RELEASED_TWICE, id);
+    }
+
+    @Test
+    void releaseWhileAnAbortedAttemptMayStillPush() {
+        SyntheticRun run = SyntheticRun.copy();
+        // a cancel mid-transfer whose worker never reported: the pages wait for the drain window, unless the decider errs
+        String id = run.request("cancel", rid -> run.facts(rid).stream().noneMatch(r -> fact(r).getPayload() instanceof TransferFailed));
+        long abortedAt = decision(run.decision(id, AbortTransfer.class)).getStreamTimeMs();
+        for (LogRecord r : run.decisions(id)) {
+            if (decision(r).getPayload() instanceof ReleaseDecided) {
+                run.editDecision(r, d -> {
+                    d.setStreamTimeMs(abortedAt + 1);
+                    return d;
+                });
+            }
+        }
+        assertOnly(audit(run), Rule.RELEASE_BEFORE_DRAIN, id);
+    }
+
+    @Test
+    void orderAfterTheOutcome() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        Decision last = run.lastDecision(id);
+        TransferOrder o = (TransferOrder) decision(run.decision(id, TransferOrder.class)).getPayload();
+        run.addDecision(next(last, last.getStreamTimeMs() + 1, TransferOrder.newBuilder(o).setAttempt(2).setOrderId(id + "/a2").build(), null));
+        assertOnly(audit(run), Rule.ORDER_AFTER_OUTCOME, id);
+    }
+
+    @Test
+    void orderAfterACancel() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("cancel");
+        Decision last = run.lastDecision(id);
+        TransferOrder o = (TransferOrder) decision(run.decision(id, TransferOrder.class)).getPayload();
+        run.addDecision(next(last, last.getStreamTimeMs() + 1, TransferOrder.newBuilder(o).setAttempt(2).setOrderId(id + "/a2").build(), null));
+        assertOnly(audit(run), Rule.ORDER_AFTER_CANCEL, id);
+    }
+
+    @Test
+    void cancelThatNoDecisionAnswered() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        RequestEvent done = fact(run.fact(id, TransferCompleted.class));
+        run.addFact(RequestEvent.newBuilder(done).setEventId(id + "/cancel-ignored").setSource("proxy-0").setEventTimeMs(done.getEventTimeMs() + 1)
+                .setPayload(CancelRequested.newBuilder().setRequestedBy("proxy-0").setReason("client disconnected").build()).build());
+        assertOnly(audit(run), Rule.CANCEL_IGNORED, id);
+    }
+
+    @Test
+    void orderAfterTheLeaseExpired() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff", rid -> run.facts(rid).stream().noneMatch(r -> fact(r).getPayload() instanceof LeaseHeartbeat));
+        run.editFact(run.fact(id, DecodeReady.class), e -> {
+            DecodeReady dr = DecodeReady.newBuilder((DecodeReady) e.getPayload()).setLeaseDeadlineMs(e.getEventTimeMs() + 2).build();
+            e.setPayload(dr);
+            return e;
+        });
+        assertOnly(audit(run), Rule.ORDER_AFTER_LEASE_EXPIRY, id);
+    }
+
+    @Test
+    void orderWithAStaleLeaseEpoch() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        run.editDecision(run.decision(id, TransferOrder.class), d -> {
+            d.setPayload(TransferOrder.newBuilder((TransferOrder) d.getPayload()).setLeaseEpoch(0).build());
+            return d;
+        });
+        assertOnly(audit(run), Rule.STALE_EPOCH, id);
+    }
+
+    @Test
+    void pushAcknowledgedAfterTheLeaseWasReleased() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("cancel", rid -> run.facts(rid).stream().noneMatch(r -> fact(r).getPayload() instanceof TransferFailed));
+        long released = run.decisions(id).stream().map(SyntheticRun::decision).filter(d -> d.getPayload() instanceof ReleaseDecided rd
+                && rd.getSide() == ReleaseSide.DECODE).mapToLong(Decision::getStreamTimeMs).findFirst().orElseThrow();
+        RequestEvent started = fact(run.fact(id, io.orbitkv.pd.events.TransferStarted.class));
+        run.addFact(RequestEvent.newBuilder(started).setEventId(id + "/late-ack").setEventTimeMs(released + 20)
+                .setPayload(TransferCompleted.newBuilder().setOrderId(id + "/a1").setAttempt(1).setWorkerId("w").setBytes(1).setDurationUs(1).build())
+                .build());
+        assertOnly(audit(run), Rule.PUSH_ACK_STALE_EPOCH, id);
+    }
+
+    @Test
+    void retriesBeyondTheLimit() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("retry");
+        DeciderPolicy oneAttempt = new DeciderPolicy(POLICY.prefillTimeout(), POLICY.decodeReadyTimeout(), POLICY.transferTimeout(),
+                POLICY.leaseDuration(), POLICY.admissionGrace(), POLICY.drainGrace(), POLICY.retention(), 1, POLICY.backoffBase(),
+                POLICY.backoffMax(), POLICY.maxRuns(), POLICY.historyLimit(), POLICY.authKey());
+        AuditReport r = audit(run, oneAttempt);
+        assertThat(r.violations()).anySatisfy(v -> {
+            assertThat(v.rule()).isEqualTo(Rule.RETRY_OUT_OF_BOUNDS);
+            assertThat(v.requestId()).isEqualTo(id);
+        });
+        assertThat(r.violations()).allSatisfy(v -> assertThat(v.rule()).isEqualTo(Rule.RETRY_OUT_OF_BOUNDS));
+    }
+
+    @Test
+    void retryOfAnAttemptThatDidNotFail() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        Decision first = decision(run.decision(id, TransferOrder.class));
+        TransferOrder o = (TransferOrder) first.getPayload();
+        // a second order right after the first: the decider issues one only after a failure or a timeout
+        run.insertDecision(id, first.getSeq() + 1, first.getStreamTimeMs(), TransferOrder.newBuilder(o).setAttempt(2).setOrderId(id + "/a2").build(),
+                first.getCauseEventId());
+        AuditReport r = audit(run);
+        assertThat(r.violations()).anySatisfy(v -> {
+            assertThat(v.rule()).isEqualTo(Rule.RETRY_WITHOUT_FAILURE);
+            assertThat(v.requestId()).isEqualTo(id);
+        });
+    }
+
+    @Test
+    void retryBeforeItsBackoff() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("retry");
+        long failedAt = fact(run.fact(id, TransferFailed.class)).getEventTimeMs();
+        LogRecord second = run.decisions(id).stream().filter(r -> decision(r).getPayload() instanceof TransferOrder o && o.getAttempt() == 2)
+                .findFirst().orElseThrow();
+        run.editDecision(second, d -> {
+            d.setStreamTimeMs(failedAt + 1);
+            return d;
+        });
+        assertOnly(audit(run), Rule.RETRY_BEFORE_BACKOFF, id);
+    }
+
+    @Test
+    void timingsThatContradictTheLog() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        run.editDecision(run.decision(id, RequestOutcome.class), d -> {
+            RequestOutcome o = (RequestOutcome) d.getPayload();
+            PhaseTimings t = PhaseTimings.newBuilder(o.getTimings()).setTransferCompletedMs(o.getTimings().getOrderIssuedMs() - 1).build();
+            d.setPayload(RequestOutcome.newBuilder(o).setTimings(t).build());
+            return d;
+        });
+        assertOnly(audit(run), Rule.TIMINGS_INCONSISTENT, id);
+    }
+
+    @Test
+    void aGapInTheDecisionLog() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        run.remove(run.decision(id, KvReady.class));
+        assertOnly(audit(run), Rule.DECISION_SEQUENCE, id);
+    }
+
+    @Test
+    void twoDifferentDecisionsWithOneId() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        Decision kv = decision(run.decision(id, KvReady.class));
+        Decision last = run.lastDecision(id);
+        run.addDecision(Decision.newBuilder(kv).setStreamTimeMs(last.getStreamTimeMs() + 1)
+                .setPayload(KvReady.newBuilder((KvReady) kv.getPayload()).setBytes(1).build()).build());
+        assertOnly(audit(run), Rule.DECISION_CONFLICT, id);
+    }
+
+    @Test
+    void anIdenticalRedeliveredDecisionIsNotAViolation() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        Decision kv = decision(run.decision(id, KvReady.class));
+        run.addDecision(kv);
+        AuditReport r = audit(run);
+        assertThat(r.clean()).as(text(r)).isTrue();
+        assertThat(text(r)).contains("1 identical redelivered decisions");
+    }
+
+    @Test
+    void abortOfAnAttemptNeverOrdered() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("decode-rejected");
+        Decision last = run.lastDecision(id);
+        run.addDecision(next(last, last.getStreamTimeMs() + 1, AbortTransfer.newBuilder().setOrderId(id + "/a1").setAttempt(1)
+                .setSourceEngineId("prefill-0").setDestEngineId("decode-0").setReason("?").build(), null));
+        assertOnly(audit(run), Rule.ABORT_WITHOUT_ORDER, id);
+    }
+
+    @Test
+    void undecodableRecordsAreCountedAndShownNotFatal() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        LogRecord kv = run.decision(id, KvReady.class);
+        byte[] garbage = {(byte) 0xC3, 0x01, 1, 2, 3};
+        run.addRaw(LogRecord.of(TopicRole.DECISIONS, kv.topic(), kv.partition(), 5_000_000, kv.timestamp() + 1, kv.key(), garbage));
+        LogRecord f = run.fact(id, DecodeCompleted.class);
+        run.addRaw(LogRecord.of(TopicRole.REQUEST_EVENTS, f.topic(), f.partition(), 5_000_001, f.timestamp() + 1, f.key(), new byte[] {0x13, 0x37}));
+        AuditReport r = audit(run);
+        assertThat(r.undecodableCount()).isEqualTo(2);
+        assertThat(r.undecodableSamples()).extracting(AuditReport.Undecodable::where)
+                .containsExactlyInAnyOrder(kv.topic() + "-" + kv.partition() + "@5000000", f.topic() + "-" + f.partition() + "@5000001");
+        // an undecodable fact is dead-lettered by the decider; an undecodable decision breaks a promise
+        assertOnly(r, Rule.UNDECODABLE_DECISION, id);
+    }
+
+    @Test
+    void aRequestStillInFlightAtTheEndIsNotAViolation() {
+        SyntheticRun run = SyntheticRun.copy();
+        // cut the log right after the last request's order: nothing is over yet, and the log ends within its deadlines
+        String id = SyntheticRun.copy().request("handoff", rid -> rid.compareTo("syn-000200") > 0);
+        long cut = decision(run.decision(id, TransferOrder.class)).getStreamTimeMs();
+        run.records().stream().filter(r -> r.timestamp() > cut).forEach(run::remove);
+        AuditReport r = audit(run);
+        assertThat(r.clean()).as(text(r)).isTrue();
+        assertThat(r.openAtEnd()).isPositive();
+    }
+
+    @Test
+    void theJsonReportNamesEveryViolation() throws Exception {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        run.remove(run.decision(id, RequestOutcome.class));
+        ByteArrayOutputStream b = new ByteArrayOutputStream();
+        audit(run).writeJson(b);
+        JsonNode json = new ObjectMapper().readTree(b.toByteArray());
+        assertThat(json.get("clean").asBoolean()).isFalse();
+        assertThat(json.get("violations_by_rule").get("OUTCOME_MISSING").asInt()).isEqualTo(1);
+        assertThat(json.get("violations").get(0).get("request_id").asText()).isEqualTo(id);
+        assertThat(json.get("records").get("decisions").asLong()).isPositive();
+    }
+
+    @Test
+    void slackCoversEveryDeadlineOfThePolicy() {
+        Auditor a = new Auditor(SERDES, POLICY, SyntheticRun.slice(), 10);
+        assertThat(a.slackMs()).isGreaterThanOrEqualTo(POLICY.prefillTimeout().plus(POLICY.drainGrace()).toMillis());
+        assertThat(Duration.ofMillis(a.slackMs())).isLessThan(Duration.ofMinutes(5));
+    }
+}
