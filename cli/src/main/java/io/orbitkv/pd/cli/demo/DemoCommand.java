@@ -45,7 +45,7 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--requests", defaultValue = "300", description = "Requests in the workload, split over the levels (default: ${DEFAULT-VALUE}).")
     int requests;
 
-    @Option(names = "--concurrency", defaultValue = "4,16,32", split = ",", description = "Concurrency levels (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--concurrency", defaultValue = "2,8,16", split = ",", description = "Concurrency levels (default: ${DEFAULT-VALUE}).")
     List<Integer> levels;
 
     @Option(names = "--max-tokens", defaultValue = "16", description = "Tokens generated per request (default: ${DEFAULT-VALUE}).")
@@ -63,6 +63,10 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--stay", description = "Keep the pipeline running after the summary (to query the decider and engines) until Ctrl-C.")
     boolean stay;
 
+    @Option(names = "--bootstrap", description = "Run on this Kafka cluster (e.g. './orbitkv-pd broker' at 127.0.0.1:9092) instead of an"
+            + " embedded broker: the log outlives the demo, for trace, audit and replay.")
+    String bootstrap;
+
     @Override
     public Integer call() throws Exception {
         if (events) {
@@ -73,9 +77,9 @@ public final class DemoCommand implements Callable<Integer> {
         long t0 = System.nanoTime();
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
         Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(prefillEngines, decodeEngines)
-                .withModel(ModelPreset.of(preset), 384, 0.05, 2.0);
+                .withModel(ModelPreset.of(preset), 512, 0.05, 2.0);
         SimModel model = new SimModel(42);
-        try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s));
+        try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s), bootstrap);
              LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-" + ModelPreset.of(preset).key())) {
             out.println("  proxy " + p.proxyUrl() + "   decider queries " + p.deciderUrl());
             // Cold JVMs on 2 cores measure the JIT, not the design: a short discarded pass first.
@@ -134,6 +138,9 @@ public final class DemoCommand implements Callable<Integer> {
                     + "   phases  curl " + p.deciderUrl() + "/states   engines  curl " + p.deciderUrl() + "/engines");
             out.println("              (live only with --stay); run a component alone: ./orbitkv-pd <decider|engine|worker|proxy> --config "
                     + p.dir().resolve("config") + "/<name>.properties");
+            String logArgs = " --config " + p.dir().resolve("config").resolve("decider.properties");
+            out.println("The log:     ./orbitkv-pd trace " + firstId(results) + logArgs + "   ./orbitkv-pd audit" + logArgs
+                    + "   ./orbitkv-pd replay" + logArgs + (bootstrap == null && !stay ? "  (needs the broker: --bootstrap or --stay)" : ""));
             if (stay) {
                 out.println("Pipeline stays up (--stay): proxy " + p.proxyUrl() + ". Ctrl-C stops every component.");
                 Thread.currentThread().join();
