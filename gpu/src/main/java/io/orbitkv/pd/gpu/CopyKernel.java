@@ -18,8 +18,11 @@ public enum CopyKernel {
     T512_U4_H0(512, 4, 0),
     T512_U4_H1(512, 4, 1);
 
-    /** The transport's default, chosen from the H200 benchmark (docs/bench/gpu.md). */
-    public static final CopyKernel DEFAULT = T256_U8_H1;
+    /**
+     * The transport's default, chosen from the H200 benchmark (docs/bench/gpu.md): within 1-2 % of the best variant at
+     * every page size from 16 to 128 KiB with one block per chunk, where others lead at one size and trail at another.
+     */
+    public static final CopyKernel DEFAULT = T256_U8_H0;
 
     private final int threads;
     private final int unroll;

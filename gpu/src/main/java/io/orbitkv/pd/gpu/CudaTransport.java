@@ -96,7 +96,7 @@ public final class CudaTransport implements KvTransport {
         attrs.put("device", "cuda:" + config.device());
         attrs.put("copy", engine.describe());
         attrs.putAll(extraAttributes);
-        this.attributes = Map.copyOf(attrs);
+        this.attributes = java.util.Collections.unmodifiableMap(attrs);
         if (gate != null) {
             fabric.bind(gate);
         }

@@ -61,10 +61,11 @@ public final class RunTable {
     }
 
     /**
-     * The copies of {@code plan} from {@code source} into {@code dest}, after checking that every span lies inside
-     * both pools' regions and, when {@code authorized} is given, only inside those destination blocks.
+     * The copies of {@code plan} from {@code source} into {@code dest} (region-major, like the plan's spans), after
+     * checking that every pair run lies inside both pools and, when {@code authorized} is given, only inside those
+     * destination blocks.
      *
-     * @throws TransferException {@link TransferError#OUT_OF_RANGE} naming the span, or
+     * @throws TransferException {@link TransferError#OUT_OF_RANGE} naming the pair run, or
      *                           {@link TransferError#LAYOUT_MISMATCH} when the pools' page shapes differ from the plan's
      */
     public static RunTable build(TransferPlan plan, KvPool source, KvPool dest, BlockRuns.Intervals authorized) {
@@ -78,35 +79,39 @@ public final class RunTable {
             throw new TransferException(TransferError.LAYOUT_MISMATCH, "plan and pools differ in page shape: " + mismatch);
         }
         long page = dg.pageBytes();
+        // Every span of a pair run covers the same blocks in every region, so the bounds and the authorization are
+        // checked once per pair run (a few hundred), not once per span (one per page and region: thousands).
+        for (int p = 0; p < plan.pairRuns(); p++) {
+            long s = plan.pairSource(p);
+            long d = plan.pairDest(p);
+            long n = plan.pairCount(p);
+            if (s < 0 || n < 1 || s + n > sg.numBlocks()) {
+                throw new TransferException(TransferError.OUT_OF_RANGE, "pair run " + p + ": source blocks " + s + ".." + (s + n - 1)
+                        + " are outside the source pool of " + sg.numBlocks() + " blocks");
+            }
+            if (d < 0 || d + n > dg.numBlocks()) {
+                throw new TransferException(TransferError.OUT_OF_RANGE, "pair run " + p + ": destination blocks " + d + ".." + (d + n - 1)
+                        + " are outside the destination pool of " + dg.numBlocks() + " blocks");
+            }
+            if (authorized != null && !authorized.covers(d, d + n)) {
+                throw new TransferException(TransferError.OUT_OF_RANGE, "pair run " + p + ": write to blocks " + d + ".." + (d + n - 1)
+                        + ", which are not among the order's destination pages");
+            }
+        }
+        if (sg.regionCount() != dg.regionCount()) {
+            throw new TransferException(TransferError.LAYOUT_MISMATCH, "source has " + sg.regionCount() + " regions, destination " + dg.regionCount());
+        }
         boolean samePool = source == dest || sg.regionCount() > 0 && source.baseAddress(0) == dest.baseAddress(0);
         if (samePool) {
             checkNoOverlap(plan);
         }
-        long[] srcBase = new long[sg.regionCount()];
-        long[] dstBase = new long[dg.regionCount()];
-        for (int r = 0; r < srcBase.length; r++) {
-            srcBase[r] = source.baseAddress(r);
-            dstBase[r] = dest.baseAddress(r);
-        }
         Builder b = new Builder(plan.spans());
-        for (int i = 0; i < plan.spans(); i++) {
-            int r = plan.spanRegion(i);
-            long so = plan.spanSourceOffset(i);
-            long d = plan.spanDestOffset(i);
-            long n = plan.spanLength(i);
-            if (n < 1 || so < 0 || so > sg.regionBytes() - n) {
-                throw new TransferException(TransferError.OUT_OF_RANGE, "span " + i + ": read of " + n + " bytes at offset " + so
-                        + " is outside the source region " + sg.describeRegion(r) + " (" + sg.regionBytes() + " bytes)");
+        for (int r = 0; r < sg.regionCount(); r++) {
+            long sb = source.baseAddress(r);
+            long db = dest.baseAddress(r);
+            for (int p = 0; p < plan.pairRuns(); p++) {
+                b.add(sb + plan.pairSource(p) * page, db + plan.pairDest(p) * page, plan.pairCount(p) * page);
             }
-            if (d < 0 || d > dg.regionBytes() - n) {
-                throw new TransferException(TransferError.OUT_OF_RANGE, "span " + i + ": write of " + n + " bytes at offset " + d
-                        + " is outside the destination region " + dg.describeRegion(r) + " (" + dg.regionBytes() + " bytes)");
-            }
-            if (authorized != null && !authorized.covers(d / page, (d + n + page - 1) / page)) {
-                throw new TransferException(TransferError.OUT_OF_RANGE, "span " + i + ": write to pages " + d / page + ".." + ((d + n - 1) / page)
-                        + " of " + dg.describeRegion(r) + ", which are not among the order's destination pages");
-            }
-            b.add(srcBase[r] + so, dstBase[r] + d, n);
         }
         return b.build();
     }

@@ -150,7 +150,7 @@ class RunTableTest {
         TransferPlan plan = TransferPlan.build(g, List.of(run(0, 2)), bigger, List.of(run(100, 2)));
         assertThatThrownBy(() -> RunTable.build(plan, src, dst, null))
                 .isInstanceOfSatisfying(TransferException.class, e -> assertThat(e.kind()).isEqualTo(TransferError.OUT_OF_RANGE))
-                .hasMessageContaining("outside the destination region layer 0 K");
+                .hasMessageContaining("destination blocks 100..101 are outside the destination pool of 64 blocks");
     }
 
     @Test
