@@ -25,7 +25,9 @@ public final class SyntheticRun {
     public static final Topics TOPICS = new Topics(TopicsConfig.defaults(), SERDES);
     public static final DeciderPolicy POLICY = DeciderPolicy.defaults("orbitkv-dev-insecure-auth-key".getBytes(StandardCharsets.UTF_8));
     public static final SyntheticLog.Options OPTIONS = new SyntheticLog.Options(240, 7, 3, 1000, 1_735_689_600_000L);
-    private static List<LogRecord> base;
+    /** A slower run: 60 requests over 12 s of log time, long enough to slice past the admission grace. */
+    public static final SyntheticLog.Options SLOW = new SyntheticLog.Options(60, 9, 3, 5, 1_735_689_600_000L);
+    private static final java.util.Map<SyntheticLog.Options, List<LogRecord>> RUNS = new java.util.HashMap<>();
 
     private final List<LogRecord> log;
     private long nextOffset = 1_000_000;
@@ -35,11 +37,12 @@ public final class SyntheticRun {
     }
 
     /** A fresh copy of the shared run (generated once per JVM). */
-    public static synchronized SyntheticRun copy() {
-        if (base == null) {
-            base = List.copyOf(SyntheticLog.generate(OPTIONS, POLICY, TOPICS));
-        }
-        return new SyntheticRun(base);
+    public static SyntheticRun copy() {
+        return copy(OPTIONS);
+    }
+
+    public static synchronized SyntheticRun copy(SyntheticLog.Options options) {
+        return new SyntheticRun(RUNS.computeIfAbsent(options, o -> List.copyOf(SyntheticLog.generate(o, POLICY, TOPICS))));
     }
 
     public static LogSlice slice() {

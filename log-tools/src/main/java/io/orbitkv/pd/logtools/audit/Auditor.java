@@ -80,6 +80,7 @@ public final class Auditor {
     private final Map<String, Req> reqs = new HashMap<>();
     private final ArrayDeque<Req> closed = new ArrayDeque<>();
     private long[] streamTime = new long[0];
+    private long[] firstTime = new long[0];
     private long seen;
     private final String requestEventsTopic;
 
@@ -218,6 +219,8 @@ public final class Auditor {
         boolean neverAdmitted;
         boolean partial;
         boolean queued;
+        boolean finalized;
+        List<Violation> violations;
 
         Req(String id) {
             this.id = id;
@@ -272,6 +275,11 @@ public final class Auditor {
             int old = streamTime.length;
             streamTime = Arrays.copyOf(streamTime, partition + 1);
             Arrays.fill(streamTime, old, streamTime.length, Long.MIN_VALUE);
+            firstTime = Arrays.copyOf(firstTime, partition + 1);
+            Arrays.fill(firstTime, old, firstTime.length, Long.MIN_VALUE);
+        }
+        if (firstTime[partition] == Long.MIN_VALUE) {
+            firstTime[partition] = ts;
         }
         streamTime[partition] = Math.max(streamTime[partition], ts);
         return streamTime[partition];
@@ -874,6 +882,20 @@ public final class Auditor {
         }
     }
 
+    /**
+     * In a slice that does not start at the partition's log start, a request is whole only if its admission is in
+     * the slice and late enough that the facts which may precede an admission (by at most the admission grace) are
+     * in it too.
+     */
+    private boolean begunBeforeSlice(Req r) {
+        if (slice.fromLogStart(TopicRole.REQUEST_EVENTS, r.partition)) {
+            return false;
+        }
+        Fact admit = r.first(Kind.ADMITTED);
+        long start = r.partition < firstTime.length ? firstTime[r.partition] : Long.MIN_VALUE;
+        return admit == null || start == Long.MIN_VALUE || admit.streamTime < start + policy.admissionGrace().toMillis();
+    }
+
     /** Ends the audit: the checks that need the whole story run for every request still held. */
     public AuditReport finish(long elapsedNanos) {
         for (Req r : reqs.values()) {
@@ -885,13 +907,17 @@ public final class Auditor {
     }
 
     private void finalCheck(Req r) {
+        r.finalized = true;
         if (r.factCount == 0) {
             report.withoutFacts++;
             return;
         }
-        if (r.partial) {
+        if (r.partial || begunBeforeSlice(r)) {
             report.partial++;
             return;
+        }
+        if (r.violations != null) {
+            r.violations.forEach(report::add);
         }
         report.checked++;
         boolean admitted = r.admitted();
@@ -941,8 +967,21 @@ public final class Auditor {
         }
     }
 
+    /**
+     * Violations wait with their request until it is checked as a whole: a request found to have begun before the
+     * slice is left out, with whatever it seemed to break.
+     */
     private void violation(Rule rule, String requestId, String where, String message) {
-        report.add(new Violation(rule, requestId, where, message));
+        Violation v = new Violation(rule, requestId, where, message);
+        Req r = reqs.get(requestId);
+        if (r != null && !r.finalized) {
+            if (r.violations == null) {
+                r.violations = new ArrayList<>(2);
+            }
+            r.violations.add(v);
+        } else {
+            report.add(v);
+        }
     }
 
     // ------------------------------------------------------------------------------------------------ helpers

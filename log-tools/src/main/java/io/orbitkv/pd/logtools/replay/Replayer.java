@@ -65,6 +65,8 @@ public final class Replayer {
             Map<String, List<ReplayReport.Recorded>> recorded = new LinkedHashMap<>();
             Set<String> admittedInSlice = new HashSet<>();
             long[] lastFactTs = {Long.MIN_VALUE};
+            long[] firstFactTs = {Long.MIN_VALUE};
+            long grace = policy.admissionGrace().toMillis();
             boolean fromStart = range.fromLogStart();
             source.read(new LogSource.RecordFilter() {
                 @Override
@@ -80,9 +82,13 @@ public final class Replayer {
             }, r -> {
                 if (r.role() == TopicRole.REQUEST_EVENTS) {
                     lastFactTs[0] = Math.max(lastFactTs[0], r.timestamp());
+                    if (firstFactTs[0] == Long.MIN_VALUE) {
+                        firstFactTs[0] = r.timestamp();
+                    }
                     ConsumerRecord<byte[], byte[]> in = r.streamTimeMark() ? tick(topics, p, r) : consumerRecord(r);
                     input.add(in);
-                    if (!fromStart && !r.streamTimeMark()) {
+                    // whole only if facts that may precede the admission (by the admission grace at most) are in the slice too
+                    if (!fromStart && !r.streamTimeMark() && lastFactTs[0] >= firstFactTs[0] + grace) {
                         noteAdmission(topics, r, admittedInSlice);
                     }
                 } else {

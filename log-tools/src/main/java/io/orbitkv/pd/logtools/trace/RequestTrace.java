@@ -325,7 +325,7 @@ public final class RequestTrace {
         for (Entry e : entries) {
             String text = e.text();
             if (e.event() instanceof Decision d) {
-                text = text + "  [seq " + d.getSeq() + (d.getCauseEventId() == null ? ", timer" : ", cause " + d.getCauseEventId()) + "]";
+                text = "#" + d.getSeq() + " " + text + (d.getCauseEventId() == null ? "  (timer)" : "  (cause " + d.getCauseEventId() + ")");
             }
             if (!full && text.length() > width) {
                 text = text.substring(0, Math.max(10, width - 1)) + "…";
