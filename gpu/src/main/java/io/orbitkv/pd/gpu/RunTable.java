@@ -157,7 +157,8 @@ public final class RunTable {
         }
         int n = 0;
         for (long l : len) {
-            n = Math.addExact(n, Math.toIntExact((l + maxChunk - 1) / maxChunk));
+            // most entries are one page, shorter than a chunk: no division for them
+            n = Math.addExact(n, l <= maxChunk ? 1 : Math.toIntExact((l + maxChunk - 1) / maxChunk));
         }
         if (n == len.length) {
             return this;
@@ -253,7 +254,7 @@ public final class RunTable {
         private int n;
 
         Builder(int capacity) {
-            int c = Math.max(4, capacity);
+            int c = Math.max(1, capacity);
             s = new long[c];
             d = new long[c];
             l = new long[c];
@@ -279,7 +280,8 @@ public final class RunTable {
         }
 
         RunTable build() {
-            return new RunTable(Arrays.copyOf(s, n), Arrays.copyOf(d, n), Arrays.copyOf(l, n));
+            // a scattered plan fills the arrays exactly (one entry per span): no copy then
+            return n == s.length ? new RunTable(s, d, l) : new RunTable(Arrays.copyOf(s, n), Arrays.copyOf(d, n), Arrays.copyOf(l, n));
         }
     }
 }
