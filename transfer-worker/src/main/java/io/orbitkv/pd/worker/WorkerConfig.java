@@ -87,12 +87,12 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
             }
         }
         transports = List.copyOf(transports);
-        range("worker.concurrency", concurrency, 1, 1024);
-        range("worker.queue.limit", queueLimit, 1, 1_000_000);
-        range("worker.dedupe.capacity", dedupeCapacity, 16, 10_000_000);
-        range("worker.max-runs", maxRuns, 1, 65_536);
-        positive("worker.peer.wait", peerWait);
-        positive("worker.commit.interval", commitInterval);
+        ConfigProps.requireRange("worker.concurrency", concurrency, 1, 1024);
+        ConfigProps.requireRange("worker.queue.limit", queueLimit, 1, 1_000_000);
+        ConfigProps.requireRange("worker.dedupe.capacity", dedupeCapacity, 16, 10_000_000);
+        ConfigProps.requireRange("worker.max-runs", maxRuns, 1, 65_536);
+        ConfigProps.requirePositive("worker.peer.wait", peerWait);
+        ConfigProps.requirePositive("worker.commit.interval", commitInterval);
         if (!"read_uncommitted".equals(isolationLevel) && !"read_committed".equals(isolationLevel)) {
             throw new IllegalArgumentException("worker.isolation.level: must be read_uncommitted or read_committed, got " + isolationLevel);
         }
@@ -129,7 +129,7 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
                 p.string("worker.id", "worker-" + engine),
                 p.enumValue("worker.engine.role", EngineRole.class, EngineRole.BOTH),
                 p.string("worker.engine.model", "unknown"),
-                longValue(p, "worker.engine.instance-epoch", System.currentTimeMillis()),
+                p.longValue("worker.engine.instance-epoch", System.currentTimeMillis()),
                 geometry,
                 p.integer("worker.layout.tp-rank", 0),
                 p.integer("worker.layout.tp-size", 1),
@@ -161,29 +161,5 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
     /** Consumer group holding this worker's command offsets. */
     public String groupId() {
         return "orbitkv-worker-" + engineId;
-    }
-
-    private static long longValue(ConfigProps p, String key, long def) {
-        String v = p.string(key, null);
-        if (v == null) {
-            return def;
-        }
-        try {
-            return Long.parseLong(v);
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(key + ": must be an integer, got '" + v + "'");
-        }
-    }
-
-    private static void range(String key, int v, int min, int max) {
-        if (v < min || v > max) {
-            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + v);
-        }
-    }
-
-    private static void positive(String key, Duration d) {
-        if (d == null || d.isNegative() || d.isZero()) {
-            throw new IllegalArgumentException(key + ": must be a positive duration, got " + d);
-        }
     }
 }

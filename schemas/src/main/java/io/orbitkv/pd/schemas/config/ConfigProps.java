@@ -79,6 +79,32 @@ public final class ConfigProps {
         }
     }
 
+    public long longValue(String key, long def) {
+        String v = string(key, null);
+        if (v == null) {
+            return def;
+        }
+        try {
+            return Long.parseLong(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + ": must be an integer, got '" + v + "'");
+        }
+    }
+
+    /** Refuses {@code v} outside {@code min..max}, naming the key. */
+    public static void requireRange(String key, long v, long min, long max) {
+        if (v < min || v > max) {
+            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + v);
+        }
+    }
+
+    /** Refuses a missing, zero or negative duration, naming the key. */
+    public static void requirePositive(String key, java.time.Duration d) {
+        if (d == null || d.isNegative() || d.isZero()) {
+            throw new IllegalArgumentException(key + ": must be a positive duration, got " + d);
+        }
+    }
+
     public boolean bool(String key, boolean def) {
         String v = string(key, null);
         if (v == null) {

@@ -33,21 +33,21 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException("transfer.tcp.port: must be 0 (any free port) or 1..65535, got " + port);
         }
-        range("transfer.tcp.connections", connections, 1, 64);
-        range("transfer.tcp.max-connections", maxConnections, 1, 65536);
-        range("transfer.tcp.frame-bytes", frameBytes, 4096, 1 << 30);
-        range("transfer.tcp.max-segments", maxSegments, 1, 65536);
-        range("transfer.tcp.max-payload-bytes", maxPayloadBytes, 4096, 1 << 30);
+        ConfigProps.requireRange("transfer.tcp.connections", connections, 1, 64);
+        ConfigProps.requireRange("transfer.tcp.max-connections", maxConnections, 1, 65536);
+        ConfigProps.requireRange("transfer.tcp.frame-bytes", frameBytes, 4096, 1 << 30);
+        ConfigProps.requireRange("transfer.tcp.max-segments", maxSegments, 1, 65536);
+        ConfigProps.requireRange("transfer.tcp.max-payload-bytes", maxPayloadBytes, 4096, 1 << 30);
         if (frameBytes > maxPayloadBytes) {
             throw new IllegalArgumentException("transfer.tcp.frame-bytes: " + frameBytes + " is more than transfer.tcp.max-payload-bytes "
                     + maxPayloadBytes + " (this worker's own receivers would refuse its frames)");
         }
-        positive("transfer.tcp.io-timeout", ioTimeout);
-        positive("transfer.tcp.connect-timeout", connectTimeout);
+        ConfigProps.requirePositive("transfer.tcp.io-timeout", ioTimeout);
+        ConfigProps.requirePositive("transfer.tcp.connect-timeout", connectTimeout);
         if (maxBytesPerSecond < 0) {
             throw new IllegalArgumentException("transfer.tcp.max-bytes-per-second: must be >= 0 (0 = unlimited), got " + maxBytesPerSecond);
         }
-        range("transfer.tcp.socket-buffer-bytes", socketBufferBytes, 0, 1 << 30);
+        ConfigProps.requireRange("transfer.tcp.socket-buffer-bytes", socketBufferBytes, 0, 1 << 30);
     }
 
     /**
@@ -65,7 +65,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
                 p.integer("transfer.tcp.max-connections", d.maxConnections()), p.integer("transfer.tcp.frame-bytes", d.frameBytes()),
                 p.integer("transfer.tcp.max-segments", d.maxSegments()), p.integer("transfer.tcp.max-payload-bytes", d.maxPayloadBytes()),
                 p.duration("transfer.tcp.io-timeout", d.ioTimeout()), p.duration("transfer.tcp.connect-timeout", d.connectTimeout()),
-                longValue(p, "transfer.tcp.max-bytes-per-second", 0), p.integer("transfer.tcp.socket-buffer-bytes", 0));
+                p.longValue("transfer.tcp.max-bytes-per-second", 0), p.integer("transfer.tcp.socket-buffer-bytes", 0));
     }
 
     public TcpConfig withPort(int p) {
@@ -96,29 +96,5 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
     public TcpConfig withSocketBuffer(int bytes) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
                 connectTimeout, maxBytesPerSecond, bytes);
-    }
-
-    private static long longValue(ConfigProps p, String key, long def) {
-        String v = p.string(key, null);
-        if (v == null) {
-            return def;
-        }
-        try {
-            return Long.parseLong(v);
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(key + ": must be an integer, got '" + v + "'");
-        }
-    }
-
-    private static void range(String key, int v, int min, int max) {
-        if (v < min || v > max) {
-            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + v);
-        }
-    }
-
-    private static void positive(String key, Duration d) {
-        if (d == null || d.isNegative() || d.isZero()) {
-            throw new IllegalArgumentException(key + ": must be a positive duration, got " + d);
-        }
     }
 }
