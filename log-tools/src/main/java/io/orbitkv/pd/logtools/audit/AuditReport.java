@@ -157,6 +157,8 @@ public final class AuditReport {
                 n(requests), n(admitted), n(checked), n(openAtEnd), n(partial), withoutFacts > 0 ? ", " + n(withoutFacts)
                         + " with decisions but no facts in the slice" : "");
         out.printf(Locale.ROOT, "  outcomes   %s%n", outcomes.isEmpty() ? "none" : join(outcomes));
+        out.printf(Locale.ROOT, "  memory     at most %s requests held at once (finished ones are dropped a deadline-span after their last event)%n",
+                n(peakOpenRequests));
         out.printf(Locale.ROOT, "  pages      %s page sets held, %s released%s%n", n(pagesHeld), n(pagesReleased),
                 pendingReleases > 0 ? ", " + n(pendingReleases) + " release(s) pending at the end of the log" : "");
         StringBuilder att = new StringBuilder();
@@ -237,6 +239,7 @@ public final class AuditReport {
             g.writeNumberField("open_at_end", openAtEnd);
             g.writeNumberField("partial", partial);
             g.writeNumberField("without_facts", withoutFacts);
+            g.writeNumberField("peak_held", peakOpenRequests);
             g.writeEndObject();
             map(g, "outcomes", outcomes);
             g.writeObjectFieldStart("pages");

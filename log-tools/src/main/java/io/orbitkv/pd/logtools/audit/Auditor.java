@@ -849,7 +849,11 @@ public final class Auditor {
 
     // ------------------------------------------------------------------------------------------------ end
 
-    /** Requests that are done (outcome, every page released, no attempt left) wait out the decider's retention, then go. */
+    /**
+     * Requests that are done (outcome, every page released) are checked and dropped once their partition's stream
+     * time is {@link #slackMs()} past their last activity: late reports of an attempt (a push acknowledged after the
+     * release) land well within that. What concerns a request later still is checked as if about a new one.
+     */
     private void maybeClose(Req r) {
         if (r.queued || r.partition < 0 || (r.outcomes == 0 && !r.neverAdmitted)) {
             return;
@@ -864,7 +868,7 @@ public final class Auditor {
     }
 
     private void evict() {
-        long horizon = Math.max(policy.retention().toMillis(), slack);
+        long horizon = slack;
         while (!closed.isEmpty()) {
             Req r = closed.peekFirst();
             if (reqs.get(r.id) != r) {
