@@ -81,7 +81,7 @@ class CudaTransportTest {
 
     private static PushRequest signed(String request, int attempt, String lease, long leaseEpoch, long destEpoch, List<BlockRun> dest) {
         String order = request + "/a" + attempt;
-        return new PushRequest(request, order, attempt, lease, leaseEpoch, "decode-0", destEpoch, dest, TOKENS.sign(order, leaseEpoch, dest), 0,
+        return new PushRequest(request, order, attempt, lease, leaseEpoch, "decode-0", destEpoch, dest, TOKENS.sign(order, leaseEpoch, "decode-0", destEpoch, dest), 0,
                 "worker-1");
     }
 
@@ -206,7 +206,7 @@ class CudaTransportTest {
     void aForgedTokenIsRefused() {
         CudaTransport s = sender();
         PushRequest good = signed("req-1", 1, "lease-1", 3, 7, dstRuns);
-        byte[] forged = new OrderTokens("some-other-key-0123456789".getBytes(StandardCharsets.UTF_8)).sign(good.orderId(), 3, dstRuns);
+        byte[] forged = new OrderTokens("some-other-key-0123456789".getBytes(StandardCharsets.UTF_8)).sign(good.orderId(), 3, "decode-0", 7, dstRuns);
         PushRequest bad = new PushRequest("req-1", good.orderId(), 1, "lease-1", 3, "decode-0", 7, dstRuns, forged, 0, "x");
         assertRefused(s.push(bad, src, plan(), peer), TransferError.UNAUTHORIZED, "does not verify");
         assertThat(engine.launches.get()).isZero();

@@ -558,7 +558,7 @@ public final class RequestStateMachine {
         int attempt = s.getAttempt() + 1;
         String orderId = s.getRequestId() + "/a" + attempt;
         long deadline = Math.min(c.now + policy.transferTimeout().toMillis(), Math.max(c.now + 1, s.getLeaseDeadlineMs()));
-        byte[] token = tokens.sign(orderId, s.getLeaseEpoch(), s.getDest().getBlocks());
+        byte[] token = tokens.sign(orderId, s.getLeaseEpoch(), s.getDest().getEngineId(), s.getDest().getInstanceEpoch(), s.getDest().getBlocks());
         s.setAttempt(attempt);
         s.setAttemptOpen(true);
         s.setOrderDeadlineMs(deadline);

@@ -61,7 +61,10 @@ class DeciderTopologyTest {
         byte[] token = new byte[o.getAuthToken().remaining()];
         o.getAuthToken().duplicate().get(token);
         assertThat(new OrderTokens("test-auth-key-0123456789".getBytes(StandardCharsets.UTF_8))
-                .verify("r1/a1", 1, o.getDestBlocks(), token)).isTrue();
+                .verify("r1/a1", 1, o.getDestEngineId(), o.getDestInstanceEpoch(), o.getDestBlocks(), token)).isTrue();
+        assertThat(new OrderTokens("test-auth-key-0123456789".getBytes(StandardCharsets.UTF_8))
+                .verify("r1/a1", 1, o.getDestEngineId(), o.getDestInstanceEpoch() + 1, o.getDestBlocks(), token))
+                .as("a token does not verify for the destination's next instance epoch").isFalse();
         assertThat(ds.get(0).getDecisionId()).isEqualTo("r1/0");
         assertThat(d.commands()).extracting(kv -> kv.key).containsExactly(PREFILL);
 

@@ -59,13 +59,20 @@ public final class OrderTokens {
         this.key = new SecretKeySpec(secret.clone(), ALGORITHM);
     }
 
-    public byte[] sign(String orderId, long leaseEpoch, List<BlockRun> destRuns) {
+    /**
+     * The token of an order: HMAC-SHA256 over the order id, the lease epoch, the destination engine and its instance
+     * epoch, and the destination runs. Binding the engine and its instance epoch means a token cannot be replayed
+     * against another engine, nor against the same engine after it restarted (its pages then belong to others).
+     */
+    public byte[] sign(String orderId, long leaseEpoch, String destEngineId, long destInstanceEpoch, List<BlockRun> destRuns) {
         Mac mac = macs.get();
         mac.reset();
         mac.update(orderId.getBytes(StandardCharsets.UTF_8));
         mac.update((byte) 0);
-        ByteBuffer b = ByteBuffer.allocate(8 + 8 * destRuns.size());
-        b.putLong(leaseEpoch);
+        mac.update(destEngineId.getBytes(StandardCharsets.UTF_8));
+        mac.update((byte) 0);
+        ByteBuffer b = ByteBuffer.allocate(16 + 8 * destRuns.size());
+        b.putLong(leaseEpoch).putLong(destInstanceEpoch);
         for (BlockRun r : destRuns) {
             b.putInt(r.getStart()).putInt(r.getCount());
         }
@@ -84,7 +91,8 @@ public final class OrderTokens {
     }
 
     /** Constant-time check of a presented token. */
-    public boolean verify(String orderId, long leaseEpoch, List<BlockRun> destRuns, byte[] token) {
-        return token != null && MessageDigest.isEqual(sign(orderId, leaseEpoch, destRuns), token);
+    public boolean verify(String orderId, long leaseEpoch, String destEngineId, long destInstanceEpoch, List<BlockRun> destRuns,
+                          byte[] token) {
+        return token != null && MessageDigest.isEqual(sign(orderId, leaseEpoch, destEngineId, destInstanceEpoch, destRuns), token);
     }
 }

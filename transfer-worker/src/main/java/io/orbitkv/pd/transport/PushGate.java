@@ -127,7 +127,7 @@ public final class PushGate {
             throw new TransferException(TransferError.STALE_EPOCH, r.describe() + " was issued for instance epoch " + r.destInstanceEpoch()
                     + " of " + engineId + ", which is now at instance epoch " + epoch + " (the engine restarted: its pages are not the ones ordered)");
         }
-        if (!tokens.verify(r.orderId(), r.leaseEpoch(), r.destRuns(), r.token())) {
+        if (!tokens.verify(r.orderId(), r.leaseEpoch(), r.destEngineId(), r.destInstanceEpoch(), r.destRuns(), r.token())) {
             throw new TransferException(TransferError.UNAUTHORIZED, "authorization token of " + r.describe() + " does not verify over its "
                     + r.destRuns().size() + " destination runs (forged or altered order, or auth.key differs from the decider's)");
         }

@@ -17,13 +17,13 @@ public final class Pushes {
                                      List<BlockRun> dest) {
         String order = request + "/a" + attempt;
         return new PushRequest(request, order, attempt, lease, leaseEpoch, destEngine, destEpoch, dest,
-                TOKENS.sign(order, leaseEpoch, dest), 0, "test-sender");
+                TOKENS.sign(order, leaseEpoch, destEngine, destEpoch, dest), 0, "test-sender");
     }
 
     /** The same request with a token signed by another key. */
     public static PushRequest forged(PushRequest r) {
         byte[] token = new OrderTokens("another-key-that-is-not-ours".getBytes(StandardCharsets.UTF_8))
-                .sign(r.orderId(), r.leaseEpoch(), r.destRuns());
+                .sign(r.orderId(), r.leaseEpoch(), r.destEngineId(), r.destInstanceEpoch(), r.destRuns());
         return new PushRequest(r.requestId(), r.orderId(), r.attempt(), r.leaseId(), r.leaseEpoch(), r.destEngineId(), r.destInstanceEpoch(),
                 r.destRuns(), token, r.deadlineMs(), r.senderId());
     }

@@ -176,7 +176,7 @@ class WorkerProcessIT {
             return TransferOrder.newBuilder().setOrderId(id).setAttempt(attempt).setSourceEngineId("prefill-0").setSourceInstanceEpoch(101)
                     .setDestEngineId("decode-0").setDestInstanceEpoch(destEpoch).setSourceBlocks(src).setDestBlocks(dst)
                     .setLayout(PREFILL.toLayout(0, 1)).setLeaseId(lease).setLeaseEpoch(leaseEpoch)
-                    .setAuthToken(ByteBuffer.wrap(TOKENS.sign(id, leaseEpoch, dst))).setDeadlineMs(System.currentTimeMillis() + 120_000)
+                    .setAuthToken(ByteBuffer.wrap(TOKENS.sign(id, leaseEpoch, "decode-0", destEpoch, dst))).setDeadlineMs(System.currentTimeMillis() + 120_000)
                     .setTransport("auto").build();
         }
 
@@ -297,7 +297,7 @@ class WorkerProcessIT {
         List<BlockRun> small = List.of(run(200, 8));
         TransferOrder forged = TransferOrder.newBuilder(d.order("req-forged", 1, List.of(run(0, 8)), 201, small, "lease-f", 1))
                 .setAuthToken(ByteBuffer.wrap(new OrderTokens("somebody-elses-key-123".getBytes(StandardCharsets.UTF_8))
-                        .sign("req-forged/a1", 1, small))).build();
+                        .sign("req-forged/a1", 1, "decode-0", 201, small))).build();
         d.command("prefill-0", "req-forged", forged);
         TransferFailed f1 = d.awaitFailure("req-forged/a1");
         assertThat(f1.getRetriable()).isFalse();

@@ -137,7 +137,7 @@ public final class TransportBench {
                         }
                         String order = "bench-" + pageBytes + "/a" + (++attempt);
                         PushRequest req = new PushRequest("bench-" + pageBytes, order, attempt, "bench-lease", 1, "bench-decode", 1, dstRuns,
-                                tokens.sign(order, 1, dstRuns), 0, "bench");
+                                tokens.sign(order, 1, "bench-decode", 1, dstRuns), 0, "bench");
                         TransferResult res = senders.get(s).push(req, src, plan, peer).result().get();
                         if (res.bytes() != options.bytes()) {
                             throw new IllegalStateException("transport acknowledged " + res.bytes() + " of " + options.bytes() + " bytes");
