@@ -331,7 +331,7 @@ final class GpuBench {
             int[] n = {0};
             Runnable push = () -> {
                 String order = "bench-" + kib + "/a" + (++n[0]);
-                PushRequest r = new PushRequest("bench-" + kib, order, n[0], "lease-b", 1, "decode-b", 1, dstRuns, TOKENS.sign(order, 1, dstRuns), 0,
+                PushRequest r = new PushRequest("bench-" + kib, order, n[0], "lease-b", 1, "decode-b", 1, dstRuns, TOKENS.sign(order, 1, "decode-b", 1, dstRuns), 0,
                         "bench");
                 try {
                     TransferResult res = sender.push(r, src, plan, peer).result().get(60, TimeUnit.SECONDS);
@@ -401,7 +401,7 @@ final class GpuBench {
                 int[] n = {0};
                 overhead.put("transport_push_1_block_64_pages_us", wallMicros(() -> {
                     String order = "o/a" + (++n[0]);
-                    PushRequest r = new PushRequest("o", order, n[0], "lease-o", 1, "decode-o", 1, oneDst, TOKENS.sign(order, 1, oneDst), 0, "bench");
+                    PushRequest r = new PushRequest("o", order, n[0], "lease-o", 1, "decode-o", 1, oneDst, TOKENS.sign(order, 1, "decode-o", 1, oneDst), 0, "bench");
                     try {
                         sender.push(r, src, blockPlan, peer).result().get(60, TimeUnit.SECONDS);
                     } catch (Exception ex) {

@@ -247,7 +247,7 @@ final class IpcCheck {
                         TransferPlan plan = TransferPlan.build(src.geometry(), sr, dg, dr);
                         String order = cmd[2];
                         long epoch = Long.parseLong(cmd[4]);
-                        byte[] token = (flags.contains("forge") ? forger : tokens).sign(order, epoch, dr);
+                        byte[] token = (flags.contains("forge") ? forger : tokens).sign(order, epoch, dec.getEngineId(), dec.getInstanceEpoch(), dr);
                         PushRequest r = new PushRequest(order.substring(0, order.lastIndexOf("/a")), order, 1, cmd[3], epoch, dec.getEngineId(),
                                 dec.getInstanceEpoch(), dr, token, 0, "gpu-suite-worker");
                         long t0 = System.nanoTime();
