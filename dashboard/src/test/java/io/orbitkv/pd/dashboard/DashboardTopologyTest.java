@@ -173,6 +173,16 @@ class DashboardTopologyTest {
         event(T0 + 60, completed("r2", 1, 1_000, 100, T0 + 60));
         assertThat(window(StatsWindow.ONE_SECOND, "orders", T0).histogram("decision").count()).isEqualTo(1);
         assertThat(store(DashboardTopology.ORDERS_STORE)).isEmpty();
+
+        // given a worker that started and failed before its order is visible (decisions are read committed)
+        event(T0 + 70, started("r7", 1, T0 + 70)).event(T0 + 75, failed("r7", 1, "BUSY: receiver full", true, T0 + 75));
+        // when the order arrives
+        decide(T0 + 80, order("r7", 1, "prefill-9", DECODE, T0 + 65));
+        // then the latency is counted, the failure is put on the source engine, and the entry is gone
+        assertThat(window(StatsWindow.ONE_SECOND, "orders", T0).histogram("decision").count()).isEqualTo(2);
+        assertThat(window(StatsWindow.ONE_SECOND, "engine/prefill-9", T0).counter("transfer_failed")).isEqualTo(1);
+        assertThat(window(StatsWindow.ONE_SECOND, "engine/prefill-9", T0).counter("fail|BUSY")).isEqualTo(1);
+        assertThat(store(DashboardTopology.ORDERS_STORE)).isEmpty();
     }
 
     @Test

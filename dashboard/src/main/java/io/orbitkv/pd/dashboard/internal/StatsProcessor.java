@@ -150,10 +150,15 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
         });
         OrderEntry e = OrderEntry.parse(orders.get(o.getOrderId()));
         long orderMs = d.getStreamTimeMs();
-        OrderEntry next = new OrderEntry(orderMs, e == null ? -1 : e.reportMs(), o.getTransport(), o.getSourceEngineId(),
+        // The worker's TransferStarted names the transport it used; the order may only say "auto".
+        String transport = e != null && !e.transport().isEmpty() ? e.transport() : o.getTransport();
+        OrderEntry next = new OrderEntry(orderMs, e == null ? -1 : e.reportMs(), transport, o.getSourceEngineId(),
                 o.getDestEngineId(), e != null && e.done());
         if (e != null && e.reportMs() >= 0) {
             decisionLatency(orderMs, e.reportMs()); // the worker's report was processed first
+        }
+        if (e != null && e.failedMs() >= 0) {
+            engineTransferFailure(o.getSourceEngineId(), e.failedMs(), e.failure()); // and its failure too
         }
         if (next.done()) {
             orders.delete(o.getOrderId());
@@ -218,30 +223,29 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
                 update(REQUESTS, ts, x -> x.add(ADMITTED, 1));
                 admitInflight(e.getRequestId(), a.getPrefillEngineId(), a.getDecodeEngineId(), ts);
             }
-            case TransferStarted s -> report(s.getOrderId(), ts, false);
+            case TransferStarted s -> report(s.getOrderId(), ts, false, s.getTransport(), null);
             case TransferCompleted c -> {
-                OrderEntry order = report(c.getOrderId(), ts, true);
+                OrderEntry order = report(c.getOrderId(), ts, true, null, null);
                 long bytes = Math.max(0, c.getBytes());
                 long duration = Math.max(0, c.getDurationUs());
                 update(TRANSFERS, ts, a -> a.add(COMPLETED, 1).add(BYTES, bytes).record(H_TRANSFER, duration));
-                observer.transferCompleted(order == null ? "unknown" : order.transport(), duration, bytes);
+                observer.transferCompleted(transport(order), duration, bytes);
             }
             case TransferFailed f -> {
-                OrderEntry order = report(f.getOrderId(), ts, true);
                 String reasonClass = ReasonClass.of(f.getReason());
+                OrderEntry order = report(f.getOrderId(), ts, true, null, reasonClass);
                 update(TRANSFERS, ts, a -> a.add(FAILED, 1).add(FAILED_RETRIABLE, f.getRetriable() ? 1 : 0));
                 update(FAILURES, ts, a -> a.addCapped("transfer|" + (f.getRetriable() ? "RETRIABLE" : "FATAL") + "|", reasonClass, 1, MAX_REASONS));
-                if (order != null && !order.source().isEmpty()) {
-                    update(ENGINE_PREFIX + order.source(), ts,
-                            a -> a.add(TRANSFER_FAILED, 1).addCapped(FAIL_PREFIX, reasonClass, 1, MAX_ENGINE_REASONS));
+                if (order != null && order.orderMs() >= 0) {
+                    engineTransferFailure(order.source(), ts, reasonClass); // else counted when the order arrives
                 }
                 ObjectNode n = failure(ts, e.getRequestId(), "transfer", "TRANSFER_FAILED", f.getReason(), reasonClass, null);
                 n.put("attempt", f.getAttempt()).put("retriable", f.getRetriable()).put("worker", f.getWorkerId());
-                if (order != null) {
+                if (order != null && order.orderMs() >= 0) {
                     n.put("prefill_engine", order.source()).put("decode_engine", order.dest());
                 }
                 failures.put(failureKey(ts, e.getRequestId(), "transfer-" + f.getAttempt()), n.toString());
-                observer.transferFailed(order == null ? "unknown" : order.transport(), reasonClass, f.getRetriable());
+                observer.transferFailed(transport(order), reasonClass, f.getRetriable());
             }
             default -> { }
         }
@@ -251,11 +255,16 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
      * A worker reported on an order. The first report of an order closes its decision latency; a terminal report
      * (completed, failed) ends the order's entry. Either side may be processed first (two partitions of one task).
      */
-    private OrderEntry report(String orderId, long ts, boolean terminal) {
+    private OrderEntry report(String orderId, long ts, boolean terminal, String startedTransport, String failure) {
         OrderEntry e = OrderEntry.parse(orders.get(orderId));
         if (e == null) {
-            orders.put(orderId, new OrderEntry(-1, ts, "", "", "", terminal).format());
+            // Decisions are read committed, worker reports are not: a report often arrives before its order.
+            orders.put(orderId, new OrderEntry(-1, ts, startedTransport == null ? "" : startedTransport, "", "", terminal,
+                    failure == null ? -1 : ts, failure == null ? "" : failure).format());
             return null;
+        }
+        if (startedTransport != null && !startedTransport.isEmpty()) {
+            e = e.withTransport(startedTransport);
         }
         long reportMs = e.reportMs();
         if (reportMs < 0 && e.orderMs() >= 0) {
@@ -265,9 +274,21 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
         if (terminal && e.orderMs() >= 0) {
             orders.delete(orderId);
         } else {
-            orders.put(orderId, new OrderEntry(e.orderMs(), reportMs, e.transport(), e.source(), e.dest(), e.done() || terminal).format());
+            orders.put(orderId, new OrderEntry(e.orderMs(), reportMs, e.transport(), e.source(), e.dest(), e.done() || terminal,
+                    failure == null ? e.failedMs() : ts, failure == null ? e.failure() : failure).format());
         }
         return e;
+    }
+
+    private static String transport(OrderEntry order) {
+        return order == null || order.transport().isEmpty() ? "unknown" : order.transport();
+    }
+
+    /** A transfer of this engine's order failed: counted on the source engine (the worker that pushes). */
+    private void engineTransferFailure(String engine, long ts, String reasonClass) {
+        if (engine != null && !engine.isEmpty()) {
+            update(ENGINE_PREFIX + engine, ts, a -> a.add(TRANSFER_FAILED, 1).addCapped(FAIL_PREFIX, reasonClass, 1, MAX_ENGINE_REASONS));
+        }
     }
 
     private void decisionLatency(long orderMs, long reportMs) {
@@ -419,17 +440,26 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
      * A transfer order waiting for (or matched with) its worker's reports: when it was decided, when the first report
      * came, and what the metrics need to label the transfer. {@code orderMs} -1: only a report has been seen.
      */
-    record OrderEntry(long orderMs, long reportMs, String transport, String source, String dest, boolean done) {
+    record OrderEntry(long orderMs, long reportMs, String transport, String source, String dest, boolean done, long failedMs, String failure) {
+        OrderEntry(long orderMs, long reportMs, String transport, String source, String dest, boolean done) {
+            this(orderMs, reportMs, transport, source, dest, done, -1, "");
+        }
+
+        OrderEntry withTransport(String t) {
+            return new OrderEntry(orderMs, reportMs, t, source, dest, done, failedMs, failure);
+        }
+
         String format() {
-            return orderMs + "|" + reportMs + "|" + (done ? 1 : 0) + "|" + transport + "|" + source + "|" + dest;
+            return orderMs + "|" + reportMs + "|" + (done ? 1 : 0) + "|" + failedMs + "|" + failure.replace('|', '/') + "|" + transport + "|"
+                    + source + "|" + dest;
         }
 
         static OrderEntry parse(String s) {
             if (s == null) {
                 return null;
             }
-            String[] p = s.split("\\|", 6);
-            return new OrderEntry(Long.parseLong(p[0]), Long.parseLong(p[1]), p[3], p[4], p[5], p[2].equals("1"));
+            String[] p = s.split("\\|", 8);
+            return new OrderEntry(Long.parseLong(p[0]), Long.parseLong(p[1]), p[5], p[6], p[7], p[2].equals("1"), Long.parseLong(p[3]), p[4]);
         }
     }
 }

@@ -196,7 +196,7 @@
     return b;
   }
   function renderFailures(d) {
-    table("failures", [["time"], ["request"], ["kind"], ["reason"], ["trace"]], d.failures.map((f, i) => {
+    table("failures", [["time"], ["request"], ["kind"], ["reason"], ["trace"]], d.failures.slice(0, 12).map((f, i) => {
       const p = ["failures", i];
       return h("tr", {}, td(clock(f.time)), td(m([...p, "request_id"], f.request_id, text, "code")),
                td(h("span", { class: "pill k-" + f.kind }, m([...p, "kind"], f.kind, text))),
