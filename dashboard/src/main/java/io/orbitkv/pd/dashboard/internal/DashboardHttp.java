@@ -94,7 +94,17 @@ public final class DashboardHttp implements AutoCloseable {
     private void handle(HttpExchange ex) throws IOException {
         long t0 = System.nanoTime();
         String path = ex.getRequestURI().getPath();
+        // Resources close before catch clauses run: the error answers must be sent inside the try-with-resources.
         try (ex) {
+            respond(ex, path);
+        } finally {
+            metrics.query(path.startsWith("/api/") || path.startsWith("/internal/") || path.equals("/metrics") ? path : "static",
+                    System.nanoTime() - t0);
+        }
+    }
+
+    private void respond(HttpExchange ex, String path) throws IOException {
+        try {
             Map<String, String> q = query(ex.getRequestURI().getRawQuery());
             if (!"GET".equals(ex.getRequestMethod())) {
                 send(ex, 405, "application/json", error("only GET is supported"));
@@ -121,9 +131,6 @@ public final class DashboardHttp implements AutoCloseable {
         } catch (RuntimeException e) {
             log.atWarn().setCause(e).addKeyValue("path", path).log("dashboard query failed");
             send(ex, 503, "application/json", error("not available now (" + e.getClass().getSimpleName() + ": " + e.getMessage() + "); retry"));
-        } finally {
-            metrics.query(path.startsWith("/api/") || path.startsWith("/internal/") || path.equals("/metrics") ? path : "static",
-                    System.nanoTime() - t0);
         }
     }
 
