@@ -9,6 +9,7 @@ import io.orbitkv.pd.schemas.OrderTokens;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.transport.KvTransport;
+import io.orbitkv.pd.transport.KvTransportProvider;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.local.LocalFabric;
 import io.orbitkv.pd.transport.local.LocalTransport;
@@ -89,7 +90,9 @@ public final class WorkerApp implements AutoCloseable {
                 transports.add(switch (name) {
                     case "tcp" -> TcpTransport.start(config.tcp(), config.workerId(), gate);
                     case "local" -> new LocalTransport(LocalFabric.shared(), config.engineId() + "@" + config.instanceEpoch(), gate);
-                    default -> throw new IllegalArgumentException("worker.transports: unknown transport '" + name + "'");
+                    default -> KvTransportProvider.find(name)
+                            .orElseThrow(() -> new IllegalArgumentException("worker.transports: unknown transport '" + name + "'"))
+                            .open(config.workerId(), gate, config.transportSettings().getOrDefault(name, Map.of()));
                 });
             }
             try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {

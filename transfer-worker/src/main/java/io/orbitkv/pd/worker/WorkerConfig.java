@@ -8,6 +8,7 @@ import io.orbitkv.pd.schemas.OrderTokens;
 import io.orbitkv.pd.schemas.SerdeConfig;
 import io.orbitkv.pd.schemas.TopicsConfig;
 import io.orbitkv.pd.schemas.config.ConfigProps;
+import io.orbitkv.pd.transport.KvTransportProvider;
 import io.orbitkv.pd.transport.tcp.TcpConfig;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -43,12 +44,14 @@ import java.util.Map;
  * @param topics           topic names and sizes (must match the other components')
  * @param serde            wire format of the events
  * @param kafkaOverrides   extra client properties ({@code kafka.*}, prefix removed), for every client of the worker
+ * @param transportSettings settings of transports that live in other modules ({@code transfer.<name>.*}, prefix removed),
+ *                         found by name through {@link KvTransportProvider}, e.g. {@code mooncake}
  */
 public record WorkerConfig(String bootstrapServers, String engineId, String workerId, EngineRole role, String model, long instanceEpoch,
                            KvGeometry geometry, int tpRank, int tpSize, Path poolPath, List<String> transports, TcpConfig tcp,
                            int concurrency, int queueLimit, int dedupeCapacity, int maxRuns, Duration peerWait, Duration commitInterval,
                            String isolationLevel, byte[] authKey, TopicsConfig topics, SerdeConfig serde,
-                           Map<String, Object> kafkaOverrides) {
+                           Map<String, Object> kafkaOverrides, Map<String, Map<String, String>> transportSettings) {
 
     /** Transports this build can run. */
     public static final List<String> AVAILABLE_TRANSPORTS = List.of("tcp", "local");
@@ -78,6 +81,9 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
             throw new IllegalArgumentException("worker.transports: at least one transport, e.g. tcp");
         }
         for (String t : transports) {
+            if (!AVAILABLE_TRANSPORTS.contains(t) && KvTransportProvider.find(t).isPresent()) {
+                continue; // a transport module on the class path (mooncake, cuda): it says at start whether it can run here
+            }
             if (LATER_TRANSPORTS.contains(t)) {
                 throw new IllegalArgumentException("worker.transports: '" + t + "' is not available in this build yet (it comes in a later"
                         + " release behind the same interface); available: " + AVAILABLE_TRANSPORTS);
@@ -101,6 +107,7 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
         }
         authKey = authKey.clone();
         kafkaOverrides = Map.copyOf(kafkaOverrides);
+        transportSettings = transportSettings == null ? Map.of() : Map.copyOf(transportSettings);
     }
 
     public static WorkerConfig from(ConfigProps p) {
@@ -146,7 +153,21 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
                 OrderTokens.parseKey(key),
                 p.topics(),
                 p.serde(),
-                p.withPrefix("kafka."));
+                p.withPrefix("kafka."),
+                providerSettings(p));
+    }
+
+    /** {@code transfer.<name>.*} of every transport that is neither tcp nor local, prefix removed. */
+    private static Map<String, Map<String, String>> providerSettings(ConfigProps p) {
+        Map<String, Map<String, String>> out = new java.util.HashMap<>();
+        for (String t : Arrays.stream(p.string("worker.transports", "tcp").split(",")).map(String::strip).filter(s -> !s.isEmpty()).toList()) {
+            if (!AVAILABLE_TRANSPORTS.contains(t)) {
+                Map<String, String> m = new java.util.HashMap<>();
+                p.withPrefix("transfer." + t + ".").forEach((k, v) -> m.put(k, String.valueOf(v)));
+                out.put(t, m);
+            }
+        }
+        return out;
     }
 
     public boolean usesDevAuthKey() {
