@@ -14,12 +14,14 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd audit}: checks the decider's invariants over the log. */
 @Command(name = "audit", mixinStandardHelpOptions = true,
-        description = {"Reads the log (facts, decisions, dead letters) and checks the invariants: one outcome per admitted request,",
-                "every held page released exactly once and never while a push may land, no transfer order after a cancel,",
-                "after the outcome or after the lease expired, no stale epoch in an order and no push acknowledged after its",
-                "lease was released, retries within bounds and after their backoff, timings consistent, a gapless decision log.",
-                "Prints counts and every violation with its request id; exit 1 on any violation. Pass the decider's --config",
-                "so the audit uses the decider's timeouts and limits. See docs/log-tools.md."})
+        description = {"Checks the decider's invariants over the log.",
+                "One outcome per admitted request; every held page released exactly once and",
+                "never while a push may land; no transfer order after a cancel, the outcome or",
+                "the end of the lease; no stale epoch in an order and no push acknowledged",
+                "after its lease was released; retries within bounds and after their backoff;",
+                "consistent timings; a gapless decision log. Prints counts and every violation",
+                "with its request id; exit 1 on any violation. Pass the decider's --config so",
+                "the audit uses its timeouts and limits. See docs/log-tools.md."})
 final class AuditCommand implements Callable<Integer> {
 
     @Mixin

@@ -22,11 +22,13 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd export}: writes a slice of the log to a file a user can attach to a bug report. */
 @Command(name = "export", mixinStandardHelpOptions = true,
-        description = {"Writes a slice of the log (a cluster's topics, or another export) to a self-describing, versioned,",
-                "checksummed file that trace, audit and replay read with --file. --request keeps only those requests (with",
-                "the stream-time marks their replay needs): small enough to attach to a bug report. --synthetic N writes a run",
-                "of the real decider over N synthetic requests instead (to try the tools, or to measure the audit).",
-                "Format: docs/log-tools.md."})
+        description = {"Writes a slice of the log to a file to attach to a bug report.",
+                "A self-describing, versioned, checksummed file (from a cluster, or another",
+                "export) that trace, audit and replay read with --file. --request keeps only",
+                "those requests, with the stream-time marks their replay needs. --synthetic N",
+                "writes a run of the real decider over N synthetic requests instead (to try",
+                "the tools without a cluster, or to measure the audit). Format:",
+                "docs/log-tools.md."})
 final class ExportCommand implements Callable<Integer> {
 
     @Mixin

@@ -15,11 +15,13 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd replay}: feeds a recorded log into a fresh decider and diffs its decisions against the recorded ones. */
 @Command(name = "replay", mixinStandardHelpOptions = true,
-        description = {"Feeds the recorded facts (a cluster's topics, or an export file) into a fresh decider, one partition at a",
-                "time, and compares its decisions with the decisions recorded in the log, request by request: the proof that",
-                "a run can be reproduced from its log alone. Prints the first differing decision of each request with both",
-                "versions and the fields that differ; exit 1 on any difference. Pass the decider's --config: its timeouts,",
-                "retries and auth.key shape every decision. See docs/log-tools.md."})
+        description = {"Replays the log into a fresh decider and diffs its decisions with the log's.",
+                "Feeds the recorded facts (a cluster's topics, or an export file) into a fresh",
+                "decider, one partition at a time, and compares its decisions with the recorded",
+                "ones, request by request: the proof that a run can be reproduced from its log",
+                "alone. Prints the first differing decision of each request with both versions",
+                "and the fields that differ; exit 1 on any difference. Pass the decider's",
+                "--config: its timeouts, retries and auth.key shape every decision."})
 final class ReplayCommand implements Callable<Integer> {
 
     @Mixin

@@ -14,10 +14,12 @@ import picocli.CommandLine.Parameters;
 
 /** {@code orbitkv-pd trace <request-id>}: one request's whole story from the log. */
 @Command(name = "trace", mixinStandardHelpOptions = true,
-        description = {"Prints one request's whole story from the log: every fact about it (with the component that reported it),",
-                "every decision, every dead letter of its records, where each sits (topic-partition@offset), the engines it",
-                "used, and the time spent in each phase. Reads only the request's partition of each topic. Exit 1 when the",
-                "log has no record of the request. See docs/log-tools.md."})
+        description = {"Prints one request's whole story from the log.",
+                "Every fact about it (with the component that reported it), every decision,",
+                "every dead letter of its records, where each sits (topic-partition@offset),",
+                "the engines it used, and the time spent in each phase. Reads only the",
+                "request's partition of each topic. Exit 1 when the log has no record of the",
+                "request. See docs/log-tools.md."})
 final class TraceCommand implements Callable<Integer> {
 
     @Parameters(index = "0", paramLabel = "REQUEST-ID", description = "The request id (the key of its facts and decisions).")
