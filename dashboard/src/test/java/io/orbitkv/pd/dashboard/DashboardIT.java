@@ -180,6 +180,25 @@ class DashboardIT {
         assertThat(o.path("instances")).hasSize(2);
         assertThat(o.path("partial").asBoolean()).isFalse();
 
+        // measured, not asserted: CPU of the stream threads per handoff, the dashboard's (both instances) next to the decider's
+        java.lang.management.ThreadMXBean mx = java.lang.management.ManagementFactory.getThreadMXBean();
+        long dashboardNs = 0;
+        long deciderNs = 0;
+        for (java.lang.management.ThreadInfo ti : mx.getThreadInfo(mx.getAllThreadIds())) {
+            if (ti != null && ti.getThreadName().contains("StreamThread")) {
+                long cpu = mx.getThreadCpuTime(ti.getThreadId());
+                if (ti.getThreadName().startsWith("dit-dashboard")) {
+                    dashboardNs += cpu;
+                } else if (ti.getThreadName().startsWith("dit-decider")) {
+                    deciderNs += cpu;
+                }
+            }
+        }
+        String cpu = String.format("stream-thread CPU per handoff over the whole run (%d handoffs, ~%d records each): dashboard %.0f us "
+                + "(two instances), decider %.0f us%n", REQUESTS, 12, dashboardNs / 1e3 / REQUESTS, deciderNs / 1e3 / REQUESTS);
+        Files.writeString(work.resolve("cpu.txt"), cpu);
+        System.out.print(cpu);
+
         // the other instance gives the same answer (each holds half the partitions; the query fans out to both)
         JsonNode fromB = overview(b, "window=1m&from=" + o.path("from").asLong() + "&to=" + o.path("to").asLong());
         for (String part : List.of("totals", "series", "engines", "failures")) {

@@ -26,6 +26,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicLong;
@@ -59,7 +60,11 @@ public final class DashboardHttp implements AutoCloseable {
     private final DashboardConfig config;
     private final HttpServer server;
     private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
-    private final ExecutorService executor = Executors.newFixedThreadPool(2, Thread.ofPlatform().daemon().name("dashboard-http-", 0).factory());
+    /**
+     * Virtual threads: a handler blocks while it asks the other instances for their partials, and those may at the same
+     * time be asking this one; a small fixed pool could be exhausted by such crossing calls.
+     */
+    private final ExecutorService executor = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("dashboard-http-", 0).factory());
     private KafkaStreams streams;
     private LocalView local;
     private DashboardMetrics metrics;
@@ -174,11 +179,17 @@ public final class DashboardHttp implements AutoCloseable {
         ArrayNode instances = JSON.createArrayNode();
         boolean partial = false;
         String query = "/internal/partials?window=" + r.window.label() + "&from=" + r.from + "&to=" + r.to;
+        // Ask the other instances in parallel, read the local stores meanwhile.
+        Map<StreamsMetadata, CompletableFuture<String>> remote = new java.util.LinkedHashMap<>();
         for (StreamsMetadata m : streams.metadataForAllStreamsClients()) {
+            remote.put(m, isSelf(m.hostInfo()) ? null : get(m.hostInfo(), query));
+        }
+        for (Map.Entry<StreamsMetadata, CompletableFuture<String>> entry : remote.entrySet()) {
+            StreamsMetadata m = entry.getKey();
             String server = m.hostInfo().host() + ":" + m.hostInfo().port();
             LocalView.Part part;
             try {
-                part = isSelf(m.hostInfo()) ? local.read(r.window, r.from, r.to) : LocalView.fromJson(JSON.readTree(get(m.hostInfo(), query)));
+                part = entry.getValue() == null ? local.read(r.window, r.from, r.to) : LocalView.fromJson(JSON.readTree(entry.getValue().join()));
             } catch (IOException | RuntimeException e) {
                 log.atWarn().addKeyValue("instance", server).log("dashboard instance did not answer: " + e.getMessage());
                 instances.addObject().put("server", server).put("ok", false).put("error", e.getMessage());
@@ -201,18 +212,15 @@ public final class DashboardHttp implements AutoCloseable {
         return advertised().equals(h.host() + ":" + h.port());
     }
 
-    private String get(HostInfo h, String pathAndQuery) throws IOException {
-        try {
-            HttpResponse<String> r = client.send(HttpRequest.newBuilder(URI.create("http://" + h.host() + ":" + h.port() + pathAndQuery))
-                    .timeout(Duration.ofSeconds(5)).GET().build(), HttpResponse.BodyHandlers.ofString());
-            if (r.statusCode() != 200) {
-                throw new IOException("HTTP " + r.statusCode() + ": " + r.body());
-            }
-            return r.body();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IOException("interrupted", e);
-        }
+    private CompletableFuture<String> get(HostInfo h, String pathAndQuery) {
+        return client.sendAsync(HttpRequest.newBuilder(URI.create("http://" + h.host() + ":" + h.port() + pathAndQuery))
+                        .timeout(Duration.ofSeconds(5)).GET().build(), HttpResponse.BodyHandlers.ofString())
+                .thenApply(r -> {
+                    if (r.statusCode() != 200) {
+                        throw new IllegalStateException("HTTP " + r.statusCode() + ": " + r.body());
+                    }
+                    return r.body();
+                });
     }
 
     private static void staticFile(HttpExchange ex, String name) throws IOException {
