@@ -1,5 +1,6 @@
 package io.orbitkv.pd.worker;
 
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.HostKvPool;
@@ -20,7 +21,6 @@ import io.orbitkv.pd.worker.internal.EventReporter;
 import io.orbitkv.pd.worker.internal.OrderRunner;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -28,10 +28,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -139,28 +137,12 @@ public final class WorkerApp implements AutoCloseable {
     }
 
     private Map<String, Object> producerConfig() {
-        Map<String, Object> p = new HashMap<>();
-        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-        p.put(ProducerConfig.ACKS_CONFIG, "all");
-        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-        p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
-        p.put(ProducerConfig.CLIENT_ID_CONFIG, config.workerId() + "-reports");
-        p.putAll(config.kafkaOverrides());
-        return p;
+        return KafkaClients.factProducer(config.bootstrapServers(), config.workerId() + "-reports", config.kafkaOverrides());
     }
 
     private Map<String, Object> consumerConfig(String groupId) {
-        Map<String, Object> c = new HashMap<>();
-        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
-        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, config.isolationLevel());
-        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, groupId == null ? "earliest" : "latest");
-        c.put(ConsumerConfig.CLIENT_ID_CONFIG, config.workerId() + (groupId == null ? "-engines" : "-commands"));
-        if (groupId != null) {
-            c.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
-        }
-        c.putAll(config.kafkaOverrides());
-        return c;
+        return KafkaClients.consumer(config.bootstrapServers(), config.workerId() + (groupId == null ? "-engines" : "-commands"), groupId,
+                config.isolationLevel(), groupId == null ? "earliest" : "latest", config.kafkaOverrides());
     }
 
     public WorkerConfig config() {

@@ -1,5 +1,6 @@
 package io.orbitkv.pd.engine.client;
 
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.engine.client.internal.CommandReader;
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.CancelRequested;
@@ -28,7 +29,6 @@ import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.worker.internal.EngineDirectory;
 import java.time.Duration;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -40,10 +40,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -404,25 +402,12 @@ public final class EngineClient implements AutoCloseable {
     // ------------------------------------------------------------------------------------------------ plumbing
 
     private Map<String, Object> producerConfig() {
-        Map<String, Object> p = new HashMap<>();
-        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-        p.put(ProducerConfig.ACKS_CONFIG, "all");
-        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-        p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
-        p.put(ProducerConfig.CLIENT_ID_CONFIG, config.engineId() + "-facts");
-        p.putAll(config.kafkaOverrides());
-        return p;
+        return KafkaClients.factProducer(config.bootstrapServers(), config.engineId() + "-facts", config.kafkaOverrides());
     }
 
     private Map<String, Object> consumerConfig(String what) {
-        Map<String, Object> c = new HashMap<>();
-        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
-        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, config.isolationLevel());
-        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest");
-        c.put(ConsumerConfig.CLIENT_ID_CONFIG, config.engineId() + "-" + what);
-        c.putAll(config.kafkaOverrides());
-        return c;
+        return KafkaClients.consumer(config.bootstrapServers(), config.engineId() + "-" + what, null, config.isolationLevel(), "latest",
+                config.kafkaOverrides());
     }
 
     /** Announces that the engine left (its in-flight work is void), stops reading decisions, closes the clients. Idempotent. */

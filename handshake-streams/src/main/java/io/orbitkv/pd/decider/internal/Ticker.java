@@ -1,5 +1,6 @@
 package io.orbitkv.pd.decider.internal;
 
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.decider.DeciderConfig;
 import io.orbitkv.pd.decider.DeciderTopology;
 import io.orbitkv.pd.events.EngineEpochChanged;
@@ -19,7 +20,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.streams.errors.InvalidStateStoreException;
@@ -67,12 +67,7 @@ public final class Ticker implements AutoCloseable {
     }
 
     public void start() {
-        Map<String, Object> p = new HashMap<>();
-        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
-        p.put(ProducerConfig.ACKS_CONFIG, "all");
-        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-        p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
-        producer = new KafkaProducer<>(p, topics.requestEvents().keySerde().serializer(), topics.requestEvents().valueSerde().serializer());
+        producer = new KafkaProducer<>(KafkaClients.factProducer(config.bootstrapServers(), null, Map.of()), topics.requestEvents().keySerde().serializer(), topics.requestEvents().valueSerde().serializer());
         long interval = config.tickInterval().toMillis();
         executor.scheduleWithFixedDelay(this::round, interval, interval, TimeUnit.MILLISECONDS);
     }

@@ -1,16 +1,15 @@
 package io.orbitkv.pd.proxy.internal;
 
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.events.CancelRequested;
 import io.orbitkv.pd.events.FailurePolicy;
 import io.orbitkv.pd.events.RequestAdmitted;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.schemas.Topics;
 import java.time.Duration;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -23,14 +22,8 @@ public final class Admissions implements AutoCloseable {
     private final String source;
 
     public Admissions(String bootstrapServers, Map<String, Object> overrides, Topics topics, String proxyId) {
-        Map<String, Object> p = new HashMap<>();
-        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
-        p.put(ProducerConfig.ACKS_CONFIG, "all");
-        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-        p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
-        p.put(ProducerConfig.CLIENT_ID_CONFIG, proxyId + "-facts");
-        p.putAll(overrides);
-        this.producer = new KafkaProducer<>(p, new StringSerializer(), new ByteArraySerializer());
+        this.producer = new KafkaProducer<>(KafkaClients.factProducer(bootstrapServers, proxyId + "-facts", overrides), new StringSerializer(),
+                new ByteArraySerializer());
         this.topics = topics;
         this.source = proxyId;
     }
