@@ -89,8 +89,8 @@ public final class PipelineLog {
     }
 
     private void fact(RequestEvent e) {
-        if (e == null) {
-            return;
+        if (e == null || e.getPayload() instanceof io.orbitkv.pd.events.Tick || e.getPayload() instanceof io.orbitkv.pd.events.EngineEpochChanged) {
+            return; // the decider's own clock and engine-epoch facts: about a partition or an engine, not a request
         }
         Story s = story(e.getRequestId());
         Object p = e.getPayload();
