@@ -85,7 +85,8 @@ public final class DeciderHttp implements AutoCloseable {
     }
 
     private void handle(HttpExchange ex) throws IOException {
-        try (ex) {
+        // The exchange is closed after the error answer, not before it (a try-with-resources would close it first).
+        try {
             String path = ex.getRequestURI().getPath();
             boolean local = "local=true".equals(ex.getRequestURI().getQuery());
             if (!"GET".equals(ex.getRequestMethod())) {
@@ -104,6 +105,8 @@ public final class DeciderHttp implements AutoCloseable {
         } catch (RuntimeException e) {
             log.atWarn().setCause(e).log("interactive query failed");
             send(ex, 503, error("not available now (" + e.getClass().getSimpleName() + ": " + e.getMessage() + "); retry"));
+        } finally {
+            ex.close();
         }
     }
 
