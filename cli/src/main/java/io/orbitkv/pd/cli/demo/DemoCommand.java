@@ -60,8 +60,12 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--decode-engines", defaultValue = "1", description = "Decode engines (default: ${DEFAULT-VALUE}).")
     int decodeEngines;
 
-    @Option(names = "--stay", description = "Keep the pipeline running after the summary (to query the decider and engines) until Ctrl-C.")
+    @Option(names = "--stay", description = "Keep the pipeline and the dashboard running after the summary (to query the decider, engines and"
+            + " dashboard) until Ctrl-C.")
     boolean stay;
+
+    @Option(names = "--no-dashboard", description = "Do not start the dashboard (by default it runs as one more process; its URL is printed).")
+    boolean noDashboard;
 
     @Option(names = "--bootstrap", description = "Run on this Kafka cluster (e.g. './orbitkv-pd broker' at 127.0.0.1:9092) instead of an"
             + " embedded broker: the log outlives the demo, for trace, audit and replay.")
@@ -77,11 +81,14 @@ public final class DemoCommand implements Callable<Integer> {
         long t0 = System.nanoTime();
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
         Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(prefillEngines, decodeEngines)
-                .withModel(ModelPreset.of(preset), 512, 0.05, 2.0);
+                .withModel(ModelPreset.of(preset), 512, 0.05, 2.0).withDashboard(!noDashboard);
         SimModel model = new SimModel(42);
         try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s), bootstrap);
              LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-" + ModelPreset.of(preset).key())) {
             out.println("  proxy " + p.proxyUrl() + "   decider queries " + p.deciderUrl());
+            if (p.dashboardUrl() != null) {
+                out.println("  dashboard " + p.dashboardUrl() + "  (live statistics from the log; Prometheus " + p.dashboardUrl() + "metrics)");
+            }
             // Cold JVMs on 2 cores measure the JIT, not the design: a short discarded pass first.
             List<LoadClient.Request> warm = LoadClient.workload(7, 24, 40, 200, maxTokens, true);
             client.run(warm, 4, () -> { });
@@ -141,8 +148,12 @@ public final class DemoCommand implements Callable<Integer> {
             String logArgs = " --config " + p.dir().resolve("config").resolve("decider.properties");
             out.println("The log:     ./orbitkv-pd trace " + firstId(results) + logArgs + "   ./orbitkv-pd audit" + logArgs
                     + "   ./orbitkv-pd replay" + logArgs + (bootstrap == null && !stay ? "  (needs the broker: --bootstrap or --stay)" : ""));
+            if (p.dashboardUrl() != null) {
+                out.println("Dashboard:   " + p.dashboardUrl() + (stay ? "" : "  (live only with --stay)"));
+            }
             if (stay) {
-                out.println("Pipeline stays up (--stay): proxy " + p.proxyUrl() + ". Ctrl-C stops every component.");
+                out.println("Pipeline stays up (--stay): proxy " + p.proxyUrl()
+                        + (p.dashboardUrl() != null ? ", dashboard " + p.dashboardUrl() : "") + ". Ctrl-C stops every component.");
                 Thread.currentThread().join();
             }
             if (verified == total) {

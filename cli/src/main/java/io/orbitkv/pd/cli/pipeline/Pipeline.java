@@ -40,23 +40,29 @@ public final class Pipeline implements AutoCloseable {
     /** What to start. */
     public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                        String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
-                       Map<String, String> proxy) {
+                       Map<String, String> proxy, boolean dashboard) {
         public static Spec defaults() {
-            return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of());
+            return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false);
+        }
+
+        /** Also start the dashboard (its own process, not awaited: the pipeline is ready without it). */
+        public Spec withDashboard(boolean on) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
+                    proxy, on);
         }
 
         public Spec withEngines(int prefill, int decode) {
-            return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy);
+            return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard);
         }
 
         public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
-            return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy);
+            return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard);
         }
 
         public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
                               Map<String, String> proxyKeys) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
-                    workerKeys, proxyKeys);
+                    workerKeys, proxyKeys, dashboard);
         }
     }
 
@@ -82,6 +88,7 @@ public final class Pipeline implements AutoCloseable {
     private String bootstrap;
     private String deciderUrl;
     private String proxyUrl;
+    private String dashboardUrl;
     private volatile boolean closed;
 
     private final String externalBootstrap;
@@ -193,6 +200,18 @@ public final class Pipeline implements AutoCloseable {
         proxy.put("proxy.engines.refresh", "500ms");
         proxy.putAll(spec.proxy());
         launch("proxy", "proxy", proxy, "-Xmx256m");
+        if (spec.dashboard()) {
+            int dashboardPort = freePort();
+            dashboardUrl = "http://127.0.0.1:" + dashboardPort + "/";
+            Map<String, String> dashboard = new LinkedHashMap<>();
+            dashboard.put("bootstrap.servers", bs);
+            dashboard.put("dashboard.application.id", "orbitkv-dashboard-" + ProcessHandle.current().pid());
+            dashboard.put("dashboard.state.dir", dir.resolve("dashboard-state").toString());
+            dashboard.put("dashboard.http.port", Integer.toString(dashboardPort));
+            dashboard.put("dashboard.trace.command", "./orbitkv-pd trace {id} --config " + dir.resolve("config").resolve("decider.properties"));
+            // Last and not awaited: it reads the log from the start, so it misses nothing by starting late.
+            launch("dashboard", "dashboard", dashboard, "-Xmx256m");
+        }
 
         say.accept("started decider, " + spec.prefillEngines() + " prefill + " + spec.decodeEngines() + " decode engines with their workers, and the"
                 + " proxy; waiting for them ...");
@@ -277,6 +296,11 @@ public final class Pipeline implements AutoCloseable {
 
     public String deciderUrl() {
         return deciderUrl;
+    }
+
+    /** The dashboard's page ({@code …/}, API under {@code api/}, Prometheus at {@code metrics}), or null if not started. */
+    public String dashboardUrl() {
+        return dashboardUrl;
     }
 
     public List<Engine> engines() {
