@@ -92,8 +92,8 @@ public record MooncakeConfig(String library, String protocol, String metadata, S
         return new MooncakeConfig(settings.getOrDefault("library", ""), settings.getOrDefault("protocol", "rdma").strip(),
                 settings.getOrDefault("metadata", MooncakeEngine.P2P_HANDSHAKE).strip(), settings.getOrDefault("host", "127.0.0.1").strip(),
                 (int) longValue(settings, "control-port", 0), settings.getOrDefault("nic-priority-matrix", ""),
-                settings.getOrDefault("location", "*").strip(), (int) longValue(settings, "batch-requests", 256),
-                (int) longValue(settings, "max-inflight-requests", 1024), longValue(settings, "max-request-bytes", 1L << 20),
+                settings.getOrDefault("location", "*").strip(), (int) longValue(settings, "batch-requests", 32),
+                (int) longValue(settings, "max-inflight-requests", 256), longValue(settings, "max-request-bytes", 1L << 20),
                 duration(settings, "poll-min", Duration.ofNanos(20_000)), duration(settings, "poll-max", Duration.ofMillis(1)),
                 duration(settings, "io-timeout", Duration.ofSeconds(10)), duration(settings, "connect-timeout", Duration.ofSeconds(3)),
                 duration(settings, "drain-timeout", Duration.ofSeconds(30)));

@@ -17,8 +17,8 @@ class MooncakeConfigTest {
         assertThat(c.metadata()).isEqualTo("P2PHANDSHAKE");
         assertThat(c.host()).isEqualTo("127.0.0.1");
         assertThat(c.library()).isEmpty();
-        assertThat(c.batchRequests()).isEqualTo(256);
-        assertThat(c.maxInflightRequests()).isEqualTo(1024);
+        assertThat(c.batchRequests()).isEqualTo(32);
+        assertThat(c.maxInflightRequests()).isEqualTo(256);
         assertThat(c.maxRequestBytes()).isEqualTo(1 << 20);
         assertThat(c.pollMin()).isEqualTo(Duration.ofNanos(20_000));
         assertThat(c.pollMax()).isEqualTo(Duration.ofMillis(1));
