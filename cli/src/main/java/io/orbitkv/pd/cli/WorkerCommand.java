@@ -3,6 +3,7 @@ package io.orbitkv.pd.cli;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import io.orbitkv.pd.worker.WorkerApp;
 import io.orbitkv.pd.worker.WorkerConfig;
+import io.orbitkv.pd.worker.WorkerHttpConfig;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -34,14 +35,15 @@ final class WorkerCommand implements Callable<Integer> {
             props.with("worker.engine.id", engine);
         }
         WorkerConfig cfg = WorkerConfig.from(props);
+        WorkerHttpConfig httpCfg = WorkerHttpConfig.from(props);
         if (!props.unusedKeys().isEmpty()) {
             throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/worker.md");
         }
-        WorkerApp app = new WorkerApp(cfg);
+        WorkerApp app = new WorkerApp(cfg, httpCfg);
         Runtime.getRuntime().addShutdownHook(new Thread(app::close, "worker-shutdown"));
         app.start();
         System.out.println("worker running: engine=" + cfg.engineId() + " instance-epoch=" + cfg.instanceEpoch() + " transports=" + cfg.transports()
-                + app.tcpAddress().map(a -> " tcp=" + a).orElse("") + " pool=" + app.pool());
+                + app.tcpAddress().map(a -> " tcp=" + a).orElse("") + app.httpAddress().map(a -> " metrics=http://" + a + "/metrics").orElse("") + " pool=" + app.pool());
         app.awaitClose();
         return 0;
     }

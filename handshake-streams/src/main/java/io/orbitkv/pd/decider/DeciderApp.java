@@ -1,7 +1,9 @@
 package io.orbitkv.pd.decider;
 
+import io.micrometer.core.instrument.binder.kafka.KafkaStreamsMetrics;
 import io.orbitkv.pd.decider.internal.DeciderHttp;
 import io.orbitkv.pd.decider.internal.Ticker;
+import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
@@ -34,6 +36,9 @@ public final class DeciderApp implements AutoCloseable {
     private final KafkaStreams streams;
     private final Ticker ticker;
     private final DeciderHttp http;
+    private final ComponentMetrics metrics;
+    private final DeciderMetrics deciderMetrics;
+    private final KafkaStreamsMetrics streamsMetrics;
     private final CountDownLatch closed = new CountDownLatch(1);
 
     public DeciderApp(DeciderConfig config) {
@@ -41,7 +46,12 @@ public final class DeciderApp implements AutoCloseable {
         this.serdes = EventSerdes.create(config.serde());
         this.topics = new Topics(config.topics(), serdes);
         this.http = config.httpPort() >= 0 ? new DeciderHttp(config.httpHost(), config.httpPort()) : null;
-        this.streams = new KafkaStreams(DeciderTopology.build(config, topics), streamsProperties(config, http));
+        this.metrics = ComponentMetrics.create("decider", http != null ? http.advertised() : config.applicationId());
+        this.deciderMetrics = new DeciderMetrics(metrics.registry());
+        this.streams = new KafkaStreams(DeciderTopology.build(config, topics, deciderMetrics), streamsProperties(config, http));
+        // Kafka Streams' own client metrics (thread, task, store, consumer, producer) as kafka_stream_* meters.
+        this.streamsMetrics = new KafkaStreamsMetrics(streams);
+        streamsMetrics.bindTo(metrics.registry());
         this.streams.setUncaughtExceptionHandler(e -> {
             log.atError().setCause(e).log("stream thread failed; replacing it");
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
@@ -84,7 +94,7 @@ public final class DeciderApp implements AutoCloseable {
             TopicAdmin.ensureTopics(admin, topics);
         }
         if (http != null) {
-            http.start(streams, topics);
+            http.start(streams, topics, metrics, deciderMetrics);
         }
         streams.setStateListener((now, old) -> log.atInfo().addKeyValue("from", old).addKeyValue("to", now).log("decider state"));
         streams.start();
@@ -94,6 +104,11 @@ public final class DeciderApp implements AutoCloseable {
 
     public KafkaStreams streams() {
         return streams;
+    }
+
+    /** This process's Prometheus registry (served at {@code /metrics} when the HTTP endpoint is on). */
+    public ComponentMetrics metrics() {
+        return metrics;
     }
 
     public Topics topics() {
@@ -134,6 +149,8 @@ public final class DeciderApp implements AutoCloseable {
             http.close();
         }
         serdes.close();
+        streamsMetrics.close();
+        metrics.close();
         closed.countDown();
     }
 }

@@ -45,7 +45,12 @@ public final class DeciderTopology {
     public static final long DEFAULT_STORE_CACHE_BYTES = 16L << 20;
 
     public static Topology build(DeciderConfig config, Topics topics) {
-        return build(config.policy(), config.store(), topics, storeCacheBytes(config) > 0);
+        return build(config, topics, DeciderMetrics.noop());
+    }
+
+    /** As {@link #build(DeciderConfig, Topics)}, counting into {@code metrics} (the process's registry). */
+    public static Topology build(DeciderConfig config, Topics topics, DeciderMetrics metrics) {
+        return build(config.policy(), config.store(), topics, storeCacheBytes(config) > 0, metrics);
     }
 
     /** The record cache size for this config: {@code kafka.statestore.cache.max.bytes}, else the default. */
@@ -68,10 +73,16 @@ public final class DeciderTopology {
      *                   {@code kafka.statestore.cache.max.bytes})
      */
     public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache) {
+        return build(policy, store, topics, storeCache, DeciderMetrics.noop());
+    }
+
+    /** As {@link #build(DeciderPolicy, DeciderConfig.StoreKind, Topics, boolean)}, counting into {@code metrics}. */
+    public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache,
+                                 DeciderMetrics metrics) {
         Serde<DeciderState> stateSerde = EventSerdes.embedded().forType(DeciderState.class);
         Topology t = new Topology();
         t.addSource(SOURCE, Serdes.ByteArray().deserializer(), Serdes.ByteArray().deserializer(), topics.requestEvents().name());
-        t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics), SOURCE);
+        t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics, metrics), SOURCE);
         var requests = Stores.keyValueStoreBuilder(supplier(store, REQUESTS_STORE), Serdes.String(), stateSerde).withLoggingEnabled(Map.of());
         t.addStateStore(storeCache ? requests.withCachingEnabled() : requests.withCachingDisabled(), PROCESSOR);
         // Derived from the request states and rebuilt when a task starts: in memory, no changelog.

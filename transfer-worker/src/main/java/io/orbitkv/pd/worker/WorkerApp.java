@@ -5,6 +5,7 @@ import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvPool;
+import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.OrderTokens;
 import io.orbitkv.pd.schemas.TopicAdmin;
@@ -19,6 +20,8 @@ import io.orbitkv.pd.worker.internal.CommandLoop;
 import io.orbitkv.pd.worker.internal.EngineDirectory;
 import io.orbitkv.pd.worker.internal.EventReporter;
 import io.orbitkv.pd.worker.internal.OrderRunner;
+import io.orbitkv.pd.worker.internal.WorkerHttp;
+import io.orbitkv.pd.worker.internal.WorkerMetrics;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -66,9 +69,21 @@ public final class WorkerApp implements AutoCloseable {
     private OrderRunner runner;
     private CommandLoop commands;
     private EngineRegistration registration;
+    private final WorkerHttpConfig httpConfig;
+    private final ComponentMetrics metrics;
+    private final WorkerMetrics workerMetrics;
+    private WorkerHttp http;
 
     public WorkerApp(WorkerConfig config) {
+        this(config, WorkerHttpConfig.DISABLED);
+    }
+
+    /** With the HTTP endpoint of {@code httpConfig} ({@code /metrics}, {@code /health}) when it is enabled. */
+    public WorkerApp(WorkerConfig config, WorkerHttpConfig httpConfig) {
         this.config = config;
+        this.httpConfig = httpConfig;
+        this.metrics = ComponentMetrics.create("worker", config.workerId());
+        this.workerMetrics = new WorkerMetrics(metrics.registry());
         this.serdes = EventSerdes.create(config.serde());
         this.topics = new Topics(config.topics(), serdes);
     }
@@ -102,7 +117,7 @@ public final class WorkerApp implements AutoCloseable {
                     topics.engines(), engine -> transports.forEach(t -> t.forgetPeer(engine)));
             Thread.ofPlatform().daemon().name("worker-engines").start(directory);
             runner = new OrderRunner(config.engineId(), config.instanceEpoch(), pool, transports, directory, reporter, config.workerId(),
-                    config.concurrency(), config.dedupeCapacity(), config.peerWait());
+                    config.concurrency(), config.dedupeCapacity(), config.peerWait(), workerMetrics);
             commands = new CommandLoop(new KafkaConsumer<>(consumerConfig(config.groupId()), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
                     topics.engineCommands(), config.engineId(), runner, gate, reporter, config.queueLimit(), config.commitInterval());
             commands.position();
@@ -112,6 +127,12 @@ public final class WorkerApp implements AutoCloseable {
             registration = registration(false);
             reporter.registration(registration).get(60, TimeUnit.SECONDS);
             Thread.ofPlatform().name("worker-commands").start(commands);
+            if (httpConfig.enabled()) {
+                http = new WorkerHttp(httpConfig.host(), httpConfig.port(), metrics,
+                        () -> "{\"engine\":\"" + config.engineId() + "\",\"status\":\"ok\",\"completed\":" + completedOrders()
+                                + ",\"failed\":" + failedOrders() + "}").start();
+                log.atInfo().addKeyValue("url", "http://" + http.address() + "/metrics").log("worker metrics listening");
+            }
             log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("instanceEpoch", config.instanceEpoch())
                     .addKeyValue("endpoints", registration.getEndpoints().stream().map(e -> e.getTransport() + "://" + e.getAddress()).toList())
                     .addKeyValue("pool", pool).log("worker ready");
@@ -143,6 +164,16 @@ public final class WorkerApp implements AutoCloseable {
     private Map<String, Object> consumerConfig(String groupId) {
         return KafkaClients.consumer(config.bootstrapServers(), config.workerId() + (groupId == null ? "-engines" : "-commands"), groupId,
                 config.isolationLevel(), groupId == null ? "earliest" : "latest", config.kafkaOverrides());
+    }
+
+    /** The HTTP endpoint's host:port, when it is on. */
+    public Optional<String> httpAddress() {
+        return Optional.ofNullable(http).map(WorkerHttp::address);
+    }
+
+    /** This process's Prometheus registry. */
+    public ComponentMetrics metrics() {
+        return metrics;
     }
 
     public WorkerConfig config() {
@@ -226,6 +257,12 @@ public final class WorkerApp implements AutoCloseable {
                 }
             });
             step("close serdes", serdes::close);
+            step("stop the HTTP endpoint", () -> {
+                if (http != null) {
+                    http.close();
+                }
+            });
+            step("close metrics", metrics::close);
             log.atInfo().addKeyValue("engineId", config.engineId()).log("worker stopped");
         } finally {
             closedLatch.countDown();

@@ -41,9 +41,11 @@ public final class WorkerMain {
             System.exit(2);
         }
         WorkerConfig cfg;
+        WorkerHttpConfig httpCfg;
         try {
             ConfigProps props = ConfigProps.load(config);
             cfg = WorkerConfig.from(props);
+            httpCfg = WorkerHttpConfig.from(props);
             if (!props.unusedKeys().isEmpty()) {
                 throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/worker.md");
             }
@@ -53,7 +55,7 @@ public final class WorkerMain {
             return;
         }
         watchParent();
-        WorkerApp app = new WorkerApp(cfg);
+        WorkerApp app = new WorkerApp(cfg, httpCfg);
         Runtime.getRuntime().addShutdownHook(new Thread(app::close, "worker-shutdown"));
         app.start();
         if (ready != null) {

@@ -185,6 +185,7 @@ public final class Pipeline implements AutoCloseable {
             worker.put("worker.layout.dtype", g.dtype().name().toLowerCase());
             worker.put("worker.layout.num-blocks", Integer.toString(g.numBlocks()));
             worker.put("auth.key", authKey);
+            worker.put("worker.http.port", Integer.toString(freePort()));
             worker.putAll(spec.worker());
             launch("engine-" + id, "engine", engine, "-Xmx256m");
             launch("worker-" + id, "worker", worker, "-Xmx256m");

@@ -5,11 +5,14 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import io.orbitkv.pd.decider.DeciderMetrics;
 import io.orbitkv.pd.decider.DeciderTopology;
 import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.state.DeciderState;
+import io.orbitkv.pd.state.Phase;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
@@ -46,7 +49,8 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /states}: requests per phase, summed over instances;</li>
  *   <li>{@code GET /engines}: in-flight requests per engine (what the proxy routes on), summed over instances,
  *       with each engine's registration;</li>
- *   <li>{@code GET /health}: this instance's Streams state.</li>
+ *   <li>{@code GET /health}: this instance's Streams state;</li>
+ *   <li>{@code GET /metrics}: this instance's Prometheus meters (phase and engine gauges refreshed from its stores).</li>
  * </ul>
  * {@code ?local=true} restricts an answer to this instance (used for the fan-out).
  */
@@ -60,6 +64,8 @@ public final class DeciderHttp implements AutoCloseable {
     private final String host;
     private KafkaStreams streams;
     private Topics topics;
+    private ComponentMetrics metrics;
+    private DeciderMetrics deciderMetrics;
 
     public DeciderHttp(String host, int port) {
         this.host = host;
@@ -76,8 +82,15 @@ public final class DeciderHttp implements AutoCloseable {
     }
 
     public void start(KafkaStreams streams, Topics topics) {
+        start(streams, topics, null, null);
+    }
+
+    /** As {@link #start(KafkaStreams, Topics)}, also serving {@code metrics} at {@code /metrics} (when not null). */
+    public void start(KafkaStreams streams, Topics topics, ComponentMetrics metrics, DeciderMetrics deciderMetrics) {
         this.streams = streams;
         this.topics = topics;
+        this.metrics = metrics;
+        this.deciderMetrics = deciderMetrics;
         server.setExecutor(Executors.newFixedThreadPool(2, Thread.ofPlatform().daemon().name("decider-http-", 0).factory()));
         server.createContext("/", this::handle);
         server.start();
@@ -99,8 +112,11 @@ public final class DeciderHttp implements AutoCloseable {
                 send(ex, 200, local ? localStates().toString() : sumOverInstances("/states").toString());
             } else if (path.equals("/engines")) {
                 send(ex, 200, local ? localLoad().toString() : engines().toString());
+            } else if (path.equals("/metrics") && metrics != null) {
+                refreshGauges();
+                send(ex, 200, ComponentMetrics.CONTENT_TYPE, metrics.scrape());
             } else {
-                send(ex, 404, error("no such endpoint: " + path + " (try /requests/{id}, /states, /engines, /health)"));
+                send(ex, 404, error("no such endpoint: " + path + " (try /requests/{id}, /states, /engines, /health, /metrics)"));
             }
         } catch (RuntimeException e) {
             log.atWarn().setCause(e).log("interactive query failed");
@@ -154,6 +170,20 @@ public final class DeciderHttp implements AutoCloseable {
             }
         }
         return out;
+    }
+
+    /** Phase and engine gauges from this instance's stores; skipped while they are not queryable (rebalancing). */
+    private void refreshGauges() {
+        try {
+            Map<Phase, Long> phases = new java.util.EnumMap<>(Phase.class);
+            localStates().properties().forEach(f -> phases.put(Phase.valueOf(f.getKey()), f.getValue().asLong()));
+            deciderMetrics.phases(phases);
+            Map<String, Long> load = new TreeMap<>();
+            localLoad().properties().forEach(f -> load.put(f.getKey(), f.getValue().asLong()));
+            deciderMetrics.engines(load);
+        } catch (RuntimeException e) {
+            log.atDebug().setCause(e).log("stores not queryable now; gauges keep their last values");
+        }
     }
 
     private ObjectNode engines() {
@@ -224,8 +254,12 @@ public final class DeciderHttp implements AutoCloseable {
     }
 
     private static void send(HttpExchange ex, int status, String body) throws IOException {
+        send(ex, status, "application/json", body);
+    }
+
+    private static void send(HttpExchange ex, int status, String contentType, String body) throws IOException {
         byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
-        ex.getResponseHeaders().set("Content-Type", "application/json");
+        ex.getResponseHeaders().set("Content-Type", contentType);
         ex.sendResponseHeaders(status, bytes.length);
         try (OutputStream out = ex.getResponseBody()) {
             out.write(bytes);

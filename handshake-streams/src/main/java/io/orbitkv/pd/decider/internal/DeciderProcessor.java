@@ -1,5 +1,6 @@
 package io.orbitkv.pd.decider.internal;
 
+import io.orbitkv.pd.decider.DeciderMetrics;
 import io.orbitkv.pd.decider.DeciderPolicy;
 import io.orbitkv.pd.decider.DeciderTopology;
 import io.orbitkv.pd.decider.RequestStateMachine;
@@ -12,10 +13,13 @@ import io.orbitkv.pd.events.Tick;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.state.DeciderState;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import org.apache.kafka.common.header.Headers;
+import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.processor.api.Processor;
@@ -42,6 +46,12 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
 
     private final RequestStateMachine machine;
     private final Topics topics;
+    private final DeciderMetrics metrics;
+    /**
+     * The trace headers for decisions caused by the fact being processed: a child of the fact's {@code traceparent},
+     * or null (no header: decisions of timers, and of facts that carry none). Computed at most once per fact.
+     */
+    private Headers traceHeaders;
     /**
      * Recently used request states as objects, in front of the store: a fact usually finds its request's state
      * here instead of deserializing it again (the store stays the source of truth; every change is written through).
@@ -55,9 +65,10 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     private int partition;
     private long streamTime = Long.MIN_VALUE;
 
-    public DeciderProcessor(DeciderPolicy policy, Topics topics) {
+    public DeciderProcessor(DeciderPolicy policy, Topics topics, DeciderMetrics metrics) {
         this.machine = new RequestStateMachine(policy);
         this.topics = topics;
+        this.metrics = metrics;
     }
 
     @Override
@@ -98,6 +109,16 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
 
     @Override
     public void process(Record<byte[], byte[]> record) {
+        long start = System.nanoTime();
+        try {
+            processFact(record);
+        } finally {
+            traceHeaders = null;
+            metrics.processed(System.nanoTime() - start);
+        }
+    }
+
+    private void processFact(Record<byte[], byte[]> record) {
         // Streams keeps the task's stream time (the largest record timestamp seen) and restores it from the
         // committed offset metadata after a restart, so the clock continues where the committed state left it.
         streamTime = Math.max(streamTime, Math.max(record.timestamp(), context.currentStreamTimeMs()));
@@ -118,6 +139,8 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             deadLetter(record, "KEY_MISMATCH", "record key '" + key + "' is not the event's request_id '" + event.getRequestId()
                     + "': facts about a request must be keyed by its id so they share one partition");
         } else if (!(event.getPayload() instanceof Tick)) {
+            metrics.fact(event.getPayload());
+            traceHeaders = TraceHeaders.read(record.headers()).map(t -> TraceHeaders.write(new RecordHeaders(), t.newChild())).orElse(null);
             DeciderState before = state(key);
             Step step = machine.onEvent(before, event, streamTime);
             apply(key, before, step, event.getEventId());
@@ -143,6 +166,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
                 long deadline = TimerKeys.deadline(entry.key);
                 String key = TimerKeys.requestId(entry.key);
                 DeciderState state = state(key);
+                traceHeaders = null; // a timer's decisions are not caused by the fact being processed
                 if (state == null || state.getNextTimerMs() != deadline) {
                     timers.delete(entry.key); // stale index entry
                     continue;
@@ -166,12 +190,14 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             Decision d = Decision.newBuilder().setRequestId(key).setDecisionId(key + "/" + seq).setSeq(seq).setStreamTimeMs(streamTime)
                     .setCauseEventId(causeEventId).setPayload(emit.payload()).build();
             // Serialized once per topic (a registry may give each topic's subject its own id), not once per copy.
+            metrics.decision(emit.payload());
+            // Each forward gets its own Headers instance: a sink may add to them (serializers can), copies never share.
             context.forward(new Record<>(key, topics.decisions().valueSerde().serializer().serialize(topics.decisions().name(), d),
-                    streamTime), DeciderTopology.DECISIONS_SINK);
+                    streamTime, traceHeaders()), DeciderTopology.DECISIONS_SINK);
             if (!emit.engines().isEmpty()) {
                 byte[] command = topics.engineCommands().valueSerde().serializer().serialize(topics.engineCommands().name(), d);
                 for (String engine : emit.engines()) {
-                    context.forward(new Record<>(engine, command, streamTime), DeciderTopology.COMMANDS_SINK);
+                    context.forward(new Record<>(engine, command, streamTime, traceHeaders()), DeciderTopology.COMMANDS_SINK);
                 }
             }
         }
@@ -196,6 +222,11 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         }
         requests.put(key, after);
         cache.put(key, after);
+    }
+
+    /** A fresh copy of the current fact's trace headers (empty when there is none). */
+    private Headers traceHeaders() {
+        return traceHeaders == null ? new RecordHeaders() : new RecordHeaders(traceHeaders.toArray());
     }
 
     private DeciderState state(String key) {
@@ -248,6 +279,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     }
 
     private void deadLetter(Record<byte[], byte[]> record, String type, String reason) {
+        metrics.deadLetter(type);
         RecordMetadata md = context.recordMetadata().orElseThrow();
         log.atWarn().addKeyValue("partition", md.partition()).addKeyValue("offset", md.offset()).addKeyValue("errorType", type)
                 .log(reason);

@@ -9,6 +9,7 @@ import io.orbitkv.pd.events.TransferOrder;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topic;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import io.orbitkv.pd.transport.PushGate;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -169,7 +170,7 @@ public final class CommandLoop implements Runnable, AutoCloseable {
                                 + o.getSourceEngineId() + "': orders go to the source engine's worker").whenComplete((v, err) -> done.run());
                         return;
                     }
-                    runner.submit(d.getRequestId(), o, done);
+                    runner.submit(d.getRequestId(), o, TraceHeaders.read(r.headers()).orElse(null), r.timestamp(), done);
                     return;
                 }
                 case AbortTransfer a -> {

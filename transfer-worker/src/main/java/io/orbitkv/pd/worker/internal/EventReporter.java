@@ -8,6 +8,8 @@ import io.orbitkv.pd.events.TransferFailed;
 import io.orbitkv.pd.events.TransferStarted;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.CompletableFuture;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -42,25 +44,42 @@ public final class EventReporter {
     }
 
     public CompletableFuture<Void> started(String requestId, String orderId, int attempt, String transport) {
+        return started(requestId, orderId, attempt, transport, null);
+    }
+
+    /** {@code trace}: the order's trace context (or null); the report carries a child of it as its {@code traceparent}. */
+    public CompletableFuture<Void> started(String requestId, String orderId, int attempt, String transport, TraceContext trace) {
         return fact(requestId, orderId + "/started", TransferStarted.newBuilder().setOrderId(orderId).setAttempt(attempt)
-                .setWorkerId(workerId).setTransport(transport).build());
+                .setWorkerId(workerId).setTransport(transport).build(), trace);
     }
 
     public CompletableFuture<Void> completed(String requestId, String orderId, int attempt, long bytes, long durationUs) {
+        return completed(requestId, orderId, attempt, bytes, durationUs, null);
+    }
+
+    public CompletableFuture<Void> completed(String requestId, String orderId, int attempt, long bytes, long durationUs, TraceContext trace) {
         return fact(requestId, orderId + "/completed", TransferCompleted.newBuilder().setOrderId(orderId).setAttempt(attempt)
-                .setWorkerId(workerId).setBytes(bytes).setDurationUs(durationUs).build());
+                .setWorkerId(workerId).setBytes(bytes).setDurationUs(durationUs).build(), trace);
     }
 
     public CompletableFuture<Void> failed(String requestId, String orderId, int attempt, String reason, boolean retriable) {
-        return fact(requestId, orderId + "/failed", TransferFailed.newBuilder().setOrderId(orderId).setAttempt(attempt)
-                .setWorkerId(workerId).setReason(reason).setRetriable(retriable).build());
+        return failed(requestId, orderId, attempt, reason, retriable, null);
     }
 
-    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload) {
+    public CompletableFuture<Void> failed(String requestId, String orderId, int attempt, String reason, boolean retriable, TraceContext trace) {
+        return fact(requestId, orderId + "/failed", TransferFailed.newBuilder().setOrderId(orderId).setAttempt(attempt)
+                .setWorkerId(workerId).setReason(reason).setRetriable(retriable).build(), trace);
+    }
+
+    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace) {
         RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(component())
                 .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
         byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
-        return send(new ProducerRecord<>(topics.requestEvents().name(), requestId, value), eventId);
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(topics.requestEvents().name(), requestId, value);
+        if (trace != null) {
+            TraceHeaders.write(record.headers(), trace.newChild());
+        }
+        return send(record, eventId);
     }
 
     public CompletableFuture<Void> registration(EngineRegistration r) {

@@ -6,6 +6,7 @@ import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.kv.TransferPlan;
+import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.transport.KvTransport;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushRequest;
@@ -45,6 +46,7 @@ public final class OrderRunner implements AutoCloseable {
         State state;
         String abortReason;
         Transfer transfer;
+        String transport = "none";
 
         Attempt(State s) {
             state = s;
@@ -64,9 +66,16 @@ public final class OrderRunner implements AutoCloseable {
     private final AtomicInteger queued = new AtomicInteger();
     private final AtomicLong completed = new AtomicLong();
     private final AtomicLong failed = new AtomicLong();
+    private final WorkerMetrics metrics;
 
     public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, EngineDirectory directory,
                        EventReporter reporter, String workerId, int concurrency, int dedupeCapacity, Duration peerWait) {
+        this(engineId, instanceEpoch, pool, transports, directory, reporter, workerId, concurrency, dedupeCapacity, peerWait, WorkerMetrics.noop());
+    }
+
+    public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, EngineDirectory directory,
+                       EventReporter reporter, String workerId, int concurrency, int dedupeCapacity, Duration peerWait, WorkerMetrics metrics) {
+        this.metrics = metrics;
         this.engineId = engineId;
         this.instanceEpoch = instanceEpoch;
         this.pool = pool;
@@ -106,6 +115,14 @@ public final class OrderRunner implements AutoCloseable {
      * duplicate, which is not executed again).
      */
     public void submit(String requestId, TransferOrder o, Runnable done) {
+        submit(requestId, o, null, 0, done);
+    }
+
+    /**
+     * As {@link #submit(String, TransferOrder, Runnable)}, continuing {@code trace} (the order's, or null) on the
+     * reports; {@code orderTimestampMs} is the order record's timestamp (0 if unknown), for the wait histogram.
+     */
+    public void submit(String requestId, TransferOrder o, TraceContext trace, long orderTimestampMs, Runnable done) {
         String k = key(o.getOrderId(), o.getAttempt());
         Attempt e;
         synchronized (orders) {
@@ -125,7 +142,12 @@ public final class OrderRunner implements AutoCloseable {
         queued.incrementAndGet();
         executor.execute(() -> {
             queued.decrementAndGet();
-            run(requestId, o, entry, done);
+            metrics.started(orderTimestampMs);
+            try {
+                run(requestId, o, entry, trace, done);
+            } finally {
+                metrics.finished();
+            }
         });
     }
 
@@ -147,11 +169,12 @@ public final class OrderRunner implements AutoCloseable {
         }
     }
 
-    private void run(String requestId, TransferOrder o, Attempt entry, Runnable done) {
+    private void run(String requestId, TransferOrder o, Attempt entry, TraceContext trace, Runnable done) {
         long t0 = System.nanoTime();
         CompletableFuture<Void> report;
         try {
-            TransferResult r = execute(requestId, o, entry);
+            TransferResult r = execute(requestId, o, entry, trace);
+            metrics.completed(r.transport(), r.durationNanos(), r.bytes());
             synchronized (orders) {
                 entry.state = State.COMPLETED;
                 entry.transfer = null;
@@ -160,16 +183,17 @@ public final class OrderRunner implements AutoCloseable {
             log.atInfo().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("bytes", r.bytes())
                     .addKeyValue("ms", r.durationNanos() / 1_000_000).addKeyValue("GBps", String.format("%.2f", r.gigabytesPerSecond()))
                     .addKeyValue("transport", r.transport()).log("transfer completed");
-            report = reporter.completed(requestId, o.getOrderId(), o.getAttempt(), r.bytes(), r.durationNanos() / 1000);
+            report = reporter.completed(requestId, o.getOrderId(), o.getAttempt(), r.bytes(), r.durationNanos() / 1000, trace);
         } catch (TransferException e) {
             synchronized (orders) {
                 entry.state = e.kind() == TransferError.ABORTED ? State.ABORTED : State.FAILED;
                 entry.transfer = null;
             }
             failed.incrementAndGet();
+            metrics.failed(entry.transport, e.kind(), e.retriable());
             log.atWarn().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("retriable", e.retriable())
                     .addKeyValue("ms", (System.nanoTime() - t0) / 1_000_000).log("transfer failed: " + e.reason());
-            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), e.reason(), e.retriable());
+            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), e.reason(), e.retriable(), trace);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             log.atWarn().addKeyValue("orderId", o.getOrderId()).log("worker stopping: order left for the next start");
@@ -179,8 +203,9 @@ public final class OrderRunner implements AutoCloseable {
                 entry.state = State.FAILED;
             }
             failed.incrementAndGet();
+            metrics.failed(entry.transport, TransferError.INTERNAL, true);
             log.atError().setCause(e).addKeyValue("orderId", o.getOrderId()).log("transfer failed unexpectedly");
-            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), TransferError.INTERNAL + ": " + e, true);
+            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), TransferError.INTERNAL + ": " + e, true, trace);
         }
         report.whenComplete((v, err) -> {
             if (err == null) {
@@ -190,7 +215,7 @@ public final class OrderRunner implements AutoCloseable {
         });
     }
 
-    private TransferResult execute(String requestId, TransferOrder o, Attempt entry) throws InterruptedException {
+    private TransferResult execute(String requestId, TransferOrder o, Attempt entry, TraceContext trace) throws InterruptedException {
         synchronized (orders) {
             if (entry.abortReason != null) {
                 throw new TransferException(TransferError.ABORTED, "aborted before it started: " + entry.abortReason);
@@ -237,7 +262,8 @@ public final class OrderRunner implements AutoCloseable {
                     "cannot plan the order: " + e.getMessage());
         }
         Choice c = choose(o, dest);
-        reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name());
+        entry.transport = c.transport().name();
+        reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace);
         Transfer t = c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer());
         String abort;
         synchronized (orders) {

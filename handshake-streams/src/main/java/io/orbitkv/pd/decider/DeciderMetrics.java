@@ -1,0 +1,84 @@
+package io.orbitkv.pd.decider;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.metrics.MetricNames;
+import io.orbitkv.pd.state.Phase;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The decider's meters, shared by every task of the process. Per-fact cost is a map lookup keyed by the payload's
+ * class and a counter increment (meters are registered once per payload type, never per record), plus one timer
+ * record; the per-phase and per-engine gauges are refreshed from the local stores when {@code /metrics} is scraped,
+ * not on the decision path. Thread-safe.
+ */
+public final class DeciderMetrics {
+
+    private final MeterRegistry registry;
+    private final Timer process;
+    private final Map<Class<?>, Counter> facts = new ConcurrentHashMap<>();
+    private final Map<Class<?>, Counter> decisions = new ConcurrentHashMap<>();
+    private final Map<String, Counter> deadLetters = new ConcurrentHashMap<>();
+    private final Map<Phase, AtomicLong> phases = new ConcurrentHashMap<>();
+    private final Map<String, AtomicLong> engines = new ConcurrentHashMap<>();
+
+    public DeciderMetrics(MeterRegistry registry) {
+        this.registry = registry;
+        this.process = ComponentMetrics.latency(registry, MetricNames.DECIDER_PROCESS,
+                "the decider's own work for one fact: state read, transition, decisions, state write");
+        for (Phase p : Phase.values()) {
+            AtomicLong v = new AtomicLong();
+            Gauge.builder(MetricNames.DECIDER_REQUESTS, v, AtomicLong::get).description("requests per phase on this instance")
+                    .tag("phase", p.name()).register(registry);
+            phases.put(p, v);
+        }
+    }
+
+    /** Meters that go nowhere (tests, tools that build the topology without a process registry). */
+    public static DeciderMetrics noop() {
+        return new DeciderMetrics(new SimpleMeterRegistry());
+    }
+
+    public void fact(Object payload) {
+        facts.computeIfAbsent(payload.getClass(), c -> Counter.builder(MetricNames.DECIDER_FACTS)
+                .description("facts the decider consumed, by payload type").tag("type", c.getSimpleName()).register(registry)).increment();
+    }
+
+    public void decision(Object payload) {
+        decisions.computeIfAbsent(payload.getClass(), c -> Counter.builder(MetricNames.DECIDER_DECISIONS)
+                .description("decisions emitted, by payload type").tag("type", c.getSimpleName()).register(registry)).increment();
+    }
+
+    public void deadLetter(String errorType) {
+        deadLetters.computeIfAbsent(errorType, t -> Counter.builder(MetricNames.DECIDER_DEAD_LETTERS)
+                .description("records the decider dead-lettered").tag("error_type", t).register(registry)).increment();
+    }
+
+    /** One fact's processing time (timers fired after it included). */
+    public void processed(long nanos) {
+        process.record(nanos, TimeUnit.NANOSECONDS);
+    }
+
+    /** Sets the per-phase gauge from a count of this instance's request states. */
+    public void phases(Map<Phase, Long> counts) {
+        phases.forEach((p, v) -> v.set(counts.getOrDefault(p, 0L)));
+    }
+
+    /** Sets the per-engine in-flight gauge from this instance's load store; engines no longer listed read 0. */
+    public void engines(Map<String, Long> inflight) {
+        engines.forEach((e, v) -> v.set(inflight.getOrDefault(e, 0L)));
+        inflight.forEach((engine, n) -> engines.computeIfAbsent(engine, e -> {
+            AtomicLong v = new AtomicLong();
+            Gauge.builder(MetricNames.ENGINE_INFLIGHT, v, AtomicLong::get).description("requests in flight per engine (the decider's load store)")
+                    .tag("engine", e).register(registry);
+            return v;
+        }).set(n));
+    }
+}
