@@ -815,7 +815,9 @@ public final class Auditor {
 
     private static void milestone(List<String> bad, String name, Long value, Req r, Kind kind, boolean exact) {
         Fact f = r.first(kind);
-        if (value == null && f != null && f.streamTime <= r.finishedAt) {
+        // Strictly before: stream time is the partition's running maximum, so a fact processed after the outcome has a stream
+        // time >= the finish; at the same millisecond the order is unknown, and an audit must not invent violations.
+        if (value == null && f != null && f.streamTime < r.finishedAt) {
             bad.add(name + " missing although " + f.eventId + " was processed");
         } else if (value != null && f != null && exact && value != f.streamTime) {
             bad.add(name + " " + value + " but " + f.eventId + " was processed at " + f.streamTime);
