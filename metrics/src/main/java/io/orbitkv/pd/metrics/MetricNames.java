@@ -54,7 +54,7 @@ public final class MetricNames {
 
     /** Counter, tag {@code status}: HTTP requests answered. */
     public static final String PROXY_REQUESTS = "orbitkv.proxy.requests";
-    /** Timer, tag {@code phase}: ttft (first token) or total. */
+    /** Timer, tag {@code phase}: ttft (first byte of the answer), handoff (prefill answered → decode first byte) or total. */
     public static final String PROXY_REQUEST = "orbitkv.proxy.request";
     /** Timer, tag {@code role}: prefill or decode upstream call. */
     public static final String PROXY_UPSTREAM = "orbitkv.proxy.upstream";
@@ -69,6 +69,8 @@ public final class MetricNames {
     public static final String ENGINE_PHASE = "orbitkv.engine.phase";
     /** Gauge, tag {@code engine}: KV pages held. */
     public static final String ENGINE_PAGES_USED = "orbitkv.engine.pages.used";
+    /** Gauge, tag {@code engine}: KV pages of the engine's pool (used + free). */
+    public static final String ENGINE_PAGES_TOTAL = "orbitkv.engine.pages.total";
     /** Counter, tags {@code engine}, {@code kind}: prompt or output tokens. */
     public static final String ENGINE_TOKENS = "orbitkv.engine.tokens";
 

@@ -6,6 +6,10 @@ import io.orbitkv.pd.engine.sim.SimModel;
 import io.orbitkv.pd.proxy.internal.Admissions;
 import io.orbitkv.pd.proxy.internal.EngineList;
 import io.orbitkv.pd.proxy.internal.ProxiedRequest;
+import io.orbitkv.pd.proxy.internal.ProxyMetrics;
+import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import io.orbitkv.pd.proxy.internal.UpstreamErrors;
 import io.orbitkv.pd.proxy.routing.EngineInfo;
 import io.orbitkv.pd.proxy.routing.RoutingPolicy;
@@ -67,6 +71,8 @@ public final class OrbitProxy implements AutoCloseable {
     private final Map<String, AtomicInteger> localLoad = new ConcurrentHashMap<>();
     private final Map<String, LongAdder> counts = new ConcurrentHashMap<>();
     private final AtomicInteger inFlight = new AtomicInteger();
+    private final ComponentMetrics metrics;
+    private final ProxyMetrics meters;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final CountDownLatch closedLatch = new CountDownLatch(1);
     private Admissions admissions;
@@ -80,6 +86,8 @@ public final class OrbitProxy implements AutoCloseable {
         this.policy = RoutingPolicy.named(config.routing());
         this.engines = new EngineList(config.staticEngines(), config.deciderUrl());
         this.limits = new CompletionRequest.Limits(config.maxPromptChars(), config.maxTokens(), 4096);
+        this.metrics = ComponentMetrics.create("proxy", config.proxyId());
+        this.meters = new ProxyMetrics(metrics.registry(), inFlight);
     }
 
     public static OrbitProxy start(ProxyConfig config) throws Exception {
@@ -144,9 +152,12 @@ public final class OrbitProxy implements AutoCloseable {
                     .put("decode_engines", e.stream().filter(EngineInfo::canDecode).count()));
         } else if (req.method() == HttpMethod.GET && path.equals("/stats")) {
             json(resp, 200, stats());
+        } else if (req.method() == HttpMethod.GET && path.equals("/metrics")) {
+            resp.setStatusCode(200).putHeader("content-type", ComponentMetrics.CONTENT_TYPE).end(metrics.scrape());
         } else if (req.method() == HttpMethod.GET && path.equals("/v1/models")) {
             models(resp, client);
         } else if (path.equals("/v1/completions") || path.equals("/v1/chat/completions")) {
+            resp.endHandler(v -> meters.status(resp.getStatusCode()));
             if (req.method() != HttpMethod.POST) {
                 error(resp, 405, "use POST for " + path, "invalid_request_error", null);
                 return;
@@ -224,6 +235,7 @@ public final class OrbitProxy implements AutoCloseable {
             localLoad.computeIfAbsent(prefill.engineId(), k -> new AtomicInteger()).incrementAndGet();
         }
         EngineInfo p = prefill;
+        TraceContext trace = TraceHeaders.continueOrStart(TraceHeaders.fromHttp(req::getHeader));
         ProxiedRequest pr = new ProxiedRequest(vertx, client, admissions, rid, r, path, resp, config.requestTimeout(), how -> {
             inFlight.decrementAndGet();
             localLoad.get(decode.engineId()).decrementAndGet();
@@ -231,7 +243,7 @@ public final class OrbitProxy implements AutoCloseable {
                 localLoad.get(p.engineId()).decrementAndGet();
             }
             count(how.name().toLowerCase());
-        });
+        }).traced(trace, req.getHeader(TraceHeaders.TRACESTATE)).metered(meters);
         count(colocated ? "colocated" : "pd");
         if (colocated) {
             pr.dispatchColocated(decode);
@@ -314,6 +326,7 @@ public final class OrbitProxy implements AutoCloseable {
                 admissions.close();
             }
             serdes.close();
+            metrics.close();
         } finally {
             closedLatch.countDown();
         }

@@ -41,6 +41,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -267,56 +269,89 @@ public final class EngineClient implements AutoCloseable {
 
     /** Prefill done: the prompt's KV is in {@code sourceBlocks} (token order), held until a release names the request. */
     public CompletableFuture<Void> prefillCompleted(String requestId, int[] sourceBlocks, int numTokens, Integer firstToken) {
+        return prefillCompleted(requestId, sourceBlocks, numTokens, firstToken, null);
+    }
+
+    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
+    public CompletableFuture<Void> prefillCompleted(String requestId, int[] sourceBlocks, int numTokens, Integer firstToken, TraceContext trace) {
         return fact(requestId, requestId + "/prefill-completed", PrefillCompleted.newBuilder().setEngineId(config.engineId())
                 .setInstanceEpoch(instanceEpoch.get()).setSourceBlocks(BlockRuns.fromBlocks(sourceBlocks)).setNumTokens(numTokens)
-                .setFirstToken(firstToken).setLayout(layout()).build());
+                .setFirstToken(firstToken).setLayout(layout()).build(), trace);
     }
 
     /** Prefill impossible; the engine holds no pages for the request. */
     public CompletableFuture<Void> prefillFailed(String requestId, String reason, boolean retriable) {
+        return prefillFailed(requestId, reason, retriable, null);
+    }
+
+    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
+    public CompletableFuture<Void> prefillFailed(String requestId, String reason, boolean retriable, TraceContext trace) {
         return fact(requestId, requestId + "/prefill-failed", PrefillFailed.newBuilder().setEngineId(config.engineId())
-                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).setRetriable(retriable).build());
+                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).setRetriable(retriable).build(), trace);
     }
 
     /** Destination pages held under a lease; register {@link #awaitKv} before calling this, so no signal is missed. */
     public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs) {
+        return decodeReady(requestId, leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, null);
+    }
+
+    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
+    public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs, TraceContext trace) {
         List<BlockRun> runs = BlockRuns.fromBlocks(destBlocks);
         return fact(requestId, requestId + "/decode-ready", DecodeReady.newBuilder().setEngineId(config.engineId())
                 .setInstanceEpoch(instanceEpoch.get()).setLeaseId(leaseId).setLeaseEpoch(leaseEpoch).setDestBlocks(runs)
-                .setLeaseDeadlineMs(leaseDeadlineMs).setLayout(layout()).build());
+                .setLeaseDeadlineMs(leaseDeadlineMs).setLayout(layout()).build(), trace);
     }
 
     public CompletableFuture<Void> decodeRejected(String requestId, String reason) {
+        return decodeRejected(requestId, reason, null);
+    }
+
+    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
+    public CompletableFuture<Void> decodeRejected(String requestId, String reason, TraceContext trace) {
         return fact(requestId, requestId + "/decode-rejected", DecodeRejected.newBuilder().setEngineId(config.engineId())
-                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).build());
+                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).build(), trace);
     }
 
     /** Still holding the lease; {@code seq} makes the event id unique per heartbeat. */
     public CompletableFuture<Void> heartbeat(String requestId, String leaseId, long leaseEpoch, long extendToMs, int seq) {
+        return heartbeat(requestId, leaseId, leaseEpoch, extendToMs, seq, null);
+    }
+
+    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
+    public CompletableFuture<Void> heartbeat(String requestId, String leaseId, long leaseEpoch, long extendToMs, int seq, TraceContext trace) {
         return fact(requestId, requestId + "/heartbeat/" + seq, LeaseHeartbeat.newBuilder().setEngineId(config.engineId()).setLeaseId(leaseId)
-                .setLeaseEpoch(leaseEpoch).setExtendToMs(extendToMs).build());
+                .setLeaseEpoch(leaseEpoch).setExtendToMs(extendToMs).build(), trace);
     }
 
     public CompletableFuture<Void> decodeCompleted(String requestId, int outputTokens, boolean recomputed) {
+        return decodeCompleted(requestId, outputTokens, recomputed, null);
+    }
+
+    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
+    public CompletableFuture<Void> decodeCompleted(String requestId, int outputTokens, boolean recomputed, TraceContext trace) {
         return fact(requestId, requestId + "/decode-completed", DecodeCompleted.newBuilder().setEngineId(config.engineId())
-                .setOutputTokens(outputTokens).setRecomputed(recomputed).build());
+                .setOutputTokens(outputTokens).setRecomputed(recomputed).build(), trace);
     }
 
     /** The engine itself asks to stop the request (e.g. the KV it received does not verify). */
     public CompletableFuture<Void> cancel(String requestId, String reason) {
-        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build());
+        return cancel(requestId, reason, null);
+    }
+
+    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
+    public CompletableFuture<Void> cancel(String requestId, String reason, TraceContext trace) {
+        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build(), trace);
     }
 
     private io.orbitkv.pd.events.KvLayout layout() {
         return identity.geometry().toLayout(identity.tpRank(), identity.tpSize());
     }
 
-    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload) {
-        RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(source)
-                .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
-        byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
+    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace) {
+        ProducerRecord<String, byte[]> record = factRecord(topics, source, requestId, eventId, payload, trace);
         CompletableFuture<Void> done = new CompletableFuture<>();
-        producer.send(new ProducerRecord<>(topics.requestEvents().name(), requestId, value), (md, err) -> {
+        producer.send(record, (md, err) -> {
             if (err != null) {
                 log.atWarn().addKeyValue("requestId", requestId).addKeyValue("eventId", eventId).log("report failed: " + err);
                 done.completeExceptionally(err);
@@ -325,6 +360,22 @@ public final class EngineClient implements AutoCloseable {
             }
         });
         return done;
+    }
+
+    /**
+     * The record of one fact: keyed by request id, on the request-events topic, with a child of {@code trace} as its
+     * {@code traceparent} header when the request came with a trace (null: no header).
+     */
+    public static ProducerRecord<String, byte[]> factRecord(Topics topics, String source, String requestId, String eventId, Object payload,
+                                                            TraceContext trace) {
+        RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(source)
+                .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
+        byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(topics.requestEvents().name(), requestId, value);
+        if (trace != null) {
+            TraceHeaders.write(record.headers(), trace.newChild());
+        }
+        return record;
     }
 
     // ------------------------------------------------------------------------------------------------ decisions

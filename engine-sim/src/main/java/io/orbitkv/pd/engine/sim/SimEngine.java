@@ -7,6 +7,9 @@ import io.orbitkv.pd.engine.client.BlockAllocator;
 import io.orbitkv.pd.engine.client.DecisionListener;
 import io.orbitkv.pd.engine.client.EngineClient;
 import io.orbitkv.pd.engine.client.KvSignal;
+import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.engine.client.http.KvTransferParams;
 import io.orbitkv.pd.events.Decision;
@@ -68,6 +71,8 @@ public final class SimEngine implements AutoCloseable {
     private final Vertx vertx;
     private final KvPool pool;
     private final BlockAllocator allocator;
+    private final ComponentMetrics metrics;
+    private final EngineMetrics meters;
     private final AtomicLong leaseEpochs = new AtomicLong();
     private final Map<String, Job> jobs = new ConcurrentHashMap<>();
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -103,6 +108,8 @@ public final class SimEngine implements AutoCloseable {
         this.vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(1).setWorkerPoolSize(2).setInternalBlockingPoolSize(2));
         this.pool = config.poolPath() == null ? HostKvPool.allocate(config.geometry()) : HostKvPool.mapFile(config.geometry(), config.poolPath());
         this.allocator = new BlockAllocator(config.geometry().numBlocks());
+        this.metrics = ComponentMetrics.create("engine", config.engineId());
+        this.meters = new EngineMetrics(metrics.registry(), config.engineId(), allocator);
         this.limits = new CompletionRequest.Limits(config.maxPromptTokens() * 64, 1_000_000, 4096);
     }
 
@@ -172,6 +179,8 @@ public final class SimEngine implements AutoCloseable {
                 send(req.response(), 200, root);
             } else if (req.method() == HttpMethod.GET && path.equals("/stats")) {
                 send(req.response(), 200, stats());
+            } else if (req.method() == HttpMethod.GET && path.equals("/metrics")) {
+                req.response().setStatusCode(200).putHeader("content-type", ComponentMetrics.CONTENT_TYPE).end(metrics.scrape());
             } else if (path.equals("/v1/completions") || path.equals("/v1/chat/completions")) {
                 if (req.method() != HttpMethod.POST) {
                     error(req.response(), 405, "use POST for " + path, "invalid_request_error", null);
@@ -235,7 +244,7 @@ public final class SimEngine implements AutoCloseable {
         KvTransferParams kv = r.kv();
         String rid = kv != null && kv.requestId() != null ? kv.requestId()
                 : req.getHeader("x-request-id") != null ? req.getHeader("x-request-id") : "sim-" + UUID.randomUUID();
-        Job job = new Job(rid, r, tokens, req.response());
+        Job job = new Job(rid, r, tokens, req.response(), TraceHeaders.fromHttp(req::getHeader).orElse(null));
         req.response().putHeader("x-orbitkv-request-id", rid).putHeader("x-orbitkv-engine-id", config.engineId());
         req.response().closeHandler(v -> job.clientGone());
         if (kv == null || kv.colocated()) {
@@ -270,7 +279,10 @@ public final class SimEngine implements AutoCloseable {
         final CompletionRequest request;
         final int[] tokens;
         final HttpServerResponse response;
+        /** The trace the request came with (its {@code traceparent}), or null: facts about it carry a child of it. */
+        final TraceContext trace;
         final long startNanos = System.nanoTime();
+        long decodeStartNanos = -1;
         boolean gone;
         boolean finished;
         boolean computing;
@@ -285,8 +297,9 @@ public final class SimEngine implements AutoCloseable {
         long kvBytes;
         String mode;
 
-        Job(String rid, CompletionRequest request, int[] tokens, HttpServerResponse response) {
+        Job(String rid, CompletionRequest request, int[] tokens, HttpServerResponse response, TraceContext trace) {
             this.rid = rid;
+            this.trace = trace;
             this.request = request;
             this.tokens = tokens;
             this.response = response;
@@ -338,14 +351,14 @@ public final class SimEngine implements AutoCloseable {
         }
         if (blocks == null) {
             counters.rejected.increment();
-            client.prefillFailed(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)", true);
+            client.prefillFailed(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)", true, job.trace);
             job.finish();
             error(job.response, 503, "engine " + config.engineId() + " has no free KV blocks for " + need + " blocks", "service_unavailable", null);
             return;
         }
         compute(job, blocks, () -> {
             int first = model.generate(job.tokens, 1)[0];
-            client.prefillCompleted(job.rid, blocks, job.tokens.length, first).whenComplete((v, err) -> ctx.runOnContext(x -> {
+            client.prefillCompleted(job.rid, blocks, job.tokens.length, first, job.trace).whenComplete((v, err) -> ctx.runOnContext(x -> {
                 job.finish();
                 if (err != null) {
                     // The fact did not reach the log, so the decider will never release these pages: free them here.
@@ -389,6 +402,9 @@ public final class SimEngine implements AutoCloseable {
                 release();
                 job.computing = false;
                 job.prefillNanos = System.nanoTime() - t0;
+                if (ar.succeeded()) {
+                    meters.prefill(job.prefillNanos, job.tokens.length);
+                }
                 if (ar.failed()) {
                     log.atError().setCause(ar.cause()).addKeyValue("requestId", job.rid).log("prefill computation failed");
                     error(job.response, 500, "prefill failed: " + ar.cause(), "internal_error", null);
@@ -412,7 +428,7 @@ public final class SimEngine implements AutoCloseable {
         }
         if (blocks == null) {
             counters.rejected.increment();
-            client.decodeRejected(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)");
+            client.decodeRejected(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)", job.trace);
             job.finish();
             error(job.response, 503, "engine " + config.engineId() + " has no free KV blocks for " + need + " blocks", "service_unavailable", null);
             return;
@@ -422,12 +438,13 @@ public final class SimEngine implements AutoCloseable {
         long waitStart = System.nanoTime();
         client.awaitKv(job.rid).whenComplete((signal, err) -> ctx.runOnContext(v -> {
             job.kvWaitNanos = System.nanoTime() - waitStart;
+            meters.kvWait(job.kvWaitNanos);
             onKvSignal(job, blocks, signal);
         }));
         long leaseMs = config.leaseDuration().toMillis();
-        client.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs);
+        client.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace);
         job.heartbeatTimer = vertx.setPeriodic(config.heartbeat().toMillis(), id -> client.heartbeat(job.rid, job.leaseId, job.leaseEpoch,
-                System.currentTimeMillis() + leaseMs, ++job.heartbeats));
+                System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace));
         job.timeoutTimer = vertx.setTimer(config.kvTimeout().toMillis(), id -> {
             job.timeoutTimer = -1;
             if (!job.finished && !job.gone) {
@@ -462,14 +479,14 @@ public final class SimEngine implements AutoCloseable {
                         counters.corrupt.increment();
                         log.atError().addKeyValue("requestId", job.rid).addKeyValue("orderId", ready.orderId())
                                 .log("refusing to decode: the received KV does not verify: " + why);
-                        client.cancel(job.rid, "KV verification failed on " + config.engineId() + ": " + why);
+                        client.cancel(job.rid, "KV verification failed on " + config.engineId() + ": " + why, job.trace);
                         job.finish();
                         error(job.response, 502, "the KV received for request " + job.rid + " does not verify (" + why + "); not decoding",
                                 "kv_verification_failed", null);
                         return;
                     }
                     counters.verifiedPages.add((long) blocks.length * config.geometry().regionCount());
-                    generate(job, false, () -> client.decodeCompleted(job.rid, job.request.maxTokens(), false));
+                    generate(job, false, () -> client.decodeCompleted(job.rid, job.request.maxTokens(), false, job.trace));
                 });
             }
             case KvSignal.Recompute rc -> {
@@ -479,7 +496,7 @@ public final class SimEngine implements AutoCloseable {
                 log.atInfo().addKeyValue("requestId", job.rid).log("recomputing the prefill here: " + rc.reason());
                 compute(job, blocks, () -> {
                     if (!job.gone) {
-                        generate(job, true, () -> client.decodeCompleted(job.rid, job.request.maxTokens(), true));
+                        generate(job, true, () -> client.decodeCompleted(job.rid, job.request.maxTokens(), true, job.trace));
                     }
                 });
             }
@@ -540,6 +557,7 @@ public final class SimEngine implements AutoCloseable {
     private void generate(Job job, boolean recomputed, Runnable done) {
         CompletionRequest r = job.request;
         int[] out = model.generate(job.tokens, r.maxTokens());
+        job.decodeStartNanos = System.nanoTime();
         if (recomputed) {
             job.mode = "recomputed";
         }
@@ -551,6 +569,7 @@ public final class SimEngine implements AutoCloseable {
                 }
                 job.finish();
                 counters.completed.increment();
+                meters.decode(System.nanoTime() - job.decodeStartNanos, out.length);
                 ObjectNode json = completionJson(job, out);
                 orbitkv(json, job);
                 send(job.response, 200, json);
@@ -613,6 +632,7 @@ public final class SimEngine implements AutoCloseable {
         }
         job.finish();
         counters.completed.increment();
+        meters.decode(System.nanoTime() - job.decodeStartNanos, out.length);
         resp.end("data: [DONE]\n\n");
         done.run();
     }
@@ -764,6 +784,7 @@ public final class SimEngine implements AutoCloseable {
                 log.atWarn().log("vert.x did not stop cleanly: " + e);
             }
             pool.close();
+            metrics.close();
             log.atInfo().addKeyValue("engineId", config.engineId()).log("engine stopped");
         } finally {
             closedLatch.countDown();

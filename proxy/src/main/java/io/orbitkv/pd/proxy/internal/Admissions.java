@@ -9,7 +9,10 @@ import io.orbitkv.pd.schemas.Topics;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -17,34 +20,54 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /** The facts the proxy reports: a request admitted (with its engines), a request cancelled (client gone, timeout). */
 public final class Admissions implements AutoCloseable {
 
-    private final KafkaProducer<String, byte[]> producer;
+    private final Producer<String, byte[]> producer;
     private final Topics topics;
     private final String source;
 
     public Admissions(String bootstrapServers, Map<String, Object> overrides, Topics topics, String proxyId) {
-        this.producer = new KafkaProducer<>(KafkaClients.factProducer(bootstrapServers, proxyId + "-facts", overrides), new StringSerializer(),
-                new ByteArraySerializer());
+        this(new KafkaProducer<>(KafkaClients.factProducer(bootstrapServers, proxyId + "-facts", overrides), new StringSerializer(),
+                new ByteArraySerializer()), topics, proxyId);
+    }
+
+    /** Over any producer (tests: {@code MockProducer}). */
+    public Admissions(Producer<String, byte[]> producer, Topics topics, String proxyId) {
+        this.producer = producer;
         this.topics = topics;
         this.source = proxyId;
     }
 
     public CompletableFuture<Void> admitted(String requestId, String model, int promptTokens, int maxTokens, String prefillEngine,
                                             String decodeEngine, boolean recompute, Long deadlineMs) {
+        return admitted(requestId, model, promptTokens, maxTokens, prefillEngine, decodeEngine, recompute, deadlineMs, null);
+    }
+
+    /** {@code trace}: the proxy's span of this request (or null); written as the record's {@code traceparent}. */
+    public CompletableFuture<Void> admitted(String requestId, String model, int promptTokens, int maxTokens, String prefillEngine,
+                                            String decodeEngine, boolean recompute, Long deadlineMs, TraceContext trace) {
         return fact(requestId, requestId + "/admitted", RequestAdmitted.newBuilder().setModel(model).setPromptTokens(promptTokens)
                 .setMaxTokens(maxTokens).setPrefillEngineId(prefillEngine).setDecodeEngineId(decodeEngine)
-                .setFailurePolicy(recompute ? FailurePolicy.RECOMPUTE : FailurePolicy.FAIL).setDeadlineMs(deadlineMs).build());
+                .setFailurePolicy(recompute ? FailurePolicy.RECOMPUTE : FailurePolicy.FAIL).setDeadlineMs(deadlineMs).build(), trace);
     }
 
     public CompletableFuture<Void> cancelled(String requestId, String reason) {
-        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build());
+        return cancelled(requestId, reason, null);
     }
 
-    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload) {
+    public CompletableFuture<Void> cancelled(String requestId, String reason, TraceContext trace) {
+        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build(),
+                trace);
+    }
+
+    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace) {
         RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(source)
                 .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
         byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
         CompletableFuture<Void> done = new CompletableFuture<>();
-        producer.send(new ProducerRecord<>(topics.requestEvents().name(), requestId, value), (md, err) -> {
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(topics.requestEvents().name(), requestId, value);
+        if (trace != null) {
+            TraceHeaders.write(record.headers(), trace);
+        }
+        producer.send(record, (md, err) -> {
             if (err != null) {
                 done.completeExceptionally(err);
             } else {

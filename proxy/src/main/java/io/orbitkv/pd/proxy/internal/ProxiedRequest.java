@@ -14,6 +14,8 @@ import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServerResponse;
 import io.vertx.core.http.RequestOptions;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import java.time.Duration;
 import java.util.Set;
 import java.util.function.Consumer;
@@ -57,6 +59,12 @@ public final class ProxiedRequest {
     private long prefillDoneNanos = -1;
     private boolean prefillFailed;
     private long timer = -1;
+    private TraceContext trace;
+    private String traceState;
+    private ProxyMetrics metrics = ProxyMetrics.noop();
+    private long prefillSentNanos = -1;
+    private long decodeSentNanos = -1;
+    private boolean firstByte;
 
     public ProxiedRequest(Vertx vertx, HttpClient client, Admissions admissions, String requestId, CompletionRequest request, String path,
                           HttpServerResponse response, Duration timeout, Consumer<End> onEnd) {
@@ -71,6 +79,21 @@ public final class ProxiedRequest {
         this.onEnd = onEnd;
     }
 
+    /**
+     * The proxy's span of this request (continued from the client's {@code traceparent} or a new root) and the
+     * client's {@code tracestate}, passed through: written on the facts and sent on the calls to the engines.
+     */
+    public ProxiedRequest traced(TraceContext context, String state) {
+        this.trace = context;
+        this.traceState = state;
+        return this;
+    }
+
+    public ProxiedRequest metered(ProxyMetrics m) {
+        this.metrics = m;
+        return this;
+    }
+
     /** P/D: admission fact, then both engines at once. */
     public void dispatchPd(EngineInfo prefillEngine, EngineInfo decodeEngine, int promptTokens, boolean recomputeOnFailure) {
         pd = true;
@@ -79,7 +102,7 @@ public final class ProxiedRequest {
         decode = decodeEngine;
         arm();
         admissions.admitted(requestId, request.model(), promptTokens, request.maxTokens(), prefill.engineId(), decode.engineId(), recomputeOnFailure,
-                        System.currentTimeMillis() + timeout.toMillis())
+                        System.currentTimeMillis() + timeout.toMillis(), trace)
                 .whenComplete((v, err) -> {
                     if (err != null) {
                         vertx.runOnContext(x -> fail(new UpstreamErrors.Mapped(503, "service_unavailable",
@@ -102,6 +125,7 @@ public final class ProxiedRequest {
                 }
                 if (r.statusCode() / 100 == 2 && body.succeeded()) {
                     prefillDoneNanos = System.nanoTime();
+                    metrics.upstream("prefill", prefillDoneNanos - prefillSentNanos);
                 } else {
                     prefillFailed(body.failed() ? UpstreamErrors.fromFailure("prefill", prefill.engineId(), body.cause())
                             : UpstreamErrors.fromStatus("prefill", prefill.engineId(), r.statusCode(), body.result().toString()));
@@ -135,7 +159,18 @@ public final class ProxiedRequest {
     private Future<HttpClientResponse> send(EngineInfo engine, ObjectNode body) {
         RequestOptions o = new RequestOptions().setMethod(HttpMethod.POST).setAbsoluteURI(engine.httpUrl() + path)
                 .putHeader("content-type", "application/json").putHeader("x-request-id", requestId);
+        if (trace != null) {
+            o.putHeader(TraceHeaders.TRACEPARENT, trace.format());
+            if (traceState != null) {
+                o.putHeader(TraceHeaders.TRACESTATE, traceState);
+            }
+        }
         boolean isPrefill = engine == prefill && pd && prefillReq == null;
+        if (isPrefill) {
+            prefillSentNanos = System.nanoTime();
+        } else {
+            decodeSentNanos = System.nanoTime();
+        }
         return client.request(o).compose(req -> {
             if (isPrefill) {
                 prefillReq = req;
@@ -209,6 +244,14 @@ public final class ProxiedRequest {
             if (ended) {
                 return;
             }
+            if (!firstByte) {
+                firstByte = true;
+                long now = System.nanoTime();
+                metrics.ttft(now - startNanos);
+                if (pd && prefillDoneNanos > 0) {
+                    metrics.handoff(now - prefillDoneNanos);
+                }
+            }
             response.write(buf);
             if (response.writeQueueFull()) {
                 r.pause();
@@ -223,6 +266,7 @@ public final class ProxiedRequest {
         });
         r.endHandler(v -> {
             if (!ended) {
+                metrics.upstream(side, System.nanoTime() - decodeSentNanos);
                 finish(End.ANSWERED);
                 response.end();
             }
@@ -240,7 +284,8 @@ public final class ProxiedRequest {
 
     private void cancelFact(String reason) {
         if (pd) {
-            admissions.cancelled(requestId, reason).whenComplete((v, err) -> {
+            metrics.cancel();
+            admissions.cancelled(requestId, reason, trace).whenComplete((v, err) -> {
                 if (err != null) {
                     log.atWarn().addKeyValue("requestId", requestId).log("could not report the cancel: " + err.getMessage());
                 }
@@ -258,6 +303,7 @@ public final class ProxiedRequest {
             return;
         }
         if (response.headWritten()) {
+            metrics.status(502); // counted here: a reset response never ends
             response.reset(); // mid-stream: the only honest signal left is to break the stream
             return;
         }
@@ -267,6 +313,10 @@ public final class ProxiedRequest {
 
     private void finish(End how) {
         ended = true;
+        metrics.total(System.nanoTime() - startNanos);
+        if (how == End.CLIENT_GONE) {
+            metrics.status(499);
+        }
         if (timer >= 0) {
             vertx.cancelTimer(timer);
             timer = -1;
