@@ -36,9 +36,7 @@ final class DashboardCommand implements Callable<Integer> {
             props.with("dashboard.http.port", Integer.toString(port));
         }
         DashboardConfig cfg = DashboardConfig.from(props);
-        if (!props.unusedKeys().isEmpty()) {
-            throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/dashboard.md");
-        }
+        props.requireAllKeysUsed("docs/dashboard.md");
         DashboardApp app = new DashboardApp(cfg).start();
         Runtime.getRuntime().addShutdownHook(new Thread(app::close, "dashboard-shutdown"));
         if (!app.awaitRunning(Duration.ofMinutes(2))) {

@@ -29,9 +29,7 @@ final class DeciderCommand implements Callable<Integer> {
             props.with("bootstrap.servers", bootstrap);
         }
         DeciderConfig cfg = DeciderConfig.from(props);
-        if (!props.unusedKeys().isEmpty()) {
-            throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/decider.md");
-        }
+        props.requireAllKeysUsed("docs/decider.md");
         DeciderApp app = new DeciderApp(cfg).start();
         Runtime.getRuntime().addShutdownHook(new Thread(app::close, "decider-shutdown"));
         if (!app.awaitRunning(Duration.ofMinutes(2))) {

@@ -47,9 +47,7 @@ final class EngineCommand implements Callable<Integer> {
             props.with("bootstrap.servers", bootstrap);
         }
         SimEngineConfig cfg = SimEngineConfig.from(props);
-        if (!props.unusedKeys().isEmpty()) {
-            throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/engine-integration.md");
-        }
+        props.requireAllKeysUsed("docs/engine-integration.md");
         SimEngine engine = SimEngine.start(cfg);
         Runtime.getRuntime().addShutdownHook(new Thread(engine::close, "engine-shutdown"));
         System.out.println("engine running: id=" + cfg.engineId() + " role=" + cfg.role().name().toLowerCase() + " url=" + engine.url() + " preset="

@@ -34,9 +34,7 @@ final class ProxyCommand implements Callable<Integer> {
             props.with("proxy.http.port", port.toString());
         }
         ProxyConfig cfg = ProxyConfig.from(props);
-        if (!props.unusedKeys().isEmpty()) {
-            throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/proxy.md");
-        }
+        props.requireAllKeysUsed("docs/proxy.md");
         OrbitProxy proxy = OrbitProxy.start(cfg);
         Runtime.getRuntime().addShutdownHook(new Thread(proxy::close, "proxy-shutdown"));
         System.out.println("proxy running: url=" + proxy.url() + " routing=" + cfg.routing() + " decider=" + cfg.deciderUrl());

@@ -36,9 +36,7 @@ final class WorkerCommand implements Callable<Integer> {
         }
         WorkerConfig cfg = WorkerConfig.from(props);
         WorkerHttpConfig httpCfg = WorkerHttpConfig.from(props);
-        if (!props.unusedKeys().isEmpty()) {
-            throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/worker.md");
-        }
+        props.requireAllKeysUsed("docs/worker.md");
         WorkerApp app = new WorkerApp(cfg, httpCfg);
         Runtime.getRuntime().addShutdownHook(new Thread(app::close, "worker-shutdown"));
         app.start();

@@ -46,9 +46,7 @@ public final class WorkerMain {
             ConfigProps props = ConfigProps.load(config);
             cfg = WorkerConfig.from(props);
             httpCfg = WorkerHttpConfig.from(props);
-            if (!props.unusedKeys().isEmpty()) {
-                throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/worker.md");
-            }
+            props.requireAllKeysUsed("docs/worker.md");
         } catch (IllegalArgumentException e) {
             System.err.println("worker: " + e.getMessage());
             System.exit(2);

@@ -71,9 +71,7 @@ public final class LogSourceOptions {
                 props.with("topics.prefix", prefix);
             }
             deciderConfig = DeciderConfig.from(props);
-            if (!props.unusedKeys().isEmpty()) {
-                throw new IllegalArgumentException("--config: unknown keys " + props.unusedKeys() + " (typos?); see docs/decider.md");
-            }
+            props.requireAllKeysUsed("docs/decider.md");
         }
         return deciderConfig;
     }

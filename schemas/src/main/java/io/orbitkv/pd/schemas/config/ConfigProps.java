@@ -167,6 +167,17 @@ public final class ConfigProps {
         return unused;
     }
 
+    /**
+     * Refuses a configuration with keys nobody read (a typo would otherwise fall back to a default in silence).
+     *
+     * @param doc where the valid keys are documented, e.g. {@code docs/decider.md}
+     */
+    public void requireAllKeysUsed(String doc) {
+        if (!unusedKeys().isEmpty()) {
+            throw new IllegalArgumentException("--config: unknown keys " + unusedKeys() + " (typos?); see " + doc);
+        }
+    }
+
     /** {@code topics.prefix}, {@code topics.partitions}, {@code topics.replication.factor}, {@code topics.retention}. */
     public TopicsConfig topics() {
         TopicsConfig d = TopicsConfig.defaults();
