@@ -15,6 +15,7 @@ import io.orbitkv.pd.mooncake.te.ResultCode;
 import io.orbitkv.pd.mooncake.te.TaskStatus;
 import io.orbitkv.pd.mooncake.te.TransferEngine;
 import io.orbitkv.pd.transport.KvTransport;
+import io.orbitkv.pd.transport.PeerConnectionPool;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.PushRequest;
@@ -37,12 +38,10 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -81,8 +80,8 @@ public final class MooncakeTransport implements KvTransport {
     private final AdmissionServer admission;
     private final Map<Long, TransferEngine.Range> registered = new HashMap<>();
     private final List<TransferEngine.Range> remoteRanges = new ArrayList<>();
-    private final Map<String, ConcurrentLinkedDeque<AdmissionClient>> idle = new ConcurrentHashMap<>();
-    private final Map<String, AtomicLong> generations = new ConcurrentHashMap<>();
+    /** Admission (control) connections per peer; at most 8 idle per peer. */
+    private final PeerConnectionPool<AdmissionClient> pool = new PeerConnectionPool<>(8);
     private final Map<String, Integer> segments = new ConcurrentHashMap<>();
     private final Set<String> staleEngines = ConcurrentHashMap.newKeySet();
     private final Set<MooncakeTransfer> running = ConcurrentHashMap.newKeySet();
@@ -220,42 +219,13 @@ public final class MooncakeTransport implements KvTransport {
         }
     }
 
-    private static String key(PeerEndpoint p) {
-        return p.engineId() + "|" + p.attributes().get("control");
-    }
-
-    private long generation(String engineId) {
-        return generations.computeIfAbsent(engineId, k -> new AtomicLong()).get();
-    }
-
-    private record Lease(AdmissionClient client, boolean reused) { }
-
-    private Lease acquire(PeerEndpoint peer) {
-        ConcurrentLinkedDeque<AdmissionClient> q = idle.get(key(peer));
-        long gen = generation(peer.engineId());
-        if (q != null) {
-            for (AdmissionClient c = q.pollFirst(); c != null; c = q.pollFirst()) {
-                if (c.isOpen() && c.generation() == gen) {
-                    return new Lease(c, true);
-                }
-                c.close();
-            }
-        }
-        return new Lease(AdmissionClient.open(peer, peer.attributes().get("control"), gen, senderId, config.connectTimeout(), config.ioTimeout()),
-                false);
+    private PeerConnectionPool.Lease<AdmissionClient> acquire(PeerEndpoint peer) {
+        return pool.acquire(peer, (p, gen) -> AdmissionClient.open(p, p.attributes().get("control"), gen, senderId, config.connectTimeout(),
+                config.ioTimeout()));
     }
 
     private void release(AdmissionClient c) {
-        if (closed || !c.isOpen() || c.generation() != generation(c.peer().engineId())) {
-            c.close();
-            return;
-        }
-        ConcurrentLinkedDeque<AdmissionClient> q = idle.computeIfAbsent(key(c.peer()), k -> new ConcurrentLinkedDeque<>());
-        if (q.size() >= 8) {
-            c.close();
-        } else {
-            q.addFirst(c);
-        }
+        pool.release(c);
     }
 
     /** The receiver's segment id in this engine; opened once per engine incarnation. */
@@ -283,14 +253,7 @@ public final class MooncakeTransport implements KvTransport {
 
     @Override
     public void forgetPeer(String engineId) {
-        generations.computeIfAbsent(engineId, k -> new AtomicLong()).incrementAndGet();
-        idle.forEach((k, q) -> {
-            if (k.startsWith(engineId + "|")) {
-                for (AdmissionClient c = q.pollFirst(); c != null; c = q.pollFirst()) {
-                    c.close();
-                }
-            }
-        });
+        pool.forget(engineId);
         segments.keySet().removeIf(k -> k.startsWith(engineId + "|"));
         staleEngines.add(engineId);
         log.atInfo().addKeyValue("engineId", engineId).log("dropped cached mooncake admission connections and segment of the engine's worker");
@@ -336,8 +299,8 @@ public final class MooncakeTransport implements KvTransport {
                 int push = pushIds.incrementAndGet();
                 int segment;
                 for (int tries = 0; ; tries++) {
-                    Lease l = acquire(peer);
-                    c = l.client();
+                    PeerConnectionPool.Lease<AdmissionClient> l = acquire(peer);
+                    c = l.connection();
                     checkPeer(c.hello());
                     segment = segment(peer, c.hello().segment());
                     try {
@@ -681,11 +644,7 @@ public final class MooncakeTransport implements KvTransport {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        idle.values().forEach(q -> {
-            for (AdmissionClient c = q.pollFirst(); c != null; c = q.pollFirst()) {
-                c.close();
-            }
-        });
+        pool.close();
         try {
             synchronized (this) {
                 engine.unregisterMemory(List.copyOf(registered.values()));

@@ -22,7 +22,7 @@ import java.time.Duration;
  * peer's instance epoch, segment and region addresses), then pushes one at a time. Used by one push at a time;
  * pooled between pushes.
  */
-public final class AdmissionClient implements AutoCloseable {
+public final class AdmissionClient implements AutoCloseable, io.orbitkv.pd.transport.PeerConnectionPool.Pooled {
 
     private final Socket socket;
     private final InputStream in;

@@ -4,6 +4,7 @@ import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.kv.TransferPlan;
 import io.orbitkv.pd.transport.KvTransport;
+import io.orbitkv.pd.transport.PeerConnectionPool;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.PushRequest;
@@ -30,7 +31,6 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -70,8 +70,7 @@ public final class TcpTransport implements KvTransport {
     private final ExecutorService io;
     private final Set<ReceiverConnection> receivers = ConcurrentHashMap.newKeySet();
     private final Set<Thread> receiverThreads = ConcurrentHashMap.newKeySet();
-    private final Map<String, ConcurrentLinkedDeque<SenderConnection>> idle = new ConcurrentHashMap<>();
-    private final Map<String, AtomicLong> generations = new ConcurrentHashMap<>();
+    private final PeerConnectionPool<SenderConnection> pool;
     private final AtomicInteger streams = new AtomicInteger();
     private final AtomicInteger receiverCount = new AtomicInteger();
     private final Thread acceptor;
@@ -79,6 +78,7 @@ public final class TcpTransport implements KvTransport {
 
     private TcpTransport(TcpConfig config, String senderId, PushGate gate) throws IOException {
         this.config = config;
+        this.pool = new PeerConnectionPool<>(config.connections() * 2);
         this.senderId = senderId;
         this.gate = gate;
         this.watchdog = new Watchdog(config.ioTimeout(), "kv-tcp-watchdog");
@@ -228,54 +228,18 @@ public final class TcpTransport implements KvTransport {
         return t;
     }
 
-    private static String key(PeerEndpoint p) {
-        return p.engineId() + "|" + p.address();
-    }
-
-    private long generation(String engineId) {
-        return generations.computeIfAbsent(engineId, k -> new AtomicLong()).get();
-    }
-
-    private record Lease(SenderConnection connection, boolean reused) { }
-
-    private Lease acquire(PeerEndpoint peer) {
-        ConcurrentLinkedDeque<SenderConnection> q = idle.get(key(peer));
-        long gen = generation(peer.engineId());
-        if (q != null) {
-            for (SenderConnection c = q.pollFirst(); c != null; c = q.pollFirst()) {
-                if (c.isOpen() && c.generation() == gen) {
-                    return new Lease(c, true);
-                }
-                c.close();
-            }
-        }
-        return new Lease(SenderConnection.open(peer, gen, senderId, config, watchdog), false);
+    private PeerConnectionPool.Lease<SenderConnection> acquire(PeerEndpoint peer) {
+        return pool.acquire(peer, (p, gen) -> SenderConnection.open(p, gen, senderId, config, watchdog));
     }
 
     private void release(SenderConnection c) {
         c.busy(false);
-        if (closed || !c.isOpen() || c.generation() != generation(c.peer().engineId())) {
-            c.close();
-            return;
-        }
-        ConcurrentLinkedDeque<SenderConnection> q = idle.computeIfAbsent(key(c.peer()), k -> new ConcurrentLinkedDeque<>());
-        if (q.size() >= config.connections() * 2) {
-            c.close();
-        } else {
-            q.addFirst(c);
-        }
+        pool.release(c);
     }
 
     @Override
     public void forgetPeer(String engineId) {
-        generations.computeIfAbsent(engineId, k -> new AtomicLong()).incrementAndGet();
-        idle.forEach((k, q) -> {
-            if (k.startsWith(engineId + "|")) {
-                for (SenderConnection c = q.pollFirst(); c != null; c = q.pollFirst()) {
-                    c.close();
-                }
-            }
-        });
+        pool.forget(engineId);
         log.atInfo().addKeyValue("engineId", engineId).log("dropped cached tcp connections to the engine's worker");
     }
 
@@ -343,7 +307,7 @@ public final class TcpTransport implements KvTransport {
             long sent = 0;
             try {
                 for (int tries = 0; ; tries++) {
-                    Lease l = acquire(peer);
+                    PeerConnectionPool.Lease<SenderConnection> l = acquire(peer);
                     c = l.connection();
                     try {
                         c.busy(true);
@@ -454,11 +418,7 @@ public final class TcpTransport implements KvTransport {
             closeQuietly(server);
         }
         receivers.forEach(ReceiverConnection::close);
-        idle.values().forEach(q -> {
-            for (SenderConnection c = q.pollFirst(); c != null; c = q.pollFirst()) {
-                c.close();
-            }
-        });
+        pool.close();
         io.shutdown();
         // Threads still inside a read or write hold the pool's memory: the pool may be freed only after they left.
         long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);

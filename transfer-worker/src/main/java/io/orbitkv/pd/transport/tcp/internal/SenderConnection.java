@@ -17,7 +17,7 @@ import java.nio.channels.SocketChannel;
  * one at a time. Control frames wait for their reply; WRITE frames stream without waiting, each one gathering
  * write of its header, its segment table and the page slices straight from the source pool.
  */
-public final class SenderConnection implements AutoCloseable {
+public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.transport.PeerConnectionPool.Pooled {
 
     private final SocketChannel ch;
     private final PeerEndpoint peer;
