@@ -106,6 +106,11 @@ public final class DeciderApp implements AutoCloseable {
         return streams;
     }
 
+    /** The decider's own meters (facts, decisions, dead letters, per-fact processing time and its listener). */
+    public DeciderMetrics deciderMetrics() {
+        return deciderMetrics;
+    }
+
     /** This process's Prometheus registry (served at {@code /metrics} when the HTTP endpoint is on). */
     public ComponentMetrics metrics() {
         return metrics;

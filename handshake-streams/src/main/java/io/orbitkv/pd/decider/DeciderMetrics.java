@@ -28,6 +28,17 @@ public final class DeciderMetrics {
     private final Map<String, Counter> deadLetters = new ConcurrentHashMap<>();
     private final Map<Phase, AtomicLong> phases = new ConcurrentHashMap<>();
     private final Map<String, AtomicLong> engines = new ConcurrentHashMap<>();
+    private volatile FactTimings factTimings;
+
+    /**
+     * Sees when each fact's processing started and ended (System.nanoTime), by event id: lets a benchmark running the
+     * decider in its own JVM split a decision's latency into the hop in, the decider's own work and the hop out.
+     * Called on the stream thread; must be cheap and must not throw.
+     */
+    @FunctionalInterface
+    public interface FactTimings {
+        void fact(String eventId, long startNanos, long endNanos);
+    }
 
     public DeciderMetrics(MeterRegistry registry) {
         this.registry = registry;
@@ -61,9 +72,18 @@ public final class DeciderMetrics {
                 .description("records the decider dead-lettered").tag("error_type", t).register(registry)).increment();
     }
 
-    /** One fact's processing time (timers fired after it included). */
-    public void processed(long nanos) {
-        process.record(nanos, TimeUnit.NANOSECONDS);
+    /** Installs (or, with null, removes) the per-fact timing listener. */
+    public void factTimings(FactTimings listener) {
+        this.factTimings = listener;
+    }
+
+    /** One fact's processing (timers fired after it included); {@code eventId} is null when the record did not decode. */
+    public void processed(String eventId, long startNanos, long endNanos) {
+        process.record(endNanos - startNanos, TimeUnit.NANOSECONDS);
+        FactTimings listener = factTimings;
+        if (listener != null && eventId != null) {
+            listener.fact(eventId, startNanos, endNanos);
+        }
     }
 
     /** Sets the per-phase gauge from a count of this instance's request states. */

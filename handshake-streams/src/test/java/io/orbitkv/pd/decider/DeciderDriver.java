@@ -28,10 +28,15 @@ public final class DeciderDriver implements AutoCloseable {
     private final TestOutputTopic<String, DeadLetter> deadLetters;
 
     public DeciderDriver(DeciderPolicy policy) {
+        this(policy, DeciderMetrics.noop());
+    }
+
+    /** As {@link #DeciderDriver(DeciderPolicy)}, counting into {@code metrics}. */
+    public DeciderDriver(DeciderPolicy policy, DeciderMetrics metrics) {
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, "decider-test");
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "unused:9092");
-        driver = new TopologyTestDriver(DeciderTopology.build(policy, DeciderConfig.StoreKind.IN_MEMORY, topics), p);
+        driver = new TopologyTestDriver(DeciderTopology.build(policy, DeciderConfig.StoreKind.IN_MEMORY, topics, false, metrics), p);
         in = driver.createInputTopic(topics.requestEvents().name(), Serdes.String().serializer(), topics.requestEvents().valueSerde().serializer());
         raw = driver.createInputTopic(topics.requestEvents().name(), Serdes.ByteArray().serializer(), Serdes.ByteArray().serializer());
         decisions = driver.createOutputTopic(topics.decisions().name(), Serdes.String().deserializer(), topics.decisions().valueSerde().deserializer());

@@ -15,6 +15,7 @@ import io.orbitkv.pd.events.OutcomeKind;
 import io.orbitkv.pd.events.RecomputeDecided;
 import io.orbitkv.pd.events.ReleaseDecided;
 import io.orbitkv.pd.events.ReleaseSide;
+import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.events.RequestOutcome;
 import io.orbitkv.pd.events.TransferOrder;
 import io.orbitkv.pd.schemas.EventText;
@@ -41,6 +42,24 @@ class DeciderTopologyTest {
 
     private static <T> T payload(List<Decision> ds, Class<T> type) {
         return ds.stream().map(Decision::getPayload).filter(type::isInstance).map(type::cast).findFirst().orElseThrow();
+    }
+
+    @Test
+    void perFactTimingsReachTheListenerByEventIdAndUndecodableRecordsDoNot() {
+        DeciderMetrics metrics = DeciderMetrics.noop();
+        List<String> seen = new java.util.ArrayList<>();
+        metrics.factTimings((eventId, start, end) -> {
+            assertThat(end).isGreaterThanOrEqualTo(start);
+            seen.add(eventId);
+        });
+        try (DeciderDriver timed = new DeciderDriver(fastPolicy(), metrics)) {
+            RequestEvent adm = admitted("t1");
+            timed.pipe(1000, adm).pipeRaw(1001, "t1".getBytes(StandardCharsets.UTF_8), new byte[] {1, 2, 3});
+            assertThat(seen).containsExactly(adm.getEventId());
+            metrics.factTimings(null);
+            timed.pipe(1002, decodeReady("t1", run(0, 2)));
+            assertThat(seen).hasSize(1);
+        }
     }
 
     @Test

@@ -47,19 +47,32 @@ public final class BenchCommand implements Runnable {
                 + "(repeatable), e.g. --kafka statestore.cache.max.bytes=33554432; recorded with the results.")
         Map<String, String> kafka = new java.util.LinkedHashMap<>();
 
+        @Option(names = "--partitions", defaultValue = "6", description = "Partitions per decider topic (default: ${DEFAULT-VALUE}).")
+        int partitions;
+
+        @Option(names = "--store", defaultValue = "ROCKSDB", description = "The decider's request store: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+        io.orbitkv.pd.decider.DeciderConfig.StoreKind store;
+
+        @Option(names = "--broker", paramLabel = "KEY=VALUE", description = "A broker property for the embedded broker (repeatable), "
+                + "e.g. --broker num.network.threads=1; recorded with the results.")
+        Map<String, String> brokerProps = new java.util.LinkedHashMap<>();
+
         @Override
         public Integer call() throws Exception {
+            if (partitions < 1) {
+                throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--partitions: must be >= 1, got " + partitions);
+            }
             Path work = Files.createTempDirectory("orbitkv-bench-");
             loadBefore = loadAverage();
             DeciderBench.Options opts = new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(measure), burst, 4,
-                    Map.copyOf(kafka));
+                    Map.copyOf(kafka), partitions, store);
             KraftCluster cluster = null;
             try {
                 String bs = bootstrap;
                 if (bs == null) {
                     System.out.println("starting an embedded KRaft broker (child JVM) ...");
                     cluster = KraftCluster.builder().nodes(1).dataDir(work.resolve("kafka")).logsDir(work.resolve("logs"))
-                            .jvmOptions(List.of("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
+                            .jvmOptions(List.of("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).brokerProperties(brokerProps).build().start();
                     bs = cluster.bootstrapServers();
                 }
                 KraftCluster brokers = cluster;
@@ -69,7 +82,7 @@ public final class BenchCommand implements Runnable {
                 DeciderBench bench = new DeciderBench(bs, opts, work, System.out::println).withBrokerCpu(brokerCpu);
                 // Cold JVMs on 2 cores measure the JIT, not the design: one discarded pass warms both JVMs first.
                 System.out.println("warm-up pass (discarded) ...");
-                new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4, Map.copyOf(kafka)), work,
+                new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4, Map.copyOf(kafka), partitions, store), work,
                         System.out::println).run(DeciderBench.MODES.get(0), 99);
                 System.out.printf("raw produce->consume hop at %d/s (%ds warm-up, %ds measured) ...%n", rate, warmup, measure);
                 LatencyStats raw = bench.rawHop("bench.raw-hop-" + System.nanoTime() % 100000);
@@ -80,8 +93,10 @@ public final class BenchCommand implements Runnable {
                     System.out.println("mode " + mode.name() + " ...");
                     DeciderBench.Result r = bench.run(mode, m);
                     results.add(r);
-                    System.out.printf("  decision p50 %.2f ms  p99 %.2f ms  throughput %.0f handoffs/s  CPU %.3f ms/handoff%n",
-                            r.decision().p50ms(), r.decision().p99ms(), r.handoffsPerSecond(), r.cpuMsPerHandoff());
+                    System.out.printf("  decision p50 %.2f ms  p99 %.2f ms  throughput %.0f handoffs/s  CPU %.3f ms/handoff  %.2f cores busy at %d/s%n",
+                            r.decision().p50ms(), r.decision().p99ms(), r.handoffsPerSecond(), r.cpuMsPerHandoff(), r.coresBusyAtRate(), rate);
+                    System.out.printf("  hop in p50 %.2f ms, decider %.3f ms, hop out %.2f ms; raw hop beside the load %.2f ms%n",
+                            r.breakdown().hopIn().p50ms(), r.breakdown().work().p50ms(), r.breakdown().hopOut().p50ms(), r.rawHopUnderLoad().p50ms());
                 }
                 loadAfter = loadAverage();
                 String table = table(raw, results);
@@ -99,24 +114,52 @@ public final class BenchCommand implements Runnable {
         private String table(LatencyStats raw, List<DeciderBench.Result> results) {
             StringBuilder b = new StringBuilder();
             b.append("| mode | decision p50 ms | p90 ms | p99 ms | max ms | p50 / raw p50 | p99 / raw p99 | handoffs/s (burst of ")
-                    .append(burst).append(") | CPU ms per handoff (bench JVM + broker) | raw hop beside this load p50 / p99 ms | duplicate decisions seen |\n");
+                    .append(burst).append(") | CPU ms per handoff (bench JVM + broker) | cores busy at ").append(rate)
+                    .append(" handoffs/s | duplicate decisions seen |\n");
             b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
             b.append(String.format(Locale.ROOT, "| raw produce→consume hop (baseline, same run) | %.2f | %.2f | %.2f | %.2f | 1.00 | 1.00 | — | — | — | — |%n",
                     raw.p50ms(), raw.p90ms(), raw.p99ms(), raw.maxMs()));
             for (DeciderBench.Result r : results) {
                 LatencyStats l = r.decision();
-                b.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.3f | %.2f / %.2f | %d |%n", r.mode().name(),
+                b.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.3f | %.2f | %d |%n", r.mode().name(),
                         l.p50ms(), l.p90ms(), l.p99ms(), l.maxMs(), l.p50ms() / raw.p50ms(), l.p99ms() / raw.p99ms(), r.handoffsPerSecond(),
-                        r.cpuMsPerHandoff(), r.rawHopUnderLoad().p50ms(), r.rawHopUnderLoad().p99ms(), r.duplicateDecisions()));
+                        r.cpuMsPerHandoff(), r.coresBusyAtRate(), r.duplicateDecisions()));
+            }
+            b.append("\nWhere the time goes (the same measured decisions; p50 / p99 ms): hop in = last fact produced → the decider starts"
+                    + " processing it; decider = its own work for that fact; hop out = decision handed to the producer → the actor has it;"
+                    + " raw hop beside the load = the raw hop above, measured again (").append(DeciderBench.PROBE_RATE)
+                    .append(" records/s, own topic) while the decider carries this load.\n\n");
+            b.append("| mode | hop in | decider | hop out | raw hop beside the load | records written per handoff |\n| --- | --- | --- | --- | --- | --- |\n");
+            for (DeciderBench.Result r : results) {
+                DeciderBench.Breakdown d = r.breakdown();
+                StringBuilder recs = new StringBuilder();
+                r.recordsPerHandoff().forEach((t, n) -> {
+                    if (n >= 0.005) {
+                        recs.append(recs.isEmpty() ? "" : ", ").append(t).append(' ').append(String.format(Locale.ROOT, "%.1f", n));
+                    }
+                });
+                b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s |%n", r.mode().name(), pair(d.hopIn()), pair(d.work()),
+                        pair(d.hopOut()), pair(r.rawHopUnderLoad()), recs));
             }
             return b.toString();
+        }
+
+        private static String pair(LatencyStats l) {
+            return String.format(Locale.ROOT, "%.2f / %.2f", l.p50ms(), l.p99ms());
         }
 
         private void write(String table, LatencyStats raw, List<DeciderBench.Result> results) throws Exception {
             Path md = outFile;
             Files.createDirectories(md.toAbsolutePath().getParent());
             StringBuilder extra = new StringBuilder();
+            if (store != io.orbitkv.pd.decider.DeciderConfig.StoreKind.ROCKSDB) {
+                extra.append(" --store ").append(store);
+            }
+            if (partitions != 6) {
+                extra.append(" --partitions ").append(partitions);
+            }
             kafka.forEach((k, v) -> extra.append(" --kafka ").append(k).append('=').append(v));
+            brokerProps.forEach((k, v) -> extra.append(" --broker ").append(k).append('=').append(v));
             String cmd = String.format(Locale.ROOT, "./orbitkv-pd bench decider --rate %d --warmup %d --measure %d --burst %d", rate, warmup, measure, burst)
                     + extra;
             Files.writeString(md, "# Decider benchmark\n\nMeasured " + LocalDate.now() + " on " + Runtime.getRuntime().availableProcessors()
@@ -125,9 +168,9 @@ public final class BenchCommand implements Runnable {
                     + " handoffs/s after " + warmup + " s of warm-up; throughput = a burst of " + burst
                     + " full handoffs (admitted, decode ready, prefill completed, order, transfer completed, KV ready, decode completed,"
                     + " releases, outcome). System load average (1 min) at the start " + loadBefore + ", at the end " + loadAfter
-                    + " (the benchmark itself keeps about 2 busy; much more means other work shared the cores). The column 'raw hop"
-                    + " beside this load' is the same raw produce→consume hop (" + DeciderBench.PROBE_RATE + " records/s, own topic) measured"
-                    + " while the decider carries the latency phase's load: what one hop costs on these cores under that load.\n\n" + table);
+                    + " (the benchmark itself keeps about 2 busy; much more means other work shared the cores). 'Cores busy' is the CPU"
+                    + " time of the benchmark JVM and the broker during the measured window divided by its length (2 = the machine is"
+                    + " full). Records written per handoff count offsets, so under exactly-once they include transaction markers.\n\n" + table);
             // The committed results sit in bench/results; a run written elsewhere (--out) keeps its JSON beside its markdown.
             Path json = md.equals(Path.of("docs", "bench", "decider.md")) ? Path.of("bench", "results", "decider.json")
                     : md.resolveSibling(md.getFileName().toString().replaceFirst("\\.md$", "") + ".json");
@@ -139,7 +182,14 @@ public final class BenchCommand implements Runnable {
                 j.append(i == 0 ? "" : ",").append("{\"mode\":\"").append(r.mode().name()).append("\",\"decision\":").append(stats(r.decision()))
                         .append(",\"handoffs_per_s\":").append(String.format(Locale.ROOT, "%.1f", r.handoffsPerSecond()))
                         .append(",\"cpu_ms_per_handoff\":").append(String.format(Locale.ROOT, "%.4f", r.cpuMsPerHandoff()))
-                        .append(",\"raw_hop_beside_load\":").append(stats(r.rawHopUnderLoad())).append('}');
+                        .append(",\"raw_hop_beside_load\":").append(stats(r.rawHopUnderLoad()))
+                        .append(",\"cores_busy_at_rate\":").append(String.format(Locale.ROOT, "%.2f", r.coresBusyAtRate()))
+                        .append(",\"hop_in\":").append(stats(r.breakdown().hopIn())).append(",\"decider_work\":").append(stats(r.breakdown().work()))
+                        .append(",\"hop_out\":").append(stats(r.breakdown().hopOut())).append(",\"records_per_handoff\":{");
+                StringBuilder recs = new StringBuilder();
+                r.recordsPerHandoff().forEach((t, n) -> recs.append(recs.isEmpty() ? "" : ",").append('"').append(t).append("\":")
+                        .append(String.format(Locale.ROOT, "%.3f", n)));
+                j.append(recs).append("}}");
             }
             Files.writeString(json, j.append("]}\n").toString());
             System.out.println("results written to " + md + " and " + json);

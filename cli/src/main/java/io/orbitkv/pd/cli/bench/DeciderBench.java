@@ -60,15 +60,23 @@ public final class DeciderBench {
 
     /** What one mode measured. */
     public record Result(Mode mode, LatencyStats decision, double handoffsPerSecond, long handoffs, long duplicateDecisions,
-            double cpuMsPerHandoff, LatencyStats rawHopUnderLoad) { }
+            double cpuMsPerHandoff, LatencyStats rawHopUnderLoad, double coresBusyAtRate, Map<String, Double> recordsPerHandoff, Breakdown breakdown) { }
+
+    /**
+     * Where a decision's latency goes (same measured decisions, same JVM clock): the hop in (last fact produced → the
+     * decider starts processing it), the decider's own work (state, transition, decisions handed to the producer) and the
+     * hop out (→ the actor has the decision).
+     */
+    public record Breakdown(LatencyStats hopIn, LatencyStats work, LatencyStats hopOut) { }
 
     /** Rate of the raw-hop probe that runs beside the decider during the latency phase (records/s). */
     static final int PROBE_RATE = 200;
 
     /** Knobs of a run. */
-    public record Options(int rate, Duration warmup, Duration measure, int burst, int engines, Map<String, Object> deciderOverrides) {
+    public record Options(int rate, Duration warmup, Duration measure, int burst, int engines, Map<String, Object> deciderOverrides,
+                          int partitions, DeciderConfig.StoreKind store) {
         public Options(int rate, Duration warmup, Duration measure, int burst, int engines) {
-            this(rate, warmup, measure, burst, engines, Map.of());
+            this(rate, warmup, measure, burst, engines, Map.of(), 6, DeciderConfig.StoreKind.ROCKSDB);
         }
     }
 
@@ -157,11 +165,11 @@ public final class DeciderBench {
 
     public Result run(Mode mode, int index) throws Exception {
         String prefix = "bench" + index + "-" + System.currentTimeMillis() % 100000 + ".";
-        TopicsConfig tc = new TopicsConfig(prefix, 6, (short) 1, Duration.ofHours(1));
+        TopicsConfig tc = new TopicsConfig(prefix, options.partitions(), (short) 1, Duration.ofHours(1));
         DeciderPolicy policy = DeciderPolicy.defaults("bench-auth-key-0123456789".getBytes(StandardCharsets.UTF_8));
         Path state = Files.createDirectories(workDir.resolve("state-" + index));
         DeciderConfig config = new DeciderConfig(bootstrap, "bench-decider-" + index + "-" + System.nanoTime() % 100000, tc,
-                SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, DeciderConfig.StoreKind.ROCKSDB, 1, policy,
+                SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, options.store(), 1, policy,
                 Duration.ofMillis(200), "127.0.0.1", -1, options.deciderOverrides());
         try (DeciderApp app = new DeciderApp(config).start(); EventSerdes serdes = EventSerdes.embedded()) {
             if (!app.awaitRunning(Duration.ofSeconds(60))) {
@@ -174,6 +182,7 @@ public final class DeciderBench {
                 long measureFrom = System.nanoTime() + options.warmup().toNanos();
                 long end = measureFrom + options.measure().toNanos();
                 actor.measureFrom = measureFrom;
+                app.deciderMetrics().factTimings(actor::factProcessed);
                 // The same raw hop, measured beside the decider while it carries this load: what one hop costs here.
                 var probe = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
                     try {
@@ -184,13 +193,23 @@ public final class DeciderBench {
                 }, r -> Thread.ofPlatform().name("raw-hop-probe").start(r));
                 Pacer pacer = new Pacer(options.rate());
                 int i = 0;
+                long cpuAtMeasure = -1;
+                long wallAtMeasure = 0;
                 while (System.nanoTime() < end) {
                     pacer.awaitNext();
+                    if (cpuAtMeasure < 0 && System.nanoTime() >= measureFrom) {
+                        cpuAtMeasure = cpuNanos();
+                        wallAtMeasure = System.nanoTime();
+                    }
                     actor.sendHandoff("L" + i, i);
                     i++;
                 }
+                // How much of the machine the pipeline (bench JVM + broker) keeps busy at the benchmark rate.
+                double coresBusy = (cpuNanos() - cpuAtMeasure) / (double) (System.nanoTime() - wallAtMeasure);
                 actor.awaitCompleted(i, Duration.ofSeconds(60));
                 LatencyStats latency = LatencyStats.of(actor.latency);
+                app.deciderMetrics().factTimings(null);
+                Breakdown breakdown = new Breakdown(LatencyStats.of(actor.hopIn), LatencyStats.of(actor.work), LatencyStats.of(actor.hopOut));
                 LatencyStats underLoad = probe.join();
                 // Throughput: a burst of handoffs as fast as the pipeline takes them, full state machine.
                 actor.measureFrom = Long.MAX_VALUE;
@@ -203,9 +222,25 @@ public final class DeciderBench {
                 actor.awaitCompleted(before + options.burst(), Duration.ofMinutes(3));
                 double seconds = (System.nanoTime() - t0) / 1e9;
                 double cpuMs = (cpuNanos() - cpu0) / 1e6 / options.burst();
-                return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get(), cpuMs, underLoad);
+                return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get(), cpuMs, underLoad, coresBusy,
+                        recordsPerHandoff(prefix, config.applicationId(), i + options.burst()), breakdown);
             }
         }
+    }
+
+    /** Records written per handoff to each topic of this run (inputs, decisions, commands, changelogs), from end offsets. */
+    private Map<String, Double> recordsPerHandoff(String prefix, String applicationId, long handoffs) throws Exception {
+        Map<String, Double> out = new java.util.TreeMap<>();
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            List<String> names = admin.listTopics().names().get().stream()
+                    .filter(n -> (n.startsWith(prefix) || n.startsWith(applicationId)) && !n.contains("raw-probe")).toList();
+            Map<org.apache.kafka.common.TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> specs = new HashMap<>();
+            admin.describeTopics(names).allTopicNames().get().forEach((name, d) -> d.partitions().forEach(p ->
+                    specs.put(new org.apache.kafka.common.TopicPartition(name, p.partition()), org.apache.kafka.clients.admin.OffsetSpec.latest())));
+            admin.listOffsets(specs).all().get().forEach((tp, info) -> out.merge(tp.topic().startsWith(prefix)
+                    ? tp.topic().substring(prefix.length()) : tp.topic().substring(applicationId.length() + 1), info.offset() / (double) handoffs, Double::sum));
+        }
+        return out;
     }
 
     private Map<String, Object> producerConfig() {
@@ -246,6 +281,12 @@ public final class DeciderBench {
         final AtomicLong completed = new AtomicLong();
         final AtomicLong duplicates = new AtomicLong();
         final Histogram latency = LatencyStats.histogram();
+        /** The three parts of each measured decision: hop in (fact produced → processing starts), the decider's work, hop out. */
+        final Histogram hopIn = LatencyStats.histogram();
+        final Histogram work = LatencyStats.histogram();
+        final Histogram hopOut = LatencyStats.histogram();
+        /** Processing start and end of the facts whose decisions are measured, keyed like {@link #sentAt}. */
+        final Map<String, long[]> processedAt = new ConcurrentHashMap<>();
         final Thread thread;
         volatile long measureFrom = Long.MAX_VALUE;
         volatile boolean running = true;
@@ -316,9 +357,25 @@ public final class DeciderBench {
         }
 
         private void record(String key, long now) {
+            long[] processed = processedAt.remove(key);
             Long sent = sentAt.remove(key);
+            if (processed != null && sent != null && sent >= measureFrom) {
+                hopIn.recordValue(Math.max(0, (processed[0] - sent) / 1000));
+                work.recordValue(Math.max(0, (processed[1] - processed[0]) / 1000));
+                hopOut.recordValue(Math.max(0, (now - processed[1]) / 1000));
+            }
             if (sent != null && sent >= measureFrom) {
                 latency.recordValue(Math.max(0, (now - sent) / 1000));
+            }
+        }
+
+        /** The decider (same JVM) processed a fact: keep the timings of the facts whose decisions are measured. */
+        void factProcessed(String eventId, long startNanos, long endNanos) {
+            int slash = eventId.lastIndexOf('/');
+            String kind = eventId.substring(slash + 1);
+            String key = kind.equals("pc") ? "/order" : kind.startsWith("tc") ? "/kv" : null;
+            if (key != null) {
+                processedAt.put(eventId.substring(0, slash) + key, new long[] {startNanos, endNanos});
             }
         }
 

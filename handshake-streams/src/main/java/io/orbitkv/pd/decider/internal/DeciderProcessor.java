@@ -110,15 +110,17 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     @Override
     public void process(Record<byte[], byte[]> record) {
         long start = System.nanoTime();
+        String eventId = null;
         try {
-            processFact(record);
+            eventId = processFact(record);
         } finally {
             traceHeaders = null;
-            metrics.processed(System.nanoTime() - start);
+            metrics.processed(eventId, start, System.nanoTime());
         }
     }
 
-    private void processFact(Record<byte[], byte[]> record) {
+    /** Processes one record; returns its event id, or null when it did not decode. */
+    private String processFact(Record<byte[], byte[]> record) {
         // Streams keeps the task's stream time (the largest record timestamp seen) and restores it from the
         // committed offset metadata after a restart, so the clock continues where the committed state left it.
         streamTime = Math.max(streamTime, Math.max(record.timestamp(), context.currentStreamTimeMs()));
@@ -132,7 +134,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             RecordMetadata md = context.recordMetadata().orElseThrow();
             deadLetter(record, "UNDECODABLE", e.at(md.partition(), md.offset()).getMessage());
             fireTimers();
-            return;
+            return null;
         }
         String key = record.key() == null ? null : new String(record.key(), StandardCharsets.UTF_8);
         if (key == null || !key.equals(event.getRequestId())) {
@@ -149,6 +151,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             }
         }
         fireTimers();
+        return event.getEventId();
     }
 
     private void fireTimers() {
