@@ -208,6 +208,7 @@ public final class DeciderBench {
                 double coresBusy = (cpuNanos() - cpuAtMeasure) / (double) (System.nanoTime() - wallAtMeasure);
                 actor.awaitCompleted(i, Duration.ofSeconds(60));
                 LatencyStats latency = LatencyStats.of(actor.latency);
+                out.println(commitStats(app));
                 app.deciderMetrics().factTimings(null);
                 Breakdown breakdown = new Breakdown(LatencyStats.of(actor.hopIn), LatencyStats.of(actor.work), LatencyStats.of(actor.hopOut));
                 LatencyStats underLoad = probe.join();
@@ -226,6 +227,26 @@ public final class DeciderBench {
                         recordsPerHandoff(prefix, config.applicationId(), i + options.burst()), breakdown);
             }
         }
+    }
+
+    /** Streams' own commit metrics after the latency phase: how long the stream thread spends committing. */
+    private static String commitStats(DeciderApp app) {
+        Map<String, Double> m = new java.util.TreeMap<>();
+        app.streams().metrics().forEach((name, metric) -> {
+            String n = name.group() + ":" + name.name();
+            if (n.equals("stream-thread-metrics:commit-latency-avg") || n.equals("stream-thread-metrics:commit-latency-max")
+                    || n.equals("stream-thread-metrics:commit-rate") || n.equals("stream-thread-metrics:commit-ratio")
+                    || n.equals("stream-thread-metrics:process-ratio") || n.equals("stream-thread-metrics:poll-ratio")
+                    || n.equals("stream-thread-metrics:punctuate-ratio")) {
+                Object v = metric.metricValue();
+                if (v instanceof Number num) {
+                    m.put(name.name(), num.doubleValue());
+                }
+            }
+        });
+        StringBuilder b = new StringBuilder("  stream thread:");
+        m.forEach((k, v) -> b.append(' ').append(k).append('=').append(String.format(java.util.Locale.ROOT, "%.3f", v)));
+        return b.toString();
     }
 
     /** Records written per handoff to each topic of this run (inputs, decisions, commands, changelogs), from end offsets. */
