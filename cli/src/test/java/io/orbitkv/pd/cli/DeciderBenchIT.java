@@ -1,0 +1,62 @@
+package io.orbitkv.pd.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code bench decider} end to end, briefly, against the embedded broker it starts: checks that the run completes
+ * every handoff, that its outputs agree with each other (a latency breakdown of the measured decisions, records per
+ * handoff from the broker's offsets, the options written into the command line of the result), not how fast it is.
+ */
+class DeciderBenchIT {
+
+    @Test
+    void benchDeciderRunsEveryHandoffAndReportsAConsistentBreakdown(@TempDir Path dir) throws Exception {
+        Path md = dir.resolve("decider.md");
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        PrintStream original = System.out;
+        int exit;
+        try {
+            System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
+            exit = Main.commandLine().execute("bench", "decider", "--modes", "3", "--rate", "100", "--warmup", "1", "--measure", "2",
+                    "--burst", "300", "--partitions", "2", "--store", "in_memory", "--broker", "num.io.threads=1", "--out", md.toString());
+        } finally {
+            System.setOut(original);
+        }
+        String out = buf.toString(StandardCharsets.UTF_8);
+        assertThat(exit).as(out).isZero();
+
+        String table = Files.readString(md);
+        assertThat(table).contains("--partitions 2").contains("--store IN_MEMORY").contains("--broker num.io.threads=1")
+                .contains("| at-least-once (ALOS, read_uncommitted) |").contains("Where the time goes");
+
+        JsonNode json = new ObjectMapper().readTree(dir.resolve("decider.json").toFile());
+        JsonNode mode = json.get("modes").get(0);
+        long decisions = mode.get("decision").get("count").asLong();
+        // Two measured decisions per handoff (the order and KV ready), about rate x measure handoffs.
+        assertThat(decisions).isBetween(300L, 500L);
+        for (String part : new String[] {"hop_in", "decider_work", "hop_out"}) {
+            long n = mode.get(part).get("count").asLong();
+            assertThat(n).as(part).isPositive().isLessThanOrEqualTo(decisions);
+            // Each part of a decision is shorter than the whole decision's worst case.
+            assertThat(mode.get(part).get("p50_ms").asDouble()).as(part).isLessThanOrEqualTo(mode.get("decision").get("max_ms").asDouble());
+        }
+        JsonNode records = mode.get("records_per_handoff");
+        // Five facts per handoff (admitted, decode ready, prefill completed, transfer completed, decode completed), plus
+        // any ticks; five decisions (order, KV ready, two releases, outcome); six engine copies (the outcome goes to both).
+        assertThat(records.get("request-events").asDouble()).isBetween(5.0, 5.5);
+        assertThat(records.get("decisions").asDouble()).isBetween(5.0, 5.5);
+        assertThat(records.get("engine-commands").asDouble()).isBetween(6.0, 6.5);
+        assertThat(mode.get("handoffs_per_s").asDouble()).isPositive();
+        assertThat(mode.get("cores_busy_at_rate").asDouble()).isPositive();
+    }
+}
