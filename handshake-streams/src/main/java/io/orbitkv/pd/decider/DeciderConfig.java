@@ -36,6 +36,9 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
     /** Processing guarantee of the decider itself. */
     public enum Guarantee { EXACTLY_ONCE_V2, AT_LEAST_ONCE }
 
+    /** The default {@code decider.commit.interval}; see docs/decider.md, "Exactly-once effect". */
+    public static final Duration DEFAULT_COMMIT_INTERVAL = Duration.ofMillis(500);
+
     /** State store implementation. */
     public enum StoreKind { ROCKSDB, IN_MEMORY }
 
@@ -88,7 +91,10 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
                 p.topics(),
                 p.serde(),
                 p.enumValue("decider.guarantee", Guarantee.class, Guarantee.EXACTLY_ONCE_V2),
-                p.duration("decider.commit.interval", Duration.ofMillis(100)),
+                // 500 ms suits the default low-latency mode (actors read uncommitted): fewer transaction commits stall
+                // the stream thread less often (bench decider, 1,000 handoffs/s: p50 3.78 -> 2.84 ms, p90 11.6 -> 6.1 ms,
+                // +10 % throughput). Actors that read committed should set 20-100 ms: it is their latency.
+                p.duration("decider.commit.interval", DEFAULT_COMMIT_INTERVAL),
                 Path.of(p.string("decider.state.dir", ".orbitkv/decider-state")),
                 p.enumValue("decider.store", StoreKind.class, StoreKind.ROCKSDB),
                 p.integer("decider.threads", 1),

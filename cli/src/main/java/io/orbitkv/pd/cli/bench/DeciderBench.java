@@ -81,7 +81,8 @@ public final class DeciderBench {
     }
 
     public static final List<Mode> MODES = List.of(
-            new Mode("low-latency (EOS v2, actors read_uncommitted)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), "read_uncommitted"),
+            new Mode("low-latency (EOS v2, commit 500 ms, actors read_uncommitted)", Guarantee.EXACTLY_ONCE_V2, DeciderConfig.DEFAULT_COMMIT_INTERVAL,
+                    "read_uncommitted"),
             new Mode("exactly-once (EOS v2, commit 100 ms, read_committed)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), "read_committed"),
             new Mode("exactly-once (EOS v2, commit 20 ms, read_committed)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(20), "read_committed"),
             new Mode("at-least-once (ALOS, read_uncommitted)", Guarantee.AT_LEAST_ONCE, Duration.ofMillis(100), "read_uncommitted"));
