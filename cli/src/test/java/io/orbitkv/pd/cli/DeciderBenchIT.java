@@ -22,6 +22,7 @@ class DeciderBenchIT {
     @Test
     void benchDeciderRunsEveryHandoffAndReportsAConsistentBreakdown(@TempDir Path dir) throws Exception {
         Path md = dir.resolve("decider.md");
+        java.util.Set<Path> before = benchWorkDirs();
         ByteArrayOutputStream buf = new ByteArrayOutputStream();
         PrintStream original = System.out;
         int exit;
@@ -34,6 +35,8 @@ class DeciderBenchIT {
         }
         String out = buf.toString(StandardCharsets.UTF_8);
         assertThat(exit).as(out).isZero();
+        // A successful run removes its work directory (state stores and broker data, 100-200 MB at full length).
+        assertThat(benchWorkDirs()).as("work directories left behind").isSubsetOf(before);
 
         String table = Files.readString(md);
         assertThat(table).contains("--partitions 2").contains("--store IN_MEMORY").contains("--broker num.io.threads=1")
@@ -58,5 +61,12 @@ class DeciderBenchIT {
         assertThat(records.get("engine-commands").asDouble()).isBetween(6.0, 6.5);
         assertThat(mode.get("handoffs_per_s").asDouble()).isPositive();
         assertThat(mode.get("cores_busy_at_rate").asDouble()).isPositive();
+    }
+
+    /** The bench's temporary work directories (state stores, broker data) that exist right now. */
+    private static java.util.Set<Path> benchWorkDirs() throws java.io.IOException {
+        try (var s = Files.list(Path.of(System.getProperty("java.io.tmpdir")))) {
+            return s.filter(p -> p.getFileName().toString().matches("orbitkv-bench-\\d+")).collect(java.util.stream.Collectors.toSet());
+        }
     }
 }

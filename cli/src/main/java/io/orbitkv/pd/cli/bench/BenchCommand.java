@@ -103,10 +103,28 @@ public final class BenchCommand implements Runnable {
                 System.out.println();
                 System.out.println(table);
                 write(table, raw, results);
+                done = true;
                 return 0;
             } finally {
                 if (cluster != null) {
                     cluster.close();
+                }
+                // State directories and broker data are 100-200 MB per run and worthless after it; a failed run keeps
+                // them (with the broker's logs) for a look.
+                if (done) {
+                    deleteTree(work);
+                } else {
+                    System.err.println("bench decider failed; its state directories and broker logs are kept in " + work);
+                }
+            }
+        }
+
+        private boolean done;
+
+        private static void deleteTree(Path root) throws java.io.IOException {
+            try (java.util.stream.Stream<Path> s = Files.walk(root)) {
+                for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                    Files.deleteIfExists(p);
                 }
             }
         }
