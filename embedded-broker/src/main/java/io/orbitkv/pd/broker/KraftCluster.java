@@ -603,7 +603,8 @@ public final class KraftCluster implements AutoCloseable {
         }
     }
 
-    private static void deleteRecursively(Path root) throws IOException {
+    /** Deletes a directory tree (a cluster's data directory, or a work directory holding one); absent is fine. */
+    public static void deleteRecursively(Path root) throws IOException {
         if (!Files.exists(root)) {
             return;
         }

@@ -4,19 +4,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
-import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Future;
-import java.util.stream.Collectors;
 import java.util.stream.IntStream;
-import java.util.stream.Stream;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -97,7 +93,7 @@ class KraftClusterIT {
     @Test
     void persistentDirectorySurvivesStopAndStart() throws Exception {
         Path dir = BASE.resolve("persistent");
-        deleteRecursively(dir); // persistent by design, so start each run from a clean slate (data and log)
+        KraftCluster.deleteRecursively(dir); // persistent by design, so start each run from a clean slate (data and log)
         String firstBootstrap;
         try (KraftCluster cluster = cluster("persistent", 1).persistent(true).build().start();
              Admin admin = cluster.createAdmin()) {
@@ -187,16 +183,5 @@ class KraftClusterIT {
 
     private static TopicDescription describe(Admin admin, String topic) throws Exception {
         return admin.describeTopics(Set.of(topic)).allTopicNames().get().get(topic);
-    }
-
-    private static void deleteRecursively(Path root) throws IOException {
-        if (!Files.exists(root)) {
-            return;
-        }
-        try (Stream<Path> s = Files.walk(root)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).collect(Collectors.toList())) {
-                Files.delete(p);
-            }
-        }
     }
 }

@@ -14,6 +14,10 @@ public record TopicsConfig(String prefix, int partitions, short replicationFacto
 
     public static final String DEFAULT_PREFIX = "orbitkv.";
 
+    /** Partitions per topic unless {@code topics.partitions} says otherwise. */
+
+    public static final int DEFAULT_PARTITIONS = 6;
+
     public TopicsConfig {
         if (prefix == null || !prefix.matches("[A-Za-z0-9._-]*")) {
             throw new IllegalArgumentException("topics.prefix: only letters, digits, '.', '_' and '-' allowed, got " + prefix);
@@ -31,6 +35,6 @@ public record TopicsConfig(String prefix, int partitions, short replicationFacto
 
     /** Development defaults: 6 partitions, replication 1, 7 days of log. */
     public static TopicsConfig defaults() {
-        return new TopicsConfig(DEFAULT_PREFIX, 6, (short) 1, Duration.ofDays(7));
+        return new TopicsConfig(DEFAULT_PREFIX, DEFAULT_PARTITIONS, (short) 1, Duration.ofDays(7));
     }
 }

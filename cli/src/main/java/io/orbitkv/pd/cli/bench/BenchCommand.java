@@ -47,7 +47,7 @@ public final class BenchCommand implements Runnable {
                 + "(repeatable), e.g. --kafka statestore.cache.max.bytes=33554432; recorded with the results.")
         Map<String, String> kafka = new java.util.LinkedHashMap<>();
 
-        @Option(names = "--partitions", defaultValue = "6", description = "Partitions per decider topic (default: ${DEFAULT-VALUE}).")
+        @Option(names = "--partitions", defaultValue = "" + io.orbitkv.pd.schemas.TopicsConfig.DEFAULT_PARTITIONS, description = "Partitions per decider topic (default: ${DEFAULT-VALUE}).")
         int partitions;
 
         @Option(names = "--store", defaultValue = "ROCKSDB", description = "The decider's request store: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
@@ -112,7 +112,7 @@ public final class BenchCommand implements Runnable {
                 // State directories and broker data are 100-200 MB per run and worthless after it; a failed run keeps
                 // them (with the broker's logs) for a look.
                 if (done) {
-                    deleteTree(work);
+                    KraftCluster.deleteRecursively(work);
                 } else {
                     System.err.println("bench decider failed; its state directories and broker logs are kept in " + work);
                 }
@@ -120,14 +120,6 @@ public final class BenchCommand implements Runnable {
         }
 
         private boolean done;
-
-        private static void deleteTree(Path root) throws java.io.IOException {
-            try (java.util.stream.Stream<Path> s = Files.walk(root)) {
-                for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
-                    Files.deleteIfExists(p);
-                }
-            }
-        }
 
         private String table(LatencyStats raw, List<DeciderBench.Result> results) {
             StringBuilder b = new StringBuilder();
@@ -173,7 +165,7 @@ public final class BenchCommand implements Runnable {
             if (store != io.orbitkv.pd.decider.DeciderConfig.StoreKind.ROCKSDB) {
                 extra.append(" --store ").append(store);
             }
-            if (partitions != 6) {
+            if (partitions != io.orbitkv.pd.schemas.TopicsConfig.DEFAULT_PARTITIONS) {
                 extra.append(" --partitions ").append(partitions);
             }
             kafka.forEach((k, v) -> extra.append(" --kafka ").append(k).append('=').append(v));

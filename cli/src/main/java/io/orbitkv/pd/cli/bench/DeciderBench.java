@@ -76,7 +76,7 @@ public final class DeciderBench {
     public record Options(int rate, Duration warmup, Duration measure, int burst, int engines, Map<String, Object> deciderOverrides,
                           int partitions, DeciderConfig.StoreKind store) {
         public Options(int rate, Duration warmup, Duration measure, int burst, int engines) {
-            this(rate, warmup, measure, burst, engines, Map.of(), 6, DeciderConfig.StoreKind.ROCKSDB);
+            this(rate, warmup, measure, burst, engines, Map.of(), TopicsConfig.DEFAULT_PARTITIONS, DeciderConfig.StoreKind.ROCKSDB);
         }
     }
 
@@ -230,15 +230,15 @@ public final class DeciderBench {
         }
     }
 
+    /** The stream-thread metrics {@link #commitStats} prints. */
+    private static final Set<String> THREAD_METRICS = Set.of("commit-latency-avg", "commit-latency-max", "commit-rate", "commit-ratio",
+            "process-ratio", "poll-ratio", "punctuate-ratio");
+
     /** Streams' own commit metrics after the latency phase: how long the stream thread spends committing. */
     private static String commitStats(DeciderApp app) {
         Map<String, Double> m = new java.util.TreeMap<>();
         app.streams().metrics().forEach((name, metric) -> {
-            String n = name.group() + ":" + name.name();
-            if (n.equals("stream-thread-metrics:commit-latency-avg") || n.equals("stream-thread-metrics:commit-latency-max")
-                    || n.equals("stream-thread-metrics:commit-rate") || n.equals("stream-thread-metrics:commit-ratio")
-                    || n.equals("stream-thread-metrics:process-ratio") || n.equals("stream-thread-metrics:poll-ratio")
-                    || n.equals("stream-thread-metrics:punctuate-ratio")) {
+            if (name.group().equals("stream-thread-metrics") && THREAD_METRICS.contains(name.name())) {
                 Object v = metric.metricValue();
                 if (v instanceof Number num) {
                     m.put(name.name(), num.doubleValue());
