@@ -28,13 +28,9 @@ final class DashboardCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        ConfigProps props = config == null ? ConfigProps.empty() : ConfigProps.load(config);
-        if (bootstrap != null) {
-            props.with("bootstrap.servers", bootstrap);
-        }
-        if (port != null) {
-            props.with("dashboard.http.port", Integer.toString(port));
-        }
+        ConfigProps props = ConfigProps.loadOrEmpty(config);
+        props.override("bootstrap.servers", bootstrap);
+        props.override("dashboard.http.port", port);
         DashboardConfig cfg = DashboardConfig.from(props);
         props.requireAllKeysUsed("docs/dashboard.md");
         DashboardApp app = new DashboardApp(cfg).start();

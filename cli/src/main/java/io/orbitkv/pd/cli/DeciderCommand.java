@@ -24,10 +24,8 @@ final class DeciderCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        ConfigProps props = config == null ? ConfigProps.empty() : ConfigProps.load(config);
-        if (bootstrap != null) {
-            props.with("bootstrap.servers", bootstrap);
-        }
+        ConfigProps props = ConfigProps.loadOrEmpty(config);
+        props.override("bootstrap.servers", bootstrap);
         DeciderConfig cfg = DeciderConfig.from(props);
         props.requireAllKeysUsed("docs/decider.md");
         DeciderApp app = new DeciderApp(cfg).start();

@@ -33,19 +33,11 @@ final class EngineCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        ConfigProps props = config == null ? ConfigProps.empty() : ConfigProps.load(config);
-        if (role != null) {
-            props.with("engine.role", role);
-        }
-        if (id != null) {
-            props.with("engine.id", id);
-        }
-        if (port != null) {
-            props.with("engine.http.port", port.toString());
-        }
-        if (bootstrap != null) {
-            props.with("bootstrap.servers", bootstrap);
-        }
+        ConfigProps props = ConfigProps.loadOrEmpty(config);
+        props.override("engine.role", role);
+        props.override("engine.id", id);
+        props.override("engine.http.port", port);
+        props.override("bootstrap.servers", bootstrap);
         SimEngineConfig cfg = SimEngineConfig.from(props);
         props.requireAllKeysUsed("docs/engine-integration.md");
         SimEngine engine = SimEngine.start(cfg);

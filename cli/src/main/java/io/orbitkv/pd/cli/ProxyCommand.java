@@ -26,13 +26,9 @@ final class ProxyCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        ConfigProps props = config == null ? ConfigProps.empty() : ConfigProps.load(config);
-        if (bootstrap != null) {
-            props.with("bootstrap.servers", bootstrap);
-        }
-        if (port != null) {
-            props.with("proxy.http.port", port.toString());
-        }
+        ConfigProps props = ConfigProps.loadOrEmpty(config);
+        props.override("bootstrap.servers", bootstrap);
+        props.override("proxy.http.port", port);
         ProxyConfig cfg = ProxyConfig.from(props);
         props.requireAllKeysUsed("docs/proxy.md");
         OrbitProxy proxy = OrbitProxy.start(cfg);

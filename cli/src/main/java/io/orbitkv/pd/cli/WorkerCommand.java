@@ -27,13 +27,9 @@ final class WorkerCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        ConfigProps props = config == null ? ConfigProps.empty() : ConfigProps.load(config);
-        if (bootstrap != null) {
-            props.with("bootstrap.servers", bootstrap);
-        }
-        if (engine != null) {
-            props.with("worker.engine.id", engine);
-        }
+        ConfigProps props = ConfigProps.loadOrEmpty(config);
+        props.override("bootstrap.servers", bootstrap);
+        props.override("worker.engine.id", engine);
         WorkerConfig cfg = WorkerConfig.from(props);
         WorkerHttpConfig httpCfg = WorkerHttpConfig.from(props);
         props.requireAllKeysUsed("docs/worker.md");

@@ -61,15 +61,13 @@ public final class LogSourceOptions {
     /** The decider's config from --config, with --bootstrap and --prefix applied; unknown keys are refused. */
     public DeciderConfig deciderConfig() {
         if (deciderConfig == null) {
-            ConfigProps props = config == null ? ConfigProps.empty() : ConfigProps.load(config);
+            ConfigProps props = ConfigProps.loadOrEmpty(config);
             if (bootstrap != null) {
                 props.with("bootstrap.servers", bootstrap);
             } else if (props.string("bootstrap.servers", null) == null) {
                 props.with("bootstrap.servers", "127.0.0.1:" + DevBroker.DEFAULT_PORT);
             }
-            if (prefix != null) {
-                props.with("topics.prefix", prefix);
-            }
+            props.override("topics.prefix", prefix);
             deciderConfig = DeciderConfig.from(props);
             props.requireAllKeysUsed("docs/decider.md");
         }

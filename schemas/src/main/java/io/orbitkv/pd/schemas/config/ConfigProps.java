@@ -48,8 +48,21 @@ public final class ConfigProps {
         return new ConfigProps(new Properties());
     }
 
+    /** The properties in {@code file}, or none when it is null (a command run without {@code --config}). */
+    public static ConfigProps loadOrEmpty(Path file) {
+        return file == null ? empty() : load(file);
+    }
+
     public ConfigProps with(String key, String value) {
         props.setProperty(key, value);
+        return this;
+    }
+
+    /** Sets {@code key} to a command-line override when one was given ({@code value} not null); else keeps the file's value. */
+    public ConfigProps override(String key, Object value) {
+        if (value != null) {
+            props.setProperty(key, value.toString());
+        }
         return this;
     }
 
