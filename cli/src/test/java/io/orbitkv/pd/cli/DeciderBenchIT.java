@@ -28,7 +28,7 @@ class DeciderBenchIT {
         int exit;
         try {
             System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-            exit = Main.commandLine().execute("bench", "decider", "--modes", "3", "--rate", "100", "--warmup", "1", "--measure", "2",
+            exit = Main.commandLine().execute("bench", "decider", "--modes", "3,4", "--rate", "100", "--warmup", "1", "--measure", "2",
                     "--burst", "300", "--partitions", "2", "--store", "in_memory", "--broker", "num.io.threads=1", "--out", md.toString());
         } finally {
             System.setOut(original);
@@ -40,10 +40,17 @@ class DeciderBenchIT {
 
         String table = Files.readString(md);
         assertThat(table).contains("--partitions 2").contains("--store IN_MEMORY").contains("--broker num.io.threads=1")
-                .contains("| at-least-once (ALOS, read_uncommitted) |").contains("Where the time goes");
+                .contains("| at-least-once (ALOS, read_uncommitted) |").contains("| floor: same state machine on plain clients").contains("Where the time goes");
 
         JsonNode json = new ObjectMapper().readTree(dir.resolve("decider.json").toFile());
-        JsonNode mode = json.get("modes").get(0);
+        assertThat(json.get("modes")).hasSize(2);
+        for (JsonNode mode : json.get("modes")) {
+            checkMode(mode, mode.get("mode").asText().startsWith("floor"));
+        }
+    }
+
+    /** One mode's results agree with the load it carried; the plain-clients floor has no changelog. */
+    private static void checkMode(JsonNode mode, boolean floor) {
         long decisions = mode.get("decision").get("count").asLong();
         // Two measured decisions per handoff (the order and KV ready), about rate x measure handoffs.
         assertThat(decisions).isBetween(300L, 500L);
@@ -61,6 +68,18 @@ class DeciderBenchIT {
         assertThat(records.get("engine-commands").asDouble()).isBetween(6.0, 6.5);
         assertThat(mode.get("handoffs_per_s").asDouble()).isPositive();
         assertThat(mode.get("cores_busy_at_rate").asDouble()).isPositive();
+        assertThat(records.has("decider-requests-changelog")).as("changelog").isEqualTo(!floor);
+        // Broker requests the clients sent per handoff, counted from their metrics: at least one produce and one fetch
+        // per client side, and far fewer than one request per record (16+ records per handoff) would need at 100/s.
+        JsonNode requests = mode.get("requests_per_handoff");
+        for (String client : new String[] {"decider producer", "decider consumer", "actors producer", "actors consumer"}) {
+            assertThat(requests.get(client).asDouble()).as(client).isPositive();
+        }
+        double total = 0;
+        for (JsonNode n : requests) {
+            total += n.asDouble();
+        }
+        assertThat(total).isBetween(4.0, 16.0);
     }
 
     /** The bench's temporary work directories (state stores, broker data) that exist right now. */

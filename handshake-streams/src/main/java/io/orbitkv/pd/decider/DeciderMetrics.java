@@ -21,6 +21,8 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class DeciderMetrics {
 
+    private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(DeciderMetrics.class);
+
     private final MeterRegistry registry;
     private final Timer process;
     private final Map<Class<?>, Counter> facts = new ConcurrentHashMap<>();
@@ -82,7 +84,13 @@ public final class DeciderMetrics {
         process.record(endNanos - startNanos, TimeUnit.NANOSECONDS);
         FactTimings listener = factTimings;
         if (listener != null && eventId != null) {
-            listener.fact(eventId, startNanos, endNanos);
+            try {
+                listener.fact(eventId, startNanos, endNanos);
+            } catch (RuntimeException e) {
+                // An observer must never fail the stream thread (that would stop deciding for its partitions): it is removed.
+                factTimings = null;
+                log.atError().setCause(e).log("fact timing listener failed; removed");
+            }
         }
     }
 

@@ -63,6 +63,21 @@ class DeciderTopologyTest {
     }
 
     @Test
+    void aFailingTimingListenerIsRemovedAndDecidingGoesOn() {
+        DeciderMetrics metrics = DeciderMetrics.noop();
+        java.util.concurrent.atomic.AtomicInteger calls = new java.util.concurrent.atomic.AtomicInteger();
+        metrics.factTimings((eventId, start, end) -> {
+            calls.incrementAndGet();
+            throw new IllegalStateException("observer bug");
+        });
+        try (DeciderDriver timed = new DeciderDriver(fastPolicy(), metrics)) {
+            timed.pipe(1000, admitted("f1")).pipe(1001, decodeReady("f1", run(100, 8))).pipe(1002, prefillCompleted("f1", run(0, 8)));
+            assertThat(types(timed.decisions())).containsExactly("TransferOrder");
+            assertThat(calls).hasValue(1);
+        }
+    }
+
+    @Test
     void decodeReadyFirstThenPrefillOrdersOneTransferAndCompletes() {
         // given an admitted request whose decode side is ready first
         d.pipe(1000, admitted("r1")).pipe(1001, decodeReady("r1", run(100, 8)));

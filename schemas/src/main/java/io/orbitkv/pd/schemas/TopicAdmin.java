@@ -16,7 +16,8 @@ public final class TopicAdmin {
     private TopicAdmin() { }
 
     /**
-     * Creates every topic in {@code topics} that does not exist yet.
+     * Creates every topic in {@code topics} that does not exist yet, and returns once the broker serves every
+     * partition of the created ones (so a producer's first write does not race the partition's creation).
      *
      * @return the names that were created by this call
      */
@@ -41,12 +42,40 @@ public final class TopicAdmin {
                     }
                 }
             }
+            awaitServed(admin, created);
             return created;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while creating topics", e);
         } catch (ExecutionException | TimeoutException e) {
-            throw new IllegalStateException("cannot list topics: " + e.getMessage(), e);
+            throw new IllegalStateException("cannot list, create or reach topics: " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * Waits (up to 30 s) until the leader of every partition of {@code names} answers a ListOffsets request. Creation
+     * returns when the controller has recorded the topic, slightly before the leader hosts its partitions; an
+     * idempotent producer whose first batch meets that window (NOT_LEADER_OR_FOLLOWER) can have later batches accepted
+     * first and then retry the first one forever with OutOfOrderSequence (seen with Kafka 4.4 clients), losing it.
+     */
+    static void awaitServed(Admin admin, List<String> names) throws InterruptedException, ExecutionException, TimeoutException {
+        if (names.isEmpty()) {
+            return;
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+            try {
+                java.util.Map<org.apache.kafka.common.TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> specs = new java.util.HashMap<>();
+                admin.describeTopics(names).allTopicNames().get(30, TimeUnit.SECONDS).forEach((name, d) -> d.partitions().forEach(p ->
+                        specs.put(new org.apache.kafka.common.TopicPartition(name, p.partition()), org.apache.kafka.clients.admin.OffsetSpec.latest())));
+                admin.listOffsets(specs).all().get(30, TimeUnit.SECONDS);
+                return;
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof org.apache.kafka.common.errors.RetriableException) || System.nanoTime() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(20); // bounded: the partitions come up within a few metadata updates
+            }
         }
     }
 }

@@ -38,7 +38,7 @@ public final class BenchCommand implements Runnable {
         int measure;
         @Option(names = "--burst", defaultValue = "20000", description = "Handoffs in the throughput burst (default: ${DEFAULT-VALUE}).")
         int burst;
-        @Option(names = "--modes", defaultValue = "0,1,2,3", split = ",", description = "Which modes (indexes into the table; default: all).")
+        @Option(names = "--modes", defaultValue = "0,1,2,3,4", split = ",", description = "Which modes (indexes into the table; default: all).")
         List<Integer> modes;
         @Option(names = "--out", defaultValue = "docs/bench/decider.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
         Path outFile;
@@ -139,7 +139,8 @@ public final class BenchCommand implements Runnable {
                     + " processing it; decider = its own work for that fact; hop out = decision handed to the producer → the actor has it;"
                     + " raw hop beside the load = the raw hop above, measured again (").append(DeciderBench.PROBE_RATE)
                     .append(" records/s, own topic) while the decider carries this load.\n\n");
-            b.append("| mode | hop in | decider | hop out | raw hop beside the load | records written per handoff |\n| --- | --- | --- | --- | --- | --- |\n");
+            b.append("| mode | hop in | decider | hop out | raw hop beside the load | records written per handoff | broker requests per handoff"
+                    + " (sent by the clients, at the rate) |\n| --- | --- | --- | --- | --- | --- | --- |\n");
             for (DeciderBench.Result r : results) {
                 DeciderBench.Breakdown d = r.breakdown();
                 StringBuilder recs = new StringBuilder();
@@ -148,8 +149,12 @@ public final class BenchCommand implements Runnable {
                         recs.append(recs.isEmpty() ? "" : ", ").append(t).append(' ').append(String.format(Locale.ROOT, "%.1f", n));
                     }
                 });
-                b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s |%n", r.mode().name(), pair(d.hopIn()), pair(d.work()),
-                        pair(d.hopOut()), pair(r.rawHopUnderLoad()), recs));
+                StringBuilder reqs = new StringBuilder();
+                r.requestsPerHandoff().forEach((who, n) -> reqs.append(reqs.isEmpty() ? "" : ", ").append(who).append(' ')
+                        .append(String.format(Locale.ROOT, "%.2f", n)));
+                double total = r.requestsPerHandoff().values().stream().mapToDouble(Double::doubleValue).sum();
+                b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s | %.1f (%s) |%n", r.mode().name(), pair(d.hopIn()), pair(d.work()),
+                        pair(d.hopOut()), pair(r.rawHopUnderLoad()), recs, total, reqs));
             }
             return b.toString();
         }
@@ -199,7 +204,10 @@ public final class BenchCommand implements Runnable {
                 StringBuilder recs = new StringBuilder();
                 r.recordsPerHandoff().forEach((t, n) -> recs.append(recs.isEmpty() ? "" : ",").append('"').append(t).append("\":")
                         .append(String.format(Locale.ROOT, "%.3f", n)));
-                j.append(recs).append("}}");
+                StringBuilder reqs = new StringBuilder();
+                r.requestsPerHandoff().forEach((who, n) -> reqs.append(reqs.isEmpty() ? "" : ",").append('"').append(who).append("\":")
+                        .append(String.format(Locale.ROOT, "%.3f", n)));
+                j.append(recs).append("},\"requests_per_handoff\":{").append(reqs).append("}}");
             }
             Files.writeString(json, j.append("]}\n").toString());
             System.out.println("results written to " + md + " and " + json);

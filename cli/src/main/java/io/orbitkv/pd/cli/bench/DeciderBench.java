@@ -3,6 +3,7 @@ package io.orbitkv.pd.cli.bench;
 import io.orbitkv.pd.decider.DeciderApp;
 import io.orbitkv.pd.decider.DeciderConfig;
 import io.orbitkv.pd.decider.DeciderConfig.Guarantee;
+import io.orbitkv.pd.decider.DeciderMetrics;
 import io.orbitkv.pd.decider.DeciderPolicy;
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.Decision;
@@ -43,6 +44,8 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -56,11 +59,16 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class DeciderBench {
 
     /** A processing mode: the decider's guarantee and commit interval, and how actors read decisions. */
-    public record Mode(String name, Guarantee guarantee, Duration commitInterval, String isolation) { }
+    public record Mode(String name, Guarantee guarantee, Duration commitInterval, String isolation, boolean plainClients) {
+        public Mode(String name, Guarantee guarantee, Duration commitInterval, String isolation) {
+            this(name, guarantee, commitInterval, isolation, false);
+        }
+    }
 
     /** What one mode measured. */
     public record Result(Mode mode, LatencyStats decision, double handoffsPerSecond, long handoffs, long duplicateDecisions,
-            double cpuMsPerHandoff, LatencyStats rawHopUnderLoad, double coresBusyAtRate, Map<String, Double> recordsPerHandoff, Breakdown breakdown) { }
+            double cpuMsPerHandoff, LatencyStats rawHopUnderLoad, double coresBusyAtRate, Map<String, Double> recordsPerHandoff,
+            Map<String, Double> requestsPerHandoff, Breakdown breakdown) { }
 
     /**
      * Where a decision's latency goes (same measured decisions, same JVM clock): the hop in (last fact produced → the
@@ -85,7 +93,11 @@ public final class DeciderBench {
                     "read_uncommitted"),
             new Mode("exactly-once (EOS v2, commit 100 ms, read_committed)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), "read_committed"),
             new Mode("exactly-once (EOS v2, commit 20 ms, read_committed)", Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(20), "read_committed"),
-            new Mode("at-least-once (ALOS, read_uncommitted)", Guarantee.AT_LEAST_ONCE, Duration.ofMillis(100), "read_uncommitted"));
+            new Mode("at-least-once (ALOS, read_uncommitted)", Guarantee.AT_LEAST_ONCE, Duration.ofMillis(100), "read_uncommitted"),
+            // Not a decider: the same state machine and decisions over one plain consumer and producer (see PlainClientsDecider),
+            // to show what the handoff's message pattern alone costs here.
+            new Mode("floor: same state machine on plain clients (no Streams, no store, no transactions)", Guarantee.AT_LEAST_ONCE,
+                    Duration.ofMillis(100), "read_uncommitted", true));
 
     private final String bootstrap;
     private final Options options;
@@ -168,66 +180,122 @@ public final class DeciderBench {
         String prefix = "bench" + index + "-" + System.currentTimeMillis() % 100000 + ".";
         TopicsConfig tc = new TopicsConfig(prefix, options.partitions(), (short) 1, Duration.ofHours(1));
         DeciderPolicy policy = DeciderPolicy.defaults("bench-auth-key-0123456789".getBytes(StandardCharsets.UTF_8));
+        String applicationId = "bench-decider-" + index + "-" + System.nanoTime() % 100000;
+        if (mode.plainClients()) {
+            try (EventSerdes serdes = EventSerdes.embedded();
+                 PlainClientsDecider plain = new PlainClientsDecider(bootstrap, new Topics(tc, serdes), policy, applicationId).start()) {
+                if (!plain.awaitAssigned(Duration.ofSeconds(60))) {
+                    throw new IllegalStateException("plain-clients decider got no partitions within 60 s");
+                }
+                return run(mode, prefix, new UnderTest(plain.topics(), plain::factTimings, () -> null,
+                        () -> List.of(plain.producerMetrics(), plain.consumerMetrics()), applicationId));
+            }
+        }
         Path state = Files.createDirectories(workDir.resolve("state-" + index));
-        DeciderConfig config = new DeciderConfig(bootstrap, "bench-decider-" + index + "-" + System.nanoTime() % 100000, tc,
+        DeciderConfig config = new DeciderConfig(bootstrap, applicationId, tc,
                 SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, options.store(), 1, policy,
                 Duration.ofMillis(200), "127.0.0.1", -1, options.deciderOverrides());
-        try (DeciderApp app = new DeciderApp(config).start(); EventSerdes serdes = EventSerdes.embedded()) {
+        try (DeciderApp app = new DeciderApp(config).start()) {
             if (!app.awaitRunning(Duration.ofSeconds(60))) {
                 throw new IllegalStateException("decider did not start: " + app.streams().state());
             }
-            Topics topics = app.topics();
-            try (Actor actor = new Actor(topics, mode)) {
-                actor.start();
-                // Latency at a fixed rate: warm-up (JIT, caches), then the measured window.
-                long measureFrom = System.nanoTime() + options.warmup().toNanos();
-                long end = measureFrom + options.measure().toNanos();
-                actor.measureFrom = measureFrom;
-                app.deciderMetrics().factTimings(actor::factProcessed);
-                // The same raw hop, measured beside the decider while it carries this load: what one hop costs here.
-                var probe = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
-                    try {
-                        return rawHop(prefix + "raw-probe", PROBE_RATE, options.warmup(), options.measure());
-                    } catch (Exception e) {
-                        throw new java.util.concurrent.CompletionException(e);
-                    }
-                }, r -> Thread.ofPlatform().name("raw-hop-probe").start(r));
-                Pacer pacer = new Pacer(options.rate());
-                int i = 0;
-                long cpuAtMeasure = -1;
-                long wallAtMeasure = 0;
-                while (System.nanoTime() < end) {
-                    pacer.awaitNext();
-                    if (cpuAtMeasure < 0 && System.nanoTime() >= measureFrom) {
-                        cpuAtMeasure = cpuNanos();
-                        wallAtMeasure = System.nanoTime();
-                    }
-                    actor.sendHandoff("L" + i, i);
-                    i++;
-                }
-                // How much of the machine the pipeline (bench JVM + broker) keeps busy at the benchmark rate.
-                double coresBusy = (cpuNanos() - cpuAtMeasure) / (double) (System.nanoTime() - wallAtMeasure);
-                actor.awaitCompleted(i, Duration.ofSeconds(60));
-                LatencyStats latency = LatencyStats.of(actor.latency);
-                out.println(commitStats(app));
-                app.deciderMetrics().factTimings(null);
-                Breakdown breakdown = new Breakdown(LatencyStats.of(actor.hopIn), LatencyStats.of(actor.work), LatencyStats.of(actor.hopOut));
-                LatencyStats underLoad = probe.join();
-                // Throughput: a burst of handoffs as fast as the pipeline takes them, full state machine.
-                actor.measureFrom = Long.MAX_VALUE;
-                long before = actor.completed.get();
-                long cpu0 = cpuNanos();
-                long t0 = System.nanoTime();
-                for (int j = 0; j < options.burst(); j++) {
-                    actor.sendHandoff("T" + j, j);
-                }
-                actor.awaitCompleted(before + options.burst(), Duration.ofMinutes(3));
-                double seconds = (System.nanoTime() - t0) / 1e9;
-                double cpuMs = (cpuNanos() - cpu0) / 1e6 / options.burst();
-                return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get(), cpuMs, underLoad, coresBusy,
-                        recordsPerHandoff(prefix, config.applicationId(), i + options.burst()), breakdown);
-            }
+            return run(mode, prefix, new UnderTest(app.topics(), app.deciderMetrics()::factTimings, () -> commitStats(app),
+                    () -> List.of(app.streams().metrics()), applicationId));
         }
+    }
+
+    /**
+     * The decider under test, as the measurement needs it: its topics, its per-fact timing hook, Streams' commit
+     * metrics (null for the plain-clients floor), its Kafka clients' metrics, and its application id (the
+     * prefix of its internal topics).
+     */
+    private record UnderTest(Topics topics, java.util.function.Consumer<DeciderMetrics.FactTimings> factTimings,
+                             java.util.function.Supplier<String> commitStats,
+                             java.util.function.Supplier<List<Map<MetricName, ? extends Metric>>> clientMetrics, String applicationId) { }
+
+    private Result run(Mode mode, String prefix, UnderTest decider) throws Exception {
+        Topics topics = decider.topics();
+        try (Actor actor = new Actor(topics, mode)) {
+            actor.start();
+            // Latency at a fixed rate: warm-up (JIT, caches), then the measured window.
+            long measureFrom = System.nanoTime() + options.warmup().toNanos();
+            long end = measureFrom + options.measure().toNanos();
+            actor.measureFrom = measureFrom;
+            decider.factTimings().accept(actor::factProcessed);
+            // The same raw hop, measured beside the decider while it carries this load: what one hop costs here.
+            var probe = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                try {
+                    return rawHop(prefix + "raw-probe", PROBE_RATE, options.warmup(), options.measure());
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            }, r -> Thread.ofPlatform().name("raw-hop-probe").start(r));
+            Pacer pacer = new Pacer(options.rate());
+            int i = 0;
+            long cpuAtMeasure = -1;
+            long wallAtMeasure = 0;
+            Map<String, Double> requestsAtMeasure = Map.of();
+            int handoffsAtMeasure = 0;
+            while (System.nanoTime() < end) {
+                pacer.awaitNext();
+                if (cpuAtMeasure < 0 && System.nanoTime() >= measureFrom) {
+                    cpuAtMeasure = cpuNanos();
+                    wallAtMeasure = System.nanoTime();
+                    requestsAtMeasure = requestCounts(decider, actor);
+                    handoffsAtMeasure = i;
+                }
+                actor.sendHandoff("L" + i, i);
+                i++;
+            }
+            // How much of the machine the pipeline (bench JVM + broker) keeps busy at the benchmark rate.
+            double coresBusy = (cpuNanos() - cpuAtMeasure) / (double) (System.nanoTime() - wallAtMeasure);
+            Map<String, Double> requests = perHandoff(requestsAtMeasure, requestCounts(decider, actor), i - handoffsAtMeasure);
+            actor.awaitCompleted(i, Duration.ofSeconds(60));
+            LatencyStats latency = LatencyStats.of(actor.latency);
+            String commits = decider.commitStats().get();
+            if (commits != null) {
+                out.println(commits);
+            }
+            decider.factTimings().accept(null);
+            Breakdown breakdown = new Breakdown(LatencyStats.of(actor.hopIn), LatencyStats.of(actor.work), LatencyStats.of(actor.hopOut));
+            LatencyStats underLoad = probe.join();
+            // Throughput: a burst of handoffs as fast as the pipeline takes them, full state machine.
+            actor.measureFrom = Long.MAX_VALUE;
+            long before = actor.completed.get();
+            long cpu0 = cpuNanos();
+            long t0 = System.nanoTime();
+            for (int j = 0; j < options.burst(); j++) {
+                actor.sendHandoff("T" + j, j);
+            }
+            actor.awaitCompleted(before + options.burst(), Duration.ofMinutes(3));
+            double seconds = (System.nanoTime() - t0) / 1e9;
+            double cpuMs = (cpuNanos() - cpu0) / 1e6 / options.burst();
+            return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get(), cpuMs, underLoad, coresBusy,
+                    recordsPerHandoff(prefix, decider.applicationId(), i + options.burst()), requests, breakdown);
+        }
+    }
+
+    /** Requests each client has sent to the broker so far (client metrics {@code request-total}), by client role. */
+    private static Map<String, Double> requestCounts(UnderTest decider, Actor actor) {
+        Map<String, Double> m = new java.util.TreeMap<>();
+        java.util.function.BiConsumer<String, Map<MetricName, ? extends Metric>> add = (role, metrics) ->
+                metrics.forEach((name, metric) -> {
+                    if (name.name().equals("request-total") && (name.group().equals("producer-metrics") || name.group().equals("consumer-metrics"))
+                            && !name.tags().getOrDefault("client-id", "").contains("restore") && metric.metricValue() instanceof Number n) {
+                        m.merge(role + (name.group().startsWith("producer") ? " producer" : " consumer"), n.doubleValue(), Double::sum);
+                    }
+                });
+        decider.clientMetrics().get().forEach(metrics -> add.accept("decider", metrics));
+        add.accept("actors", actor.producer.metrics());
+        add.accept("actors", actor.consumer.metrics());
+        return m;
+    }
+
+    /** Requests per handoff between two {@link #requestCounts} snapshots. */
+    private static Map<String, Double> perHandoff(Map<String, Double> before, Map<String, Double> after, long handoffs) {
+        Map<String, Double> m = new java.util.TreeMap<>();
+        after.forEach((k, v) -> m.put(k, (v - before.getOrDefault(k, 0.0)) / Math.max(1, handoffs)));
+        return m;
     }
 
     /** The stream-thread metrics {@link #commitStats} prints. */
