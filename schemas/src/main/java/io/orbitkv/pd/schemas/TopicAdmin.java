@@ -58,7 +58,7 @@ public final class TopicAdmin {
      * idempotent producer whose first batch meets that window (NOT_LEADER_OR_FOLLOWER) can have later batches accepted
      * first and then retry the first one forever with OutOfOrderSequence (seen with Kafka 4.4 clients), losing it.
      */
-    static void awaitServed(Admin admin, List<String> names) throws InterruptedException, ExecutionException, TimeoutException {
+    public static void awaitServed(Admin admin, List<String> names) throws InterruptedException, ExecutionException, TimeoutException {
         if (names.isEmpty()) {
             return;
         }

@@ -140,6 +140,7 @@ public final class DeciderBench {
     LatencyStats rawHop(String topic, int rate, Duration warmup, Duration measure) throws Exception {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+            io.orbitkv.pd.schemas.TopicAdmin.awaitServed(admin, List.of(topic)); // a first write must not race the creation
         }
         Histogram h = LatencyStats.histogram();
         AtomicLong stopAt = new AtomicLong(Long.MAX_VALUE);
