@@ -14,6 +14,7 @@ import org.apache.avro.io.BinaryDecoder;
 import org.apache.avro.io.BinaryEncoder;
 import org.apache.avro.io.DecoderFactory;
 import org.apache.avro.io.EncoderFactory;
+import org.apache.avro.specific.SpecificData;
 import org.apache.avro.specific.SpecificDatumReader;
 import org.apache.avro.specific.SpecificDatumWriter;
 import org.apache.avro.specific.SpecificRecord;
@@ -26,7 +27,12 @@ import org.apache.kafka.common.serialization.Serializer;
  * length in the payload before the Avro decoder runs, so hostile bytes end in an {@link EventDecodingException}
  * and never in a crash, a hang or a huge allocation. {@code null} stays {@code null} (compaction tombstones).
  *
- * <p>Thread-safe: readers are cached per writer schema; encoders and decoders are per call.
+ * <p>Thread-safe: readers are cached per writer schema; decoders are per call, encoders per thread (reused).
+ *
+ * <p>Records are written and read through the generated classes' own coders ({@code customEncode} /
+ * {@code customDecode}, Avro's "custom coders"): the same bytes as the generic datum walk, without its per-field
+ * dispatch — the decider serializes every decision and request state on its one stream thread, where CPU per fact
+ * is latency (docs/decider.md, Performance).
  */
 public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>, Serializer<T>, Deserializer<T> {
 
@@ -37,6 +43,16 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
     private final boolean isKey;
     private final SpecificDatumWriter<T> writer;
     private final Map<Object, SpecificDatumReader<T>> readers = new ConcurrentHashMap<>();
+    /** The data model of every serde: generated classes, their custom coders on (no logical types in our schemas). */
+    private static final SpecificData MODEL = customCoders();
+    /** A buffered encoder per thread, re-pointed at each call's output stream. */
+    private static final ThreadLocal<BinaryEncoder> ENCODER = new ThreadLocal<>();
+
+    private static SpecificData customCoders() {
+        SpecificData model = new SpecificData(AvroEventSerde.class.getClassLoader());
+        model.setCustomCoders(true);
+        return model;
+    }
 
     AvroEventSerde(Class<T> type, WireFormat format, int maxRecordBytes, boolean isKey) {
         this.type = type;
@@ -44,7 +60,7 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
         this.format = format;
         this.maxRecordBytes = maxRecordBytes;
         this.isKey = isKey;
-        this.writer = new SpecificDatumWriter<>(readerSchema);
+        this.writer = new SpecificDatumWriter<>(readerSchema, MODEL);
     }
 
     public Class<T> type() {
@@ -59,7 +75,8 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
         ByteArrayOutputStream out = new ByteArrayOutputStream(256);
         try {
             out.write(format.header(subject(topic), readerSchema));
-            BinaryEncoder enc = EncoderFactory.get().directBinaryEncoder(out, null);
+            BinaryEncoder enc = EncoderFactory.get().binaryEncoder(out, ENCODER.get());
+            ENCODER.set(enc);
             writer.write(data, enc);
             enc.flush();
         } catch (IOException e) {
@@ -93,7 +110,7 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
         }
         BinaryValidator.validate(topic, writerSchema, data, loc.payloadStart(), data.length);
         SpecificDatumReader<T> reader = readers.computeIfAbsent(loc.writerKey(),
-                k -> new SpecificDatumReader<>(writerSchema, readerSchema));
+                k -> new SpecificDatumReader<>(writerSchema, readerSchema, MODEL));
         try {
             BinaryDecoder dec = DecoderFactory.get().binaryDecoder(data, loc.payloadStart(), data.length - loc.payloadStart(), null);
             return reader.read(null, dec);
