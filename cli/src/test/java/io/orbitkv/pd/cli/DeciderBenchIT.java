@@ -69,8 +69,10 @@ class DeciderBenchIT {
         assertThat(mode.get("handoffs_per_s").asDouble()).isPositive();
         assertThat(mode.get("cores_busy_at_rate").asDouble()).isPositive();
         assertThat(records.has("decider-requests-changelog")).as("changelog").isEqualTo(!floor);
-        // Broker requests the clients sent per handoff, counted from their metrics: at least one produce and one fetch
-        // per client side, and far fewer than one request per record (16+ records per handoff) would need at 100/s.
+        // Broker requests the clients sent per handoff in the measured window, counted from their metrics: every client
+        // sent some; in all at least one produce and one fetch per side and round trip (3 rounds), and at most about
+        // one produce per record written (16 without the changelog) plus one fetch per fact and decision (measured at
+        // 100/s, where little batches: 14.1-14.5).
         JsonNode requests = mode.get("requests_per_handoff");
         for (String client : new String[] {"decider producer", "decider consumer", "actors producer", "actors consumer"}) {
             assertThat(requests.get(client).asDouble()).as(client).isPositive();
@@ -79,7 +81,7 @@ class DeciderBenchIT {
         for (JsonNode n : requests) {
             total += n.asDouble();
         }
-        assertThat(total).isBetween(4.0, 16.0);
+        assertThat(total).isBetween(6.0, 30.0);
     }
 
     /** The bench's temporary work directories (state stores, broker data) that exist right now. */
