@@ -35,7 +35,7 @@ public final class DeciderMetrics {
     /**
      * Sees when each fact's processing started and ended (System.nanoTime), by event id: lets a benchmark running the
      * decider in its own JVM split a decision's latency into the hop in, the decider's own work and the hop out.
-     * Called on the stream thread; must be cheap and must not throw.
+     * Called on the stream thread; must be cheap. One that throws is removed (and logged), never failing the thread.
      */
     @FunctionalInterface
     public interface FactTimings {

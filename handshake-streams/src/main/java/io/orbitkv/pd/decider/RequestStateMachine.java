@@ -3,6 +3,7 @@ package io.orbitkv.pd.decider;
 import io.orbitkv.pd.events.AbortTransfer;
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.CancelRequested;
+import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.DecodeCompleted;
 import io.orbitkv.pd.events.DecodeReady;
 import io.orbitkv.pd.events.DecodeRejected;
@@ -75,6 +76,17 @@ public final class RequestStateMachine {
      * @param rejection non-null when the input must be dead-lettered
      */
     public record Step(DeciderState state, List<Emit> emits, Rejection rejection) { }
+
+    /**
+     * The decision record for one emit of a step, with its deterministic id {@code <request id>/<seq>} taken from
+     * {@code state}'s sequence, which this advances (actors dedupe by that id, so it must be the same on every replay).
+     */
+    public static Decision decision(String requestId, DeciderState state, Emit emit, long streamTimeMs, String causeEventId) {
+        int seq = state.getSeq();
+        state.setSeq(seq + 1);
+        return Decision.newBuilder().setRequestId(requestId).setDecisionId(requestId + "/" + seq).setSeq(seq)
+                .setStreamTimeMs(streamTimeMs).setCauseEventId(causeEventId).setPayload(emit.payload()).build();
+    }
 
     private final DeciderPolicy policy;
     private final OrderTokens tokens;

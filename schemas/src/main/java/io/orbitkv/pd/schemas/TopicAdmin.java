@@ -65,10 +65,7 @@ public final class TopicAdmin {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (true) {
             try {
-                java.util.Map<org.apache.kafka.common.TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> specs = new java.util.HashMap<>();
-                admin.describeTopics(names).allTopicNames().get(30, TimeUnit.SECONDS).forEach((name, d) -> d.partitions().forEach(p ->
-                        specs.put(new org.apache.kafka.common.TopicPartition(name, p.partition()), org.apache.kafka.clients.admin.OffsetSpec.latest())));
-                admin.listOffsets(specs).all().get(30, TimeUnit.SECONDS);
+                endOffsets(admin, names);
                 return;
             } catch (ExecutionException e) {
                 if (!(e.getCause() instanceof org.apache.kafka.common.errors.RetriableException) || System.nanoTime() > deadline) {
@@ -77,5 +74,19 @@ public final class TopicAdmin {
                 Thread.sleep(20); // bounded: the partitions come up within a few metadata updates
             }
         }
+    }
+
+    /**
+     * The end offset of every partition of {@code names}, from each partition's leader (ListOffsets, latest); fails
+     * with the broker's error when a leader does not serve its partition.
+     */
+    public static java.util.Map<org.apache.kafka.common.TopicPartition, Long> endOffsets(Admin admin, java.util.Collection<String> names)
+            throws InterruptedException, ExecutionException, TimeoutException {
+        java.util.Map<org.apache.kafka.common.TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> specs = new java.util.HashMap<>();
+        admin.describeTopics(names).allTopicNames().get(30, TimeUnit.SECONDS).forEach((name, d) -> d.partitions().forEach(p ->
+                specs.put(new org.apache.kafka.common.TopicPartition(name, p.partition()), org.apache.kafka.clients.admin.OffsetSpec.latest())));
+        java.util.Map<org.apache.kafka.common.TopicPartition, Long> end = new java.util.HashMap<>();
+        admin.listOffsets(specs).all().get(30, TimeUnit.SECONDS).forEach((tp, info) -> end.put(tp, info.offset()));
+        return end;
     }
 }

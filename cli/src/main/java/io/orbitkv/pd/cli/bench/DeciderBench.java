@@ -22,6 +22,7 @@ import io.orbitkv.pd.events.TransferCompleted;
 import io.orbitkv.pd.events.TransferOrder;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.SerdeConfig;
+import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.TopicsConfig;
 import java.nio.ByteBuffer;
@@ -140,7 +141,7 @@ public final class DeciderBench {
     LatencyStats rawHop(String topic, int rate, Duration warmup, Duration measure) throws Exception {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
-            io.orbitkv.pd.schemas.TopicAdmin.awaitServed(admin, List.of(topic)); // a first write must not race the creation
+            TopicAdmin.awaitServed(admin, List.of(topic)); // a first write must not race the creation
         }
         Histogram h = LatencyStats.histogram();
         AtomicLong stopAt = new AtomicLong(Long.MAX_VALUE);
@@ -325,11 +326,8 @@ public final class DeciderBench {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             List<String> names = admin.listTopics().names().get().stream()
                     .filter(n -> (n.startsWith(prefix) || n.startsWith(applicationId)) && !n.contains("raw-probe")).toList();
-            Map<org.apache.kafka.common.TopicPartition, org.apache.kafka.clients.admin.OffsetSpec> specs = new HashMap<>();
-            admin.describeTopics(names).allTopicNames().get().forEach((name, d) -> d.partitions().forEach(p ->
-                    specs.put(new org.apache.kafka.common.TopicPartition(name, p.partition()), org.apache.kafka.clients.admin.OffsetSpec.latest())));
-            admin.listOffsets(specs).all().get().forEach((tp, info) -> out.merge(tp.topic().startsWith(prefix)
-                    ? tp.topic().substring(prefix.length()) : tp.topic().substring(applicationId.length() + 1), info.offset() / (double) handoffs, Double::sum));
+            TopicAdmin.endOffsets(admin, names).forEach((tp, end) -> out.merge(tp.topic().startsWith(prefix)
+                    ? tp.topic().substring(prefix.length()) : tp.topic().substring(applicationId.length() + 1), end / (double) handoffs, Double::sum));
         }
         return out;
     }

@@ -117,10 +117,7 @@ final class PlainClientsDecider implements AutoCloseable {
         RequestStateMachine.Step step = machine.onEvent(states.get(key), event, clock);
         DeciderState after = step.state();
         for (RequestStateMachine.Emit emit : step.emits()) {
-            int seq = after.getSeq();
-            after.setSeq(seq + 1);
-            Decision d = Decision.newBuilder().setRequestId(key).setDecisionId(key + "/" + seq).setSeq(seq).setStreamTimeMs(clock)
-                    .setCauseEventId(event.getEventId()).setPayload(emit.payload()).build();
+            Decision d = RequestStateMachine.decision(key, after, emit, clock, event.getEventId());
             producer.send(new ProducerRecord<>(topics.decisions().name(), key, topics.decisions().valueSerde().serializer()
                     .serialize(topics.decisions().name(), d)));
             if (!emit.engines().isEmpty()) {

@@ -188,10 +188,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         DeciderState after = step.state();
         // The machine mutates the state in place, so "was active" is remembered in the load store, not in `before`.
         for (Emit emit : step.emits()) {
-            int seq = after.getSeq();
-            after.setSeq(seq + 1);
-            Decision d = Decision.newBuilder().setRequestId(key).setDecisionId(key + "/" + seq).setSeq(seq).setStreamTimeMs(streamTime)
-                    .setCauseEventId(causeEventId).setPayload(emit.payload()).build();
+            Decision d = RequestStateMachine.decision(key, after, emit, streamTime, causeEventId);
             // Serialized once per topic (a registry may give each topic's subject its own id), not once per copy.
             metrics.decision(emit.payload());
             // Each forward gets its own Headers instance: a sink may add to them (serializers can), copies never share.
