@@ -57,10 +57,19 @@ public final class BenchCommand implements Runnable {
                 + "e.g. --broker num.network.threads=1; recorded with the results.")
         Map<String, String> brokerProps = new java.util.LinkedHashMap<>();
 
+        @picocli.CommandLine.Spec
+        picocli.CommandLine.Model.CommandSpec spec;
+
         @Override
         public Integer call() throws Exception {
             if (partitions < 1) {
-                throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--partitions: must be >= 1, got " + partitions);
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--partitions: must be >= 1, got " + partitions);
+            }
+            for (int m : modes) {
+                if (m < 0 || m >= DeciderBench.MODES.size()) {
+                    throw new picocli.CommandLine.ParameterException(spec.commandLine(),
+                            "--modes: " + m + " is not a mode; use 0-" + (DeciderBench.MODES.size() - 1) + " (see docs/decider.md, Performance)");
+                }
             }
             Path work = Files.createTempDirectory("orbitkv-bench-");
             loadBefore = loadAverage();

@@ -1,0 +1,26 @@
+package io.orbitkv.pd.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/** {@code bench decider} refuses bad options before it starts a broker: exit 2 and a line naming the option. */
+class BenchCommandTest {
+
+    @ParameterizedTest
+    @CsvSource(delimiter = '|', value = {
+            "--modes|7|--modes: 7 is not a mode; use 0-4",
+            "--modes|-1|--modes: -1 is not a mode; use 0-4",
+            "--partitions|0|--partitions: must be >= 1, got 0"})
+    void badOptionsAreRefusedWithTheirName(String option, String value, String message) {
+        StringWriter err = new StringWriter();
+        var cli = Main.commandLine();
+        cli.setErr(new PrintWriter(err, true));
+        int exit = cli.execute("bench", "decider", option, value);
+        assertThat(exit).isEqualTo(2);
+        assertThat(err.toString()).startsWith(message);
+    }
+}
