@@ -10,7 +10,6 @@ import io.orbitkv.pd.kv.KvGeometry;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.io.Writer;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -135,7 +134,10 @@ public final class Pipeline implements AutoCloseable {
         byte[] key = new byte[32];
         new java.security.SecureRandom().nextBytes(key);
         String authKey = "hex:" + java.util.HexFormat.of().formatHex(key);
-        int deciderPort = freePort();
+        // Every child's port at once, distinct and outside the range that bind(0) and outgoing connections draw from.
+        java.util.Iterator<Integer> ports = io.orbitkv.pd.broker.internal.Ports.free(
+                3 + 2 * (spec.prefillEngines() + spec.decodeEngines())).iterator();
+        int deciderPort = ports.next();
         deciderUrl = "http://127.0.0.1:" + deciderPort;
         Map<String, String> decider = new LinkedHashMap<>();
         decider.put("bootstrap.servers", bs);
@@ -167,7 +169,7 @@ public final class Pipeline implements AutoCloseable {
             engine.put("engine.pool.blocks", Integer.toString(spec.poolBlocks()));
             engine.put("engine.pool.path", pool.toString());
             engine.put("engine.instance-epoch", Long.toString(e));
-            engine.put("engine.http.port", Integer.toString(freePort()));
+            engine.put("engine.http.port", Integer.toString(ports.next()));
             engine.put("engine.compute.prefill-ms-per-token", Double.toString(spec.prefillMsPerToken()));
             engine.put("engine.compute.decode-ms-per-token", Double.toString(spec.decodeMsPerToken()));
             engine.put("engine.worker.wait", "180s");
@@ -185,13 +187,13 @@ public final class Pipeline implements AutoCloseable {
             worker.put("worker.layout.dtype", g.dtype().name().toLowerCase());
             worker.put("worker.layout.num-blocks", Integer.toString(g.numBlocks()));
             worker.put("auth.key", authKey);
-            worker.put("worker.http.port", Integer.toString(freePort()));
+            worker.put("worker.http.port", Integer.toString(ports.next()));
             worker.putAll(spec.worker());
             launch("engine-" + id, "engine", engine, "-Xmx256m");
             launch("worker-" + id, "worker", worker, "-Xmx256m");
             engines.add(new Engine(id, role, "http://127.0.0.1:" + engine.get("engine.http.port"), pool));
         }
-        int proxyPort = freePort();
+        int proxyPort = ports.next();
         proxyUrl = "http://127.0.0.1:" + proxyPort;
         Map<String, String> proxy = new LinkedHashMap<>();
         proxy.put("bootstrap.servers", bs);
@@ -202,7 +204,7 @@ public final class Pipeline implements AutoCloseable {
         proxy.putAll(spec.proxy());
         launch("proxy", "proxy", proxy, "-Xmx256m");
         if (spec.dashboard()) {
-            int dashboardPort = freePort();
+            int dashboardPort = ports.next();
             dashboardUrl = "http://127.0.0.1:" + dashboardPort + "/";
             Map<String, String> dashboard = new LinkedHashMap<>();
             dashboard.put("bootstrap.servers", bs);
@@ -274,12 +276,6 @@ public final class Pipeline implements AutoCloseable {
                         + (c == null ? "" : "; its log (" + c.log() + "):\n" + LogTail.of(c.log(), 40)));
             }
             Thread.sleep(200);
-        }
-    }
-
-    private static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
         }
     }
 

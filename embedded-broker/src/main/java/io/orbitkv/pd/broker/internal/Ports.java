@@ -18,18 +18,36 @@ public final class Ports {
     }
 
     /**
-     * Picks {@code n} distinct free loopback ports. All sockets stay open until every port is chosen so the
-     * kernel cannot hand out the same port twice; there is still a window between closing them and the
-     * broker binding, which is the accepted price of not owning the broker's sockets.
+     * Picks {@code n} distinct free loopback ports for a process that will bind them later. They come from below the
+     * kernel's ephemeral range ({@code /proc/sys/net/ipv4/ip_local_port_range}) where there is room for them: every
+     * {@code bind(0)} and every outgoing connection on the machine takes its port from that range, so a port handed
+     * out from it can be taken by any of them (a Kafka client, a transport binding port 0, or this method's next call
+     * returning the same number) before its process binds it. All sockets stay open until every port is chosen so
+     * the list holds no port twice; another process probing the same way in the same instant is the one race left.
      */
     public static List<Integer> free(int n) {
+        return free(n, belowEphemeral());
+    }
+
+    /** {@link #free(int)} drawing from {@code [range[0], range[1])}, or from {@code bind(0)} when null or exhausted. */
+    static List<Integer> free(int n, int[] range) {
         List<ServerSocket> held = new ArrayList<>(n);
         try {
-            for (int i = 0; i < n; i++) {
+            java.util.concurrent.ThreadLocalRandom random = java.util.concurrent.ThreadLocalRandom.current();
+            int attempts = 0;
+            while (held.size() < n) {
                 ServerSocket s = new ServerSocket();
-                held.add(s);
                 s.setReuseAddress(true);
-                s.bind(new InetSocketAddress(InetAddress.getByName(HOST), 0));
+                int port = range == null || attempts++ > 64 * n ? 0 : random.nextInt(range[0], range[1]);
+                try {
+                    s.bind(new InetSocketAddress(InetAddress.getByName(HOST), port));
+                    held.add(s);
+                } catch (IOException taken) {
+                    s.close();
+                    if (port == 0) {
+                        throw taken;
+                    }
+                }
             }
             return held.stream().map(ServerSocket::getLocalPort).toList();
         } catch (IOException e) {
@@ -42,6 +60,20 @@ public final class Ports {
                     // nothing was bound or it is already gone
                 }
             }
+        }
+    }
+
+    /**
+     * {@code [from, to)} of at least 2,000 ports from 10,000 up to the start of the ephemeral range, or null when the
+     * range cannot be read or leaves no such room (then ports come from {@code bind(0)}).
+     */
+    static int[] belowEphemeral() {
+        try {
+            String[] range = java.nio.file.Files.readString(java.nio.file.Path.of("/proc/sys/net/ipv4/ip_local_port_range")).trim().split("\\s+");
+            int low = Integer.parseInt(range[0]);
+            return low - 10_000 >= 2_000 ? new int[] {10_000, low} : null;
+        } catch (IOException | RuntimeException e) {
+            return null;
         }
     }
 

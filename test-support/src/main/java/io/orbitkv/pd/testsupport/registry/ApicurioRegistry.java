@@ -3,8 +3,6 @@ package io.orbitkv.pd.testsupport.registry;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.ConnectException;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -393,27 +391,7 @@ public final class ApicurioRegistry implements AutoCloseable {
         }
 
         private static int[] freePorts(int n) {
-            List<ServerSocket> sockets = new ArrayList<>();
-            try {
-                int[] ports = new int[n];
-                for (int i = 0; i < n; i++) {
-                    ServerSocket s = new ServerSocket(0, 1, InetAddress.getByName(LOOPBACK));
-                    s.setReuseAddress(true);
-                    sockets.add(s);
-                    ports[i] = s.getLocalPort();
-                }
-                return ports;
-            } catch (IOException e) {
-                throw new UncheckedIOException("finding free ports on " + LOOPBACK, e);
-            } finally {
-                for (ServerSocket s : sockets) {
-                    try {
-                        s.close();
-                    } catch (IOException ignored) {
-                        // Nothing to do: the port is released either way.
-                    }
-                }
-            }
+            return io.orbitkv.pd.broker.internal.Ports.free(n).stream().mapToInt(Integer::intValue).toArray();
         }
     }
 
