@@ -2,6 +2,7 @@ package io.orbitkv.pd.decider;
 
 import io.micrometer.core.instrument.binder.kafka.KafkaStreamsMetrics;
 import io.orbitkv.pd.decider.internal.DeciderHttp;
+import io.orbitkv.pd.decider.internal.DueTimers;
 import io.orbitkv.pd.decider.internal.Ticker;
 import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.schemas.EventSerdes;
@@ -48,7 +49,8 @@ public final class DeciderApp implements AutoCloseable {
         this.http = config.httpPort() >= 0 ? new DeciderHttp(config.httpHost(), config.httpPort()) : null;
         this.metrics = ComponentMetrics.create("decider", http != null ? http.advertised() : config.applicationId());
         this.deciderMetrics = new DeciderMetrics(metrics.registry());
-        this.streams = new KafkaStreams(DeciderTopology.build(config, topics, deciderMetrics), streamsProperties(config, http));
+        DueTimers dueTimers = new DueTimers();
+        this.streams = new KafkaStreams(DeciderTopology.build(config, topics, deciderMetrics, dueTimers), streamsProperties(config, http));
         // Kafka Streams' own client metrics (thread, task, store, consumer, producer) as kafka_stream_* meters.
         this.streamsMetrics = new KafkaStreamsMetrics(streams);
         streamsMetrics.bindTo(metrics.registry());
@@ -56,7 +58,7 @@ public final class DeciderApp implements AutoCloseable {
             log.atError().setCause(e).log("stream thread failed; replacing it");
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
         });
-        this.ticker = new Ticker(config, topics, streams);
+        this.ticker = new Ticker(config, topics, streams, dueTimers);
     }
 
     /** Streams properties for this config: low-latency overrides first, then the user's {@code kafka.*} overrides. */

@@ -1,7 +1,10 @@
 package io.orbitkv.pd.decider;
 
 import io.orbitkv.pd.decider.internal.DeciderProcessor;
+import io.orbitkv.pd.decider.internal.DueTimers;
 import io.orbitkv.pd.decider.internal.EngineTableProcessor;
+import io.orbitkv.pd.decider.internal.RequestStore;
+import io.orbitkv.pd.decider.internal.Ticker;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.state.DeciderState;
@@ -31,7 +34,6 @@ public final class DeciderTopology {
     public static final String COMMANDS_SINK = "engine-commands-sink";
     public static final String DEAD_LETTER_SINK = "dead-letters-sink";
     public static final String REQUESTS_STORE = "decider-requests";
-    public static final String TIMERS_STORE = "decider-timers";
     public static final String LOAD_STORE = "decider-engine-load";
     public static final String ENGINES_STORE = "decider-engines";
 
@@ -50,7 +52,12 @@ public final class DeciderTopology {
 
     /** As {@link #build(DeciderConfig, Topics)}, counting into {@code metrics} (the process's registry). */
     public static Topology build(DeciderConfig config, Topics topics, DeciderMetrics metrics) {
-        return build(config.policy(), config.store(), topics, storeCacheBytes(config) > 0, metrics);
+        return build(config, topics, metrics, new DueTimers());
+    }
+
+    /** As {@link #build(DeciderConfig, Topics, DeciderMetrics)}, publishing due timers for the {@link Ticker}. */
+    public static Topology build(DeciderConfig config, Topics topics, DeciderMetrics metrics, DueTimers dueTimers) {
+        return build(config.policy(), config.store(), topics, storeCacheBytes(config) > 0, metrics, dueTimers);
     }
 
     /** The record cache size for this config: {@code kafka.statestore.cache.max.bytes}, else the default. */
@@ -79,15 +86,21 @@ public final class DeciderTopology {
     /** As {@link #build(DeciderPolicy, DeciderConfig.StoreKind, Topics, boolean)}, counting into {@code metrics}. */
     public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache,
                                  DeciderMetrics metrics) {
+        return build(policy, store, topics, storeCache, metrics, new DueTimers());
+    }
+
+    /** As above, publishing each partition's earliest timer to {@code dueTimers} (for the {@link Ticker}). */
+    public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache,
+                                 DeciderMetrics metrics, DueTimers dueTimers) {
         Serde<DeciderState> stateSerde = EventSerdes.embedded().forType(DeciderState.class);
         Topology t = new Topology();
         t.addSource(SOURCE, Serdes.ByteArray().deserializer(), Serdes.ByteArray().deserializer(), topics.requestEvents().name());
-        t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics, metrics), SOURCE);
+        t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics, metrics, dueTimers), SOURCE);
         var requests = Stores.keyValueStoreBuilder(supplier(store, REQUESTS_STORE), Serdes.String(), stateSerde).withLoggingEnabled(Map.of());
-        t.addStateStore(storeCache ? requests.withCachingEnabled() : requests.withCachingDisabled(), PROCESSOR);
-        // Derived from the request states and rebuilt when a task starts: in memory, no changelog.
-        t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(TIMERS_STORE), Serdes.Bytes(), Serdes.ByteArray())
-                .withCachingDisabled().withLoggingDisabled(), PROCESSOR);
+        // Live state objects in front of the store, written once per commit (RequestStore), then the record cache.
+        t.addStateStore(RequestStore.builder(storeCache ? requests.withCachingEnabled() : requests.withCachingDisabled()), PROCESSOR);
+        // Derived from the request states and rebuilt when a task starts: in memory, no changelog. A store (not a field
+        // of the processor, as the timer index is) because the HTTP API reads it from other threads.
         t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(LOAD_STORE), Serdes.String(), Serdes.Long())
                 .withCachingDisabled().withLoggingDisabled(), PROCESSOR);
         // Decisions arrive serialized: the processor encodes each decision once per topic, not once per copy.

@@ -20,7 +20,6 @@ import java.util.ArrayList;
 import java.util.List;
 import org.apache.kafka.common.header.Headers;
 import org.apache.kafka.common.header.internals.RecordHeaders;
-import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.processor.api.Processor;
 import org.apache.kafka.streams.processor.api.ProcessorContext;
@@ -42,7 +41,6 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     private static final Logger log = LoggerFactory.getLogger(DeciderProcessor.class);
     /** Bounds the timer loop per record: a state that keeps rescheduling into the past is a bug, not a hang. */
     private static final int MAX_TIMER_FIRINGS = 10_000;
-    private static final int STATE_CACHE_ENTRIES = 20_000;
 
     private final RequestStateMachine machine;
     private final Topics topics;
@@ -52,45 +50,48 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
      * or null (no header: decisions of timers, and of facts that carry none). Computed at most once per fact.
      */
     private Headers traceHeaders;
-    /**
-     * Recently used request states as objects, in front of the store: a fact usually finds its request's state
-     * here instead of deserializing it again (the store stays the source of truth; every change is written through).
-     * Per task instance, so a task that is closed or migrated starts with an empty cache.
-     */
-    private final StateCache cache = new StateCache(STATE_CACHE_ENTRIES);
     private ProcessorContext<String, Object> context;
-    private KeyValueStore<String, DeciderState> requests;
-    private KeyValueStore<Bytes, byte[]> timers;
+    /** Request states as live objects, written to the Streams store once per commit (see {@link RequestStore}). */
+    private RequestStore requests;
+    /** This task's timers (derived from the states; rebuilt in {@link #init}). */
+    private final TimerIndex timers = new TimerIndex();
+    /** Requests counted in the engine load (derived from the states; rebuilt in {@link #init}). */
+    private final java.util.Set<String> counted = new java.util.HashSet<>();
+    private final DueTimers dueTimers;
+    private long publishedEarliest = -1;
     private KeyValueStore<String, Long> load;
     private int partition;
     private long streamTime = Long.MIN_VALUE;
 
-    public DeciderProcessor(DeciderPolicy policy, Topics topics, DeciderMetrics metrics) {
+    public DeciderProcessor(DeciderPolicy policy, Topics topics, DeciderMetrics metrics, DueTimers dueTimers) {
         this.machine = new RequestStateMachine(policy);
         this.topics = topics;
         this.metrics = metrics;
+        this.dueTimers = dueTimers;
     }
 
     @Override
     public void init(ProcessorContext<String, Object> context) {
         this.context = context;
-        this.requests = context.getStateStore(DeciderTopology.REQUESTS_STORE);
-        this.timers = context.getStateStore(DeciderTopology.TIMERS_STORE);
+        this.requests = RequestStore.of(context.getStateStore(DeciderTopology.REQUESTS_STORE));
         this.load = context.getStateStore(DeciderTopology.LOAD_STORE);
         this.partition = context.taskId().partition();
-        rebuildDerivedStores();
+        rebuildDerivedState();
+        publishEarliest();
+    }
+
+    @Override
+    public void close() {
+        dueTimers.forget(partition);
     }
 
     /**
      * The timer index and the engine load are derived from the request states, so they are not changelogged
      * (that would triple the records written per fact); each task rebuilds them from its restored states.
      */
-    private void rebuildDerivedStores() {
-        List<Bytes> stale = new ArrayList<>();
-        try (KeyValueIterator<Bytes, byte[]> it = timers.all()) {
-            it.forEachRemaining(kv -> stale.add(kv.key));
-        }
-        stale.forEach(timers::delete);
+    private void rebuildDerivedState() {
+        timers.clear();
+        counted.clear();
         List<String> staleLoad = new ArrayList<>();
         try (KeyValueIterator<String, Long> it = load.all()) {
             it.forEachRemaining(kv -> staleLoad.add(kv.key));
@@ -100,7 +101,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             while (it.hasNext()) {
                 KeyValue<String, DeciderState> kv = it.next();
                 if (kv.value.getNextTimerMs() > 0) {
-                    timers.put(TimerKeys.of(kv.value.getNextTimerMs(), kv.key), new byte[0]);
+                    timers.add(kv.value.getNextTimerMs(), kv.key);
                 }
                 updateLoad(kv.value);
             }
@@ -112,9 +113,16 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         long start = System.nanoTime();
         String eventId = null;
         try {
-            eventId = processFact(record);
+            // A step mutates the request's state in place; queries from other threads read under the same lock.
+            synchronized (requests.lock()) {
+                try {
+                    eventId = processFact(record);
+                } finally {
+                    traceHeaders = null;
+                    publishEarliest();
+                }
+            }
         } finally {
-            traceHeaders = null;
             metrics.processed(eventId, start, System.nanoTime());
         }
     }
@@ -154,24 +162,28 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         return event.getEventId();
     }
 
+    /** Tells the ticker when this partition next needs a tick (only when that changed). */
+    private void publishEarliest() {
+        long earliest = timers.earliest();
+        if (earliest != publishedEarliest) {
+            publishedEarliest = earliest;
+            dueTimers.publish(partition, earliest);
+        }
+    }
+
     private void fireTimers() {
         for (int firings = 0; firings < MAX_TIMER_FIRINGS; ) {
-            List<KeyValue<Bytes, byte[]>> due = new ArrayList<>();
-            try (KeyValueIterator<Bytes, byte[]> it = timers.range(TimerKeys.from(0), TimerKeys.until(streamTime))) {
-                while (it.hasNext() && due.size() < 1000) {
-                    due.add(it.next());
-                }
-            }
+            List<TimerIndex.Timer> due = timers.due(streamTime, 1000);
             if (due.isEmpty()) {
                 return;
             }
-            for (KeyValue<Bytes, byte[]> entry : due) {
-                long deadline = TimerKeys.deadline(entry.key);
-                String key = TimerKeys.requestId(entry.key);
+            for (TimerIndex.Timer timer : due) {
+                long deadline = timer.deadline();
+                String key = timer.requestId();
                 DeciderState state = state(key);
                 traceHeaders = null; // a timer's decisions are not caused by the fact being processed
                 if (state == null || state.getNextTimerMs() != deadline) {
-                    timers.delete(entry.key); // stale index entry
+                    timers.remove(deadline, key); // stale index entry
                     continue;
                 }
                 firings++;
@@ -186,7 +198,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     private void apply(String key, DeciderState before, Step step, String causeEventId) {
         long oldTimer = before == null ? 0 : before.getNextTimerMs();
         DeciderState after = step.state();
-        // The machine mutates the state in place, so "was active" is remembered in the load store, not in `before`.
+        // The machine mutates the state in place, so "was active" is remembered in `counted`, not in `before`.
         for (Emit emit : step.emits()) {
             Decision d = RequestStateMachine.decision(key, after, emit, streamTime, causeEventId);
             // Serialized once per topic (a registry may give each topic's subject its own id), not once per copy.
@@ -203,25 +215,23 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         }
         if (after == null) {
             if (oldTimer > 0) {
-                timers.delete(TimerKeys.of(oldTimer, key));
+                timers.remove(oldTimer, key);
             }
             requests.delete(key);
-            cache.remove(key);
             return;
         }
         updateLoad(after);
         long newTimer = machine.nextDeadline(after);
         if (newTimer != oldTimer) {
             if (oldTimer > 0) {
-                timers.delete(TimerKeys.of(oldTimer, key));
+                timers.remove(oldTimer, key);
             }
             if (newTimer > 0) {
-                timers.put(TimerKeys.of(newTimer, key), new byte[0]);
+                timers.add(newTimer, key);
             }
             after.setNextTimerMs(newTimer);
         }
         requests.put(key, after);
-        cache.put(key, after);
     }
 
     /** A fresh copy of the current fact's trace headers (empty when there is none). */
@@ -230,29 +240,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     }
 
     private DeciderState state(String key) {
-        DeciderState s = cache.get(key);
-        if (s == null) {
-            s = requests.get(key);
-            if (s != null) {
-                cache.put(key, s);
-            }
-        }
-        return s;
-    }
-
-    /** A small LRU map of request states. */
-    private static final class StateCache extends java.util.LinkedHashMap<String, DeciderState> {
-        private final int capacity;
-
-        StateCache(int capacity) {
-            super(1024, 0.75f, true);
-            this.capacity = capacity;
-        }
-
-        @Override
-        protected boolean removeEldestEntry(java.util.Map.Entry<String, DeciderState> eldest) {
-            return size() > capacity;
-        }
+        return requests.live(key);
     }
 
     /** In-flight requests per engine, for routing: counted once when a request becomes active and once when it ends. */
@@ -261,9 +249,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             return;
         }
         boolean active = !RequestStateMachine.isTerminal(s.getPhase());
-        String marker = "req/" + s.getRequestId();
-        boolean counted = load.get(marker) != null;
-        if (active == counted) {
+        if (active == counted.contains(s.getRequestId())) {
             return;
         }
         long delta = active ? 1 : -1;
@@ -272,9 +258,9 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             load.put("engine/" + engine, Math.max(0, (n == null ? 0 : n) + delta));
         }
         if (active) {
-            load.put(marker, 1L);
+            counted.add(s.getRequestId());
         } else {
-            load.delete(marker);
+            counted.remove(s.getRequestId());
         }
     }
 

@@ -23,7 +23,6 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.streams.errors.InvalidStateStoreException;
-import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StoreQueryParameters;
@@ -51,6 +50,7 @@ public final class Ticker implements AutoCloseable {
     private final DeciderConfig config;
     private final Topics topics;
     private final KafkaStreams streams;
+    private final DueTimers dueTimers;
     private final ScheduledExecutorService executor;
     private final Map<String, Long> knownEpochs = new HashMap<>();
     private final Map<String, Long> watchUntil = new HashMap<>();
@@ -59,7 +59,8 @@ public final class Ticker implements AutoCloseable {
     private KafkaProducer<String, RequestEvent> producer;
     private long lastEpochScan;
 
-    public Ticker(DeciderConfig config, Topics topics, KafkaStreams streams) {
+    public Ticker(DeciderConfig config, Topics topics, KafkaStreams streams, DueTimers dueTimers) {
+        this.dueTimers = dueTimers;
         this.config = config;
         this.topics = topics;
         this.streams = streams;
@@ -104,13 +105,7 @@ public final class Ticker implements AutoCloseable {
 
     private void tickDuePartitions(long now) {
         for (int p : localPartitions()) {
-            ReadOnlyKeyValueStore<Bytes, byte[]> timers = streams.store(StoreQueryParameters
-                    .fromNameAndType(DeciderTopology.TIMERS_STORE, QueryableStoreTypes.<Bytes, byte[]>keyValueStore()).withPartition(p));
-            boolean due;
-            try (KeyValueIterator<Bytes, byte[]> it = timers.range(TimerKeys.from(0), TimerKeys.until(now))) {
-                due = it.hasNext();
-            }
-            if (due) {
+            if (dueTimers.due(p, now)) {
                 String key = "tick/" + p;
                 producer.send(new ProducerRecord<>(topics.requestEvents().name(), p, now, key, RequestEvent.newBuilder()
                         .setRequestId(key).setEventId(key + "/" + now).setSource("decider-ticker").setEventTimeMs(now)

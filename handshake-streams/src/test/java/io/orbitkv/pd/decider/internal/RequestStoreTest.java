@@ -1,0 +1,107 @@
+package io.orbitkv.pd.decider.internal;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.orbitkv.pd.decider.Facts;
+import io.orbitkv.pd.decider.RequestStateMachine;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.state.DeciderState;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.processor.api.MockProcessorContext;
+import org.apache.kafka.streams.state.KeyValueIterator;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.Stores;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+class RequestStoreTest {
+
+    private KeyValueStore<String, DeciderState> below;
+    private RequestStore store;
+
+    @BeforeEach
+    void open() {
+        below = Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore("requests"), Serdes.String(),
+                EventSerdes.embedded().forType(DeciderState.class)).withLoggingDisabled().withCachingDisabled().build();
+        store = new RequestStore(below);
+        store.init(new MockProcessorContext<>().getStateStoreContext(), store);
+    }
+
+    private static DeciderState state(String id) {
+        return new RequestStateMachine(Facts.policy()).onEvent(null, Facts.admitted(id), 1_000).state();
+    }
+
+    @Test
+    void aPutReachesTheStoreBelowOnlyWhenStreamsFlushesBeforeACommit() {
+        DeciderState s = state("r1");
+        store.put("r1", s);
+        s.setNextTimerMs(42); // the processor mutates live states in place and puts them again
+        store.put("r1", s);
+        assertThat(below.get("r1")).isNull();
+        assertThat(store.dirtyCount()).isEqualTo(1);
+        assertThat(store.live("r1")).isSameAs(s);
+
+        store.flushCache();
+        assertThat(below.get("r1")).isEqualTo(s);
+        assertThat(below.get("r1").getNextTimerMs()).isEqualTo(42);
+        assertThat(store.dirtyCount()).isZero();
+        assertThat(store.flushes()).isEqualTo(1);
+        // Nothing dirty: a flush writes nothing.
+        store.flushCache();
+        assertThat(store.flushes()).isEqualTo(1);
+        // A clean state is still served as the same live object, not deserialized again.
+        assertThat(store.live("r1")).isSameAs(s);
+    }
+
+    @Test
+    void queriesGetCopiesOfPendingStatesAndNeverTheLiveObject() {
+        DeciderState s = state("r1");
+        store.put("r1", s);
+        DeciderState q = store.get("r1");
+        assertThat(q).isEqualTo(s).isNotSameAs(s);
+        s.setNextTimerMs(7);
+        assertThat(q.getNextTimerMs()).isNotEqualTo(7);
+    }
+
+    @Test
+    void deletesAreDeferredToo() {
+        store.put("r1", state("r1"));
+        store.flushCache();
+        assertThat(store.delete("r1")).isNotNull();
+        assertThat(store.get("r1")).isNull();
+        assertThat(store.live("r1")).isNull();
+        assertThat(below.get("r1")).isNotNull();
+        store.commit(Map.of()); // a checkpoint's commit writes pending changes as well
+        assertThat(below.get("r1")).isNull();
+    }
+
+    @Test
+    void allAndRangeLayPendingChangesOverTheStoreBelow() {
+        store.putAll(List.of(KeyValue.pair("a", state("a")), KeyValue.pair("c", state("c")), KeyValue.pair("d", state("d"))));
+        store.flushCache();
+        DeciderState changedC = state("c");
+        changedC.setNextTimerMs(99);
+        store.put("c", changedC);
+        store.put("b", state("b"));
+        store.delete("d");
+
+        Map<String, DeciderState> all = new HashMap<>();
+        try (KeyValueIterator<String, DeciderState> it = store.all()) {
+            it.forEachRemaining(kv -> all.put(kv.key, kv.value));
+        }
+        assertThat(all).containsOnlyKeys("a", "b", "c");
+        assertThat(all.get("c").getNextTimerMs()).isEqualTo(99);
+        assertThat(all.get("c")).isNotSameAs(changedC);
+
+        List<String> range = new java.util.ArrayList<>();
+        try (KeyValueIterator<String, DeciderState> it = store.range("b", "d")) {
+            it.forEachRemaining(kv -> range.add(kv.key));
+        }
+        assertThat(range).containsExactly("b", "c");
+        assertThat(store.approximateNumEntries()).isGreaterThanOrEqualTo(3);
+    }
+}
