@@ -1,5 +1,6 @@
 package io.orbitkv.pd.decider.internal;
 
+import io.orbitkv.pd.decider.RequestStateMachine;
 import io.orbitkv.pd.state.DeciderState;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -39,10 +40,15 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
 
     /** Marks a delete in {@link #dirty}. */
     private static final DeciderState DELETED = new DeciderState();
-    private static final int CLEAN_ENTRIES = 20_000;
+    private static final int CLEAN_ENTRIES = 10_000;
 
     private final Map<String, DeciderState> dirty = new HashMap<>();
-    /** Recently used states that equal what is in the store below: a fact usually finds its request here. */
+    /**
+     * Recently used states of requests still in flight that equal what is in the store below: a fact usually finds
+     * its request here. Finished requests are not kept (they rarely get another fact, and a state kept for seconds
+     * is copied by every young collection until it is promoted: with them the cache was most of what each young
+     * collection copied).
+     */
     private final Map<String, DeciderState> clean = new LinkedHashMap<>(1024, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<String, DeciderState> eldest) {
@@ -151,7 +157,9 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
                 wrapped().delete(e.getKey());
             } else {
                 wrapped().put(e.getKey(), e.getValue());
-                clean.put(e.getKey(), e.getValue());
+                if (!RequestStateMachine.isTerminal(e.getValue().getPhase())) {
+                    clean.put(e.getKey(), e.getValue());
+                }
             }
         }
         dirty.clear();

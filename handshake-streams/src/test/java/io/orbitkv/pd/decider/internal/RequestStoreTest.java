@@ -58,6 +58,17 @@ class RequestStoreTest {
     }
 
     @Test
+    void finishedRequestsAreNotKeptLiveAfterTheFlush() {
+        DeciderState s = state("r1");
+        s.setPhase(io.orbitkv.pd.state.Phase.COMPLETED);
+        store.put("r1", s);
+        assertThat(store.live("r1")).isSameAs(s);
+        store.flushCache();
+        // Read back from the store below: equal, but a new object (the live one may be collected young).
+        assertThat(store.live("r1")).isEqualTo(s).isNotSameAs(s);
+    }
+
+    @Test
     void queriesGetCopiesOfPendingStatesAndNeverTheLiveObject() {
         DeciderState s = state("r1");
         store.put("r1", s);
