@@ -365,8 +365,9 @@ public final class DeciderBench {
         final KafkaProducer<String, RequestEvent> producer;
         final KafkaConsumer<String, byte[]> consumer;
         final Map<String, Long> sentAt = new ConcurrentHashMap<>();
-        final Set<String> seen = ConcurrentHashMap.newKeySet();
-        final Set<String> done = ConcurrentHashMap.newKeySet();
+        /** Decision ids seen (engine key + id) and requests finished: only the actor's thread touches them. */
+        final LongSet seen = new LongSet();
+        final LongSet done = new LongSet();
         final AtomicLong completed = new AtomicLong();
         final AtomicLong duplicates = new AtomicLong();
         final Histogram latency = LatencyStats.histogram();
