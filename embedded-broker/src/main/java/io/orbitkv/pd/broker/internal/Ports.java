@@ -13,6 +13,7 @@ import java.util.List;
 public final class Ports {
 
     public static final String HOST = "127.0.0.1";
+    static final String EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range";
 
     private Ports() {
     }
@@ -69,7 +70,12 @@ public final class Ports {
      */
     static int[] belowEphemeral() {
         try {
-            String[] range = java.nio.file.Files.readString(java.nio.file.Path.of("/proc/sys/net/ipv4/ip_local_port_range")).trim().split("\\s+");
+            // readLine, not Files.readString: a /proc file reports size 0, and readString returned one byte of it.
+            String line;
+            try (java.io.BufferedReader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(EPHEMERAL_RANGE))) {
+                line = r.readLine();
+            }
+            String[] range = line.trim().split("\\s+");
             int low = Integer.parseInt(range[0]);
             return low - 10_000 >= 2_000 ? new int[] {10_000, low} : null;
         } catch (IOException | RuntimeException e) {
