@@ -4,7 +4,6 @@ import io.orbitkv.pd.decider.RequestStateMachine;
 import io.orbitkv.pd.state.DeciderState;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -109,9 +108,10 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         dirty.put(key, value == null ? DELETED : value);
     }
 
+    // Writes come from the stream thread only, so they look at the live state; a query's copy would be wasted work.
     @Override
     public synchronized DeciderState putIfAbsent(String key, DeciderState value) {
-        DeciderState old = get(key);
+        DeciderState old = live(key);
         if (old == null) {
             put(key, value);
         }
@@ -125,7 +125,7 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
 
     @Override
     public synchronized DeciderState delete(String key) {
-        DeciderState old = get(key);
+        DeciderState old = live(key);
         put(key, null);
         return old;
     }
@@ -192,53 +192,54 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
             try (KeyValueIterator<String, DeciderState> it = wrapped().range(from, to)) {
                 it.forEachRemaining(kv -> out.put(kv.key, kv.value));
             }
-            overlayDirty(out, from, to);
+            pending(from, to).forEach((k, v) -> {
+                if (v == null) {
+                    out.remove(k);
+                } else {
+                    out.put(k, v);
+                }
+            });
         }
-        return iterator(out.entrySet().iterator());
+        return iterator(new ArrayList<>(out.entrySet()));
     }
 
     /** Every state: the store below with the dirty states laid over it (copied, no ordering, as for in-memory stores). */
     @Override
     public KeyValueIterator<String, DeciderState> all() {
-        Map<String, DeciderState> overlay = new HashMap<>();
-        java.util.Set<String> deleted = new java.util.HashSet<>();
+        Map<String, DeciderState> pending;
         synchronized (this) {
             if (dirty.isEmpty()) {
                 return wrapped().all();
             }
-            dirty.forEach((k, v) -> {
-                if (v == DELETED) {
-                    deleted.add(k);
-                } else {
-                    overlay.put(k, DeciderState.newBuilder(v).build());
-                }
-            });
+            pending = pending(null, null);
         }
         List<Map.Entry<String, DeciderState>> out = new ArrayList<>();
         try (KeyValueIterator<String, DeciderState> it = wrapped().all()) {
             while (it.hasNext()) {
                 KeyValue<String, DeciderState> kv = it.next();
-                if (!overlay.containsKey(kv.key) && !deleted.contains(kv.key)) {
+                if (!pending.containsKey(kv.key)) {
                     out.add(Map.entry(kv.key, kv.value));
                 }
             }
         }
-        out.addAll(overlay.entrySet());
-        return iterator(out.iterator());
+        pending.forEach((k, v) -> {
+            if (v != null) {
+                out.add(Map.entry(k, v));
+            }
+        });
+        return iterator(out);
     }
 
-    private void overlayDirty(Map<String, DeciderState> out, String from, String to) {
+    /** Copies of the dirty states with keys in {@code [from, to]} (null bounds: open), a deleted one mapped to null. */
+    private Map<String, DeciderState> pending(String from, String to) {
+        Map<String, DeciderState> out = new HashMap<>();
         for (Map.Entry<String, DeciderState> e : dirty.entrySet()) {
             String k = e.getKey();
-            if ((from != null && k.compareTo(from) < 0) || (to != null && k.compareTo(to) > 0)) {
-                continue;
-            }
-            if (e.getValue() == DELETED) {
-                out.remove(k);
-            } else {
-                out.put(k, DeciderState.newBuilder(e.getValue()).build());
+            if ((from == null || k.compareTo(from) >= 0) && (to == null || k.compareTo(to) <= 0)) {
+                out.put(k, e.getValue() == DELETED ? null : DeciderState.newBuilder(e.getValue()).build());
             }
         }
+        return out;
     }
 
     @Override
@@ -246,26 +247,37 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         return wrapped().approximateNumEntries() + dirty.size();
     }
 
-    private static KeyValueIterator<String, DeciderState> iterator(Iterator<Map.Entry<String, DeciderState>> it) {
+    private static KeyValueIterator<String, DeciderState> iterator(List<Map.Entry<String, DeciderState>> entries) {
         return new KeyValueIterator<>() {
+            private int next;
+
             @Override
             public boolean hasNext() {
-                return it.hasNext();
+                return next < entries.size();
             }
 
             @Override
             public KeyValue<String, DeciderState> next() {
-                Map.Entry<String, DeciderState> e = it.next();
+                Map.Entry<String, DeciderState> e = entry();
+                next++;
                 return KeyValue.pair(e.getKey(), e.getValue());
             }
 
             @Override
-            public void close() {
+            public String peekNextKey() {
+                return entry().getKey();
+            }
+
+            private Map.Entry<String, DeciderState> entry() {
+                if (next >= entries.size()) {
+                    throw new java.util.NoSuchElementException();
+                }
+                return entries.get(next);
             }
 
             @Override
-            public String peekNextKey() {
-                throw new UnsupportedOperationException("peekNextKey");
+            public void close() {
+                // a materialized list: nothing to release
             }
         };
     }

@@ -52,8 +52,4 @@ final class TimerIndex {
     long earliest() {
         return timers.isEmpty() ? 0 : timers.first().deadline();
     }
-
-    int size() {
-        return timers.size();
-    }
 }

@@ -113,6 +113,14 @@ class RequestStoreTest {
             it.forEachRemaining(kv -> range.add(kv.key));
         }
         assertThat(range).containsExactly("b", "c");
+        try (KeyValueIterator<String, DeciderState> it = store.range("b", "d")) {
+            assertThat(it.peekNextKey()).isEqualTo("b");
+            assertThat(it.next().key).isEqualTo("b");
+            assertThat(it.peekNextKey()).isEqualTo("c");
+            it.next();
+            assertThat(it.hasNext()).isFalse();
+            org.assertj.core.api.Assertions.assertThatThrownBy(it::peekNextKey).isInstanceOf(java.util.NoSuchElementException.class);
+        }
         assertThat(store.approximateNumEntries()).isGreaterThanOrEqualTo(3);
     }
 }
