@@ -3,6 +3,7 @@ package io.orbitkv.pd.decider;
 import io.micrometer.core.instrument.binder.kafka.KafkaStreamsMetrics;
 import io.orbitkv.pd.decider.internal.DeciderHttp;
 import io.orbitkv.pd.decider.internal.DueTimers;
+import io.orbitkv.pd.decider.internal.FlushAtCommitClients;
 import io.orbitkv.pd.decider.internal.Ticker;
 import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.schemas.EventSerdes;
@@ -16,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.streams.KafkaClientSupplier;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
@@ -50,7 +52,10 @@ public final class DeciderApp implements AutoCloseable {
         this.metrics = ComponentMetrics.create("decider", http != null ? http.advertised() : config.applicationId());
         this.deciderMetrics = new DeciderMetrics(metrics.registry());
         DueTimers dueTimers = new DueTimers();
-        this.streams = new KafkaStreams(DeciderTopology.build(config, topics, deciderMetrics, dueTimers), streamsProperties(config, http));
+        var topology = DeciderTopology.build(config, topics, deciderMetrics, dueTimers);
+        KafkaClientSupplier clients = clientSupplier(config);
+        this.streams = clients == null ? new KafkaStreams(topology, streamsProperties(config, http))
+                : new KafkaStreams(topology, streamsProperties(config, http), clients);
         // Kafka Streams' own client metrics (thread, task, store, consumer, producer) as kafka_stream_* meters.
         this.streamsMetrics = new KafkaStreamsMetrics(streams);
         streamsMetrics.bindTo(metrics.registry());
@@ -59,6 +64,20 @@ public final class DeciderApp implements AutoCloseable {
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
         });
         this.ticker = new Ticker(config, topics, streams, dueTimers);
+    }
+
+    /**
+     * The stream threads' producer is waited for once per commit, not once per task ({@link FlushAtCommitClients}),
+     * unless a production exception handler other than Streams' default is configured (a handler that lets Streams
+     * skip a failed record would then make every commit fail) or {@code -Dorbitkv.decider.flushPerTask=true} asks for
+     * Streams' own behaviour (to measure the difference); null: Streams' own clients.
+     */
+    static KafkaClientSupplier clientSupplier(DeciderConfig config) {
+        boolean ownHandler = config.kafkaOverrides().keySet().stream().anyMatch(k -> k.endsWith("production.exception.handler"));
+        if (ownHandler || Boolean.getBoolean("orbitkv.decider.flushPerTask")) {
+            return null;
+        }
+        return new FlushAtCommitClients();
     }
 
     /** Streams properties for this config: low-latency overrides first, then the user's {@code kafka.*} overrides. */

@@ -21,6 +21,8 @@ import java.util.Map;
  * @param commitInterval   Streams commit interval (under exactly-once: how often transactions commit)
  * @param stateDir         Streams state directory
  * @param store            state store kind
+ * @param storeWriteBehind how long a changed request state may wait before it is written to the store (and its
+ *                         changelog) between commits; 0: only when Streams commits (see docs/decider.md, Stores)
  * @param threads          stream threads of this instance
  * @param policy           what shapes decisions (timeouts, retries, limits, the token key)
  * @param tickInterval     how often this instance writes a Tick to each partition it owns, so timeouts fire
@@ -30,7 +32,7 @@ import java.util.Map;
  * @param kafkaOverrides   extra Streams/client properties ({@code kafka.*} keys, prefix removed)
  */
 public record DeciderConfig(String bootstrapServers, String applicationId, TopicsConfig topics, SerdeConfig serde, Guarantee guarantee,
-                            Duration commitInterval, Path stateDir, StoreKind store, int threads, DeciderPolicy policy,
+                            Duration commitInterval, Path stateDir, StoreKind store, Duration storeWriteBehind, int threads, DeciderPolicy policy,
                             Duration tickInterval, String httpHost, int httpPort, Map<String, Object> kafkaOverrides) {
 
     /** Processing guarantee of the decider itself. */
@@ -38,6 +40,9 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
 
     /** The default {@code decider.commit.interval}; see docs/decider.md, "Exactly-once effect". */
     public static final Duration DEFAULT_COMMIT_INTERVAL = Duration.ofMillis(500);
+
+    /** The default {@code decider.store.write-behind}; see docs/decider.md, "Stores". */
+    public static final Duration DEFAULT_STORE_WRITE_BEHIND = Duration.ofMillis(20);
 
     /** State store implementation. */
     public enum StoreKind { ROCKSDB, IN_MEMORY }
@@ -54,6 +59,9 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
         }
         if (commitInterval == null || commitInterval.isNegative() || commitInterval.isZero()) {
             throw new IllegalArgumentException("decider.commit.interval: must be positive, got " + commitInterval);
+        }
+        if (storeWriteBehind == null || storeWriteBehind.isNegative()) {
+            throw new IllegalArgumentException("decider.store.write-behind: must be 0 (at commits only) or positive, got " + storeWriteBehind);
         }
         if (threads < 1 || threads > 64) {
             throw new IllegalArgumentException("decider.threads: must be 1..64, got " + threads);
@@ -97,6 +105,7 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
                 p.duration("decider.commit.interval", DEFAULT_COMMIT_INTERVAL),
                 Path.of(p.string("decider.state.dir", ".orbitkv/decider-state")),
                 p.enumValue("decider.store", StoreKind.class, StoreKind.ROCKSDB),
+                p.duration("decider.store.write-behind", DEFAULT_STORE_WRITE_BEHIND),
                 p.integer("decider.threads", 1),
                 policy,
                 p.duration("decider.tick.interval", Duration.ofMillis(200)),

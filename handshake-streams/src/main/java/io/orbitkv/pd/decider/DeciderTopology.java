@@ -8,6 +8,7 @@ import io.orbitkv.pd.decider.internal.Ticker;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.state.DeciderState;
+import java.time.Duration;
 import java.util.Map;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
@@ -40,9 +41,11 @@ public final class DeciderTopology {
     private DeciderTopology() { }
 
     /**
-     * Streams' record cache in front of the request store, by default: measured with {@code bench decider}, it cut the
-     * CPU per handoff (decider + broker) by about a quarter, because the changelog and RocksDB get one write per
-     * request per commit instead of one per fact. Decisions are forwarded directly, so the cache delays none of them.
+     * Streams' record cache in front of the request store, when states are written only at commits
+     * ({@code decider.store.write-behind=0}): measured with {@code bench decider}, it cut the CPU per handoff (decider +
+     * broker) by about a quarter before {@link RequestStore} wrote each state once per commit. With write-behind on (the
+     * default) there is no cache unless {@code kafka.statestore.cache.max.bytes} asks for one: it would hold the
+     * written states until the commit and make the commit do all the writing again.
      */
     public static final long DEFAULT_STORE_CACHE_BYTES = 16L << 20;
 
@@ -57,14 +60,20 @@ public final class DeciderTopology {
 
     /** As {@link #build(DeciderConfig, Topics, DeciderMetrics)}, publishing due timers for the {@link Ticker}. */
     public static Topology build(DeciderConfig config, Topics topics, DeciderMetrics metrics, DueTimers dueTimers) {
-        return build(config.policy(), config.store(), topics, storeCacheBytes(config) > 0, metrics, dueTimers);
+        return build(config.policy(), config.store(), topics, storeCacheBytes(config) > 0, metrics, dueTimers, config.storeWriteBehind());
     }
 
-    /** The record cache size for this config: {@code kafka.statestore.cache.max.bytes}, else the default. */
+    /**
+     * The record cache size for this config: {@code kafka.statestore.cache.max.bytes}, else none with write-behind
+     * on and the default with it off.
+     */
     public static long storeCacheBytes(DeciderConfig config) {
         Object cache = config.kafkaOverrides().get(org.apache.kafka.streams.StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG);
         try {
-            return cache == null ? DEFAULT_STORE_CACHE_BYTES : Long.parseLong(cache.toString().strip());
+            if (cache == null) {
+                return config.storeWriteBehind().isZero() ? DEFAULT_STORE_CACHE_BYTES : 0;
+            }
+            return Long.parseLong(cache.toString().strip());
         } catch (NumberFormatException e) {
             throw new IllegalArgumentException("kafka.statestore.cache.max.bytes: must be a number of bytes, got '" + cache + "'");
         }
@@ -92,13 +101,22 @@ public final class DeciderTopology {
     /** As above, publishing each partition's earliest timer to {@code dueTimers} (for the {@link Ticker}). */
     public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache,
                                  DeciderMetrics metrics, DueTimers dueTimers) {
+        return build(policy, store, topics, storeCache, metrics, dueTimers, Duration.ZERO);
+    }
+
+    /**
+     * As above, writing changed request states to the store once they are {@code writeBehind} old (0: at commits
+     * only; see {@link RequestStore#writeBehind(long)}).
+     */
+    public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache,
+                                 DeciderMetrics metrics, DueTimers dueTimers, Duration writeBehind) {
         Serde<DeciderState> stateSerde = EventSerdes.embedded().forType(DeciderState.class);
         Topology t = new Topology();
         t.addSource(SOURCE, Serdes.ByteArray().deserializer(), Serdes.ByteArray().deserializer(), topics.requestEvents().name());
         t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics, metrics, dueTimers), SOURCE);
         var requests = Stores.keyValueStoreBuilder(supplier(store, REQUESTS_STORE), Serdes.String(), stateSerde).withLoggingEnabled(Map.of());
         // Live state objects in front of the store, written once per commit (RequestStore), then the record cache.
-        t.addStateStore(RequestStore.builder(storeCache ? requests.withCachingEnabled() : requests.withCachingDisabled()), PROCESSOR);
+        t.addStateStore(RequestStore.builder(storeCache ? requests.withCachingEnabled() : requests.withCachingDisabled(), writeBehind), PROCESSOR);
         // Derived from the request states and rebuilt when a task starts: in memory, no changelog. A store (not a field
         // of the processor, as the timer index is) because the HTTP API reads it from other threads.
         t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(LOAD_STORE), Serdes.String(), Serdes.Long())

@@ -53,6 +53,10 @@ public final class BenchCommand implements Runnable {
         @Option(names = "--store", defaultValue = "ROCKSDB", description = "The decider's request store: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
         io.orbitkv.pd.decider.DeciderConfig.StoreKind store;
 
+        @Option(names = "--write-behind", defaultValue = "20", paramLabel = "MS", description = "The decider's decider.store.write-behind "
+                + "in milliseconds, 0: request states written only at commits (default: ${DEFAULT-VALUE}).")
+        long writeBehindMs;
+
         @Option(names = "--broker", paramLabel = "KEY=VALUE", description = "A broker property for the embedded broker (repeatable), "
                 + "e.g. --broker num.network.threads=1; recorded with the results.")
         Map<String, String> brokerProps = new java.util.LinkedHashMap<>();
@@ -74,7 +78,7 @@ public final class BenchCommand implements Runnable {
             Path work = Files.createTempDirectory("orbitkv-bench-");
             loadBefore = loadAverage();
             DeciderBench.Options opts = new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(measure), burst, 4,
-                    Map.copyOf(kafka), partitions, store);
+                    Map.copyOf(kafka), partitions, store, Duration.ofMillis(writeBehindMs));
             KraftCluster cluster = null;
             try {
                 String bs = bootstrap;
@@ -91,7 +95,8 @@ public final class BenchCommand implements Runnable {
                 DeciderBench bench = new DeciderBench(bs, opts, work, System.out::println).withBrokerCpu(brokerCpu);
                 // Cold JVMs on 2 cores measure the JIT, not the design: one discarded pass warms both JVMs first.
                 System.out.println("warm-up pass (discarded) ...");
-                new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4, Map.copyOf(kafka), partitions, store), work,
+                new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4, Map.copyOf(kafka), partitions, store,
+                        Duration.ofMillis(writeBehindMs)), work,
                         System.out::println).run(DeciderBench.MODES.get(0), 99);
                 System.out.printf("raw produce->consume hop at %d/s (%ds warm-up, %ds measured) ...%n", rate, warmup, measure);
                 LatencyStats raw = bench.rawHop("bench.raw-hop-" + System.nanoTime() % 100000);
@@ -182,9 +187,14 @@ public final class BenchCommand implements Runnable {
             if (partitions != io.orbitkv.pd.schemas.TopicsConfig.DEFAULT_PARTITIONS) {
                 extra.append(" --partitions ").append(partitions);
             }
+            if (writeBehindMs != io.orbitkv.pd.decider.DeciderConfig.DEFAULT_STORE_WRITE_BEHIND.toMillis()) {
+                extra.append(" --write-behind ").append(writeBehindMs);
+            }
             kafka.forEach((k, v) -> extra.append(" --kafka ").append(k).append('=').append(v));
             brokerProps.forEach((k, v) -> extra.append(" --broker ").append(k).append('=').append(v));
-            String cmd = String.format(Locale.ROOT, "./orbitkv-pd bench decider --rate %d --warmup %d --measure %d --burst %d", rate, warmup, measure, burst)
+            // The diagnostic switch back to Streams' flush per task (DeciderApp.clientSupplier) shows in the command.
+            String cmd = (Boolean.getBoolean("orbitkv.decider.flushPerTask") ? "ORBITKV_JAVA_OPTS=\"... -Dorbitkv.decider.flushPerTask=true\" " : "")
+                    + String.format(Locale.ROOT, "./orbitkv-pd bench decider --rate %d --warmup %d --measure %d --burst %d", rate, warmup, measure, burst)
                     + extra;
             Files.writeString(md, "# Decider benchmark\n\nMeasured " + LocalDate.now() + " on " + Runtime.getRuntime().availableProcessors()
                     + " cores with `" + cmd + "` (broker in a child JVM on the same cores; decider, load generator and actors in the"

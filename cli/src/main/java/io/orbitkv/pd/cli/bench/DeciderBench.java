@@ -83,9 +83,10 @@ public final class DeciderBench {
 
     /** Knobs of a run. */
     public record Options(int rate, Duration warmup, Duration measure, int burst, int engines, Map<String, Object> deciderOverrides,
-                          int partitions, DeciderConfig.StoreKind store) {
+                          int partitions, DeciderConfig.StoreKind store, Duration writeBehind) {
         public Options(int rate, Duration warmup, Duration measure, int burst, int engines) {
-            this(rate, warmup, measure, burst, engines, Map.of(), TopicsConfig.DEFAULT_PARTITIONS, DeciderConfig.StoreKind.ROCKSDB);
+            this(rate, warmup, measure, burst, engines, Map.of(), TopicsConfig.DEFAULT_PARTITIONS, DeciderConfig.StoreKind.ROCKSDB,
+                    DeciderConfig.DEFAULT_STORE_WRITE_BEHIND);
         }
     }
 
@@ -195,7 +196,7 @@ public final class DeciderBench {
         }
         Path state = Files.createDirectories(workDir.resolve("state-" + index));
         DeciderConfig config = new DeciderConfig(bootstrap, applicationId, tc,
-                SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, options.store(), 1, policy,
+                SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, options.store(), options.writeBehind(), 1, policy,
                 Duration.ofMillis(200), "127.0.0.1", -1, options.deciderOverrides());
         try (DeciderApp app = new DeciderApp(config).start()) {
             if (!app.awaitRunning(Duration.ofSeconds(60))) {

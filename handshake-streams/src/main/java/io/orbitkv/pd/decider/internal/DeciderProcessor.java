@@ -16,11 +16,13 @@ import io.orbitkv.pd.state.DeciderState;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.kafka.common.header.Headers;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.processor.PunctuationType;
 import org.apache.kafka.streams.processor.api.Processor;
 import org.apache.kafka.streams.processor.api.ProcessorContext;
 import org.apache.kafka.streams.processor.api.Record;
@@ -77,6 +79,17 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         this.load = context.getStateStore(DeciderTopology.LOAD_STORE);
         this.partition = context.taskId().partition();
         rebuildDerivedState();
+        // Write-behind: changed states older than the configured age go to the store between commits, so a commit
+        // has only the last few milliseconds of changes left to write (each write blocks the stream thread there). Wall
+        // clock, not stream time: it decides when bytes are written, never what is decided.
+        long age = requests.writeBehind().toNanos();
+        if (age > 0) {
+            context.schedule(Duration.ofNanos(Math.max(1_000_000L, age / 2)), PunctuationType.WALL_CLOCK_TIME, ignored -> {
+                synchronized (requests.lock()) {
+                    requests.writeBehind(System.nanoTime() - age);
+                }
+            });
+        }
         publishEarliest();
     }
 

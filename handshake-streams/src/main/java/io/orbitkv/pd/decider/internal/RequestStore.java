@@ -2,6 +2,7 @@ package io.orbitkv.pd.decider.internal;
 
 import io.orbitkv.pd.decider.RequestStateMachine;
 import io.orbitkv.pd.state.DeciderState;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -41,7 +42,9 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     private static final DeciderState DELETED = new DeciderState();
     private static final int CLEAN_ENTRIES = 10_000;
 
-    private final Map<String, DeciderState> dirty = new HashMap<>();
+    /** Changed states not yet written below, in the order they first changed; {@link #dirtySince} holds those times. */
+    private final Map<String, DeciderState> dirty = new LinkedHashMap<>();
+    private final java.util.ArrayDeque<Long> dirtySince = new java.util.ArrayDeque<>();
     /**
      * Recently used states of requests still in flight that equal what is in the store below: a fact usually finds
      * its request here. Finished requests are not kept (they rarely get another fact, and a state kept for seconds
@@ -55,9 +58,20 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         }
     };
     private long flushes;
+    private final Duration writeBehind;
 
     public RequestStore(KeyValueStore<String, DeciderState> inner) {
+        this(inner, Duration.ZERO);
+    }
+
+    public RequestStore(KeyValueStore<String, DeciderState> inner, Duration writeBehind) {
         super(inner);
+        this.writeBehind = writeBehind;
+    }
+
+    /** How old a changed state may get before the processor writes it between commits (0: at commits only). */
+    public Duration writeBehind() {
+        return writeBehind;
     }
 
     /** Finds the request store behind what {@code context.getStateStore} returns (Streams wraps it in a decorator). */
@@ -81,6 +95,7 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     public void init(StateStoreContext context, StateStore root) {
         synchronized (this) {
             dirty.clear();
+            dirtySince.clear();
             clean.clear();
         }
         super.init(context, root);
@@ -105,7 +120,9 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     @Override
     public synchronized void put(String key, DeciderState value) {
         clean.remove(key);
-        dirty.put(key, value == null ? DELETED : value);
+        if (dirty.put(key, value == null ? DELETED : value) == null) {
+            dirtySince.addLast(System.nanoTime());
+        }
     }
 
     // Writes come from the stream thread only, so they look at the live state; a query's copy would be wasted work.
@@ -152,17 +169,38 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
             return;
         }
         flushes++;
-        for (Map.Entry<String, DeciderState> e : dirty.entrySet()) {
-            if (e.getValue() == DELETED) {
-                wrapped().delete(e.getKey());
-            } else {
-                wrapped().put(e.getKey(), e.getValue());
-                if (!RequestStateMachine.isTerminal(e.getValue().getPhase())) {
-                    clean.put(e.getKey(), e.getValue());
-                }
+        dirty.forEach(this::writeBelow);
+        dirty.clear();
+        dirtySince.clear();
+    }
+
+    /**
+     * Writes the states that first changed at or before {@code cutoffNanos} ({@link System#nanoTime()}), oldest
+     * first, so that a commit finds fewer to write; states that changed later wait, to take their request's next
+     * facts in the same write.
+     */
+    public synchronized int writeBehind(long cutoffNanos) {
+        int written = 0;
+        var it = dirty.entrySet().iterator();
+        while (!dirtySince.isEmpty() && dirtySince.peekFirst() <= cutoffNanos) {
+            dirtySince.pollFirst();
+            Map.Entry<String, DeciderState> e = it.next();
+            writeBelow(e.getKey(), e.getValue());
+            it.remove();
+            written++;
+        }
+        return written;
+    }
+
+    private void writeBelow(String key, DeciderState state) {
+        if (state == DELETED) {
+            wrapped().delete(key);
+        } else {
+            wrapped().put(key, state);
+            if (!RequestStateMachine.isTerminal(state.getPhase())) {
+                clean.put(key, state);
             }
         }
-        dirty.clear();
     }
 
     /** How many flushes wrote at least one state (for tests). */
@@ -283,7 +321,7 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     }
 
     /** Builds a {@link RequestStore} around the store {@code inner} builds (caching and logging as configured there). */
-    public static StoreBuilder<RequestStore> builder(StoreBuilder<KeyValueStore<String, DeciderState>> inner) {
+    public static StoreBuilder<RequestStore> builder(StoreBuilder<KeyValueStore<String, DeciderState>> inner, Duration writeBehind) {
         return new StoreBuilder<>() {
             @Override
             public StoreBuilder<RequestStore> withCachingEnabled() {
@@ -311,7 +349,7 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
 
             @Override
             public RequestStore build() {
-                return new RequestStore(inner.build());
+                return new RequestStore(inner.build(), writeBehind);
             }
 
             @Override

@@ -58,6 +58,34 @@ class RequestStoreTest {
     }
 
     @Test
+    void writeBehindWritesTheStatesThatFirstChangedBeforeTheCutoffOldestFirstAndLeavesTheRest() {
+        DeciderState a = state("a");
+        DeciderState b = state("b");
+        DeciderState c = state("c");
+        store.put("a", a);
+        store.put("b", b);
+        long cutoff = System.nanoTime();
+        store.put("c", c);
+        store.put("a", a); // changed again: keeps its place (first change) in the order
+        store.delete("b");
+
+        assertThat(store.writeBehind(cutoff)).isEqualTo(2);
+        assertThat(below.get("a")).isEqualTo(a);
+        assertThat(below.get("b")).isNull();
+        assertThat(below.get("c")).isNull();
+        assertThat(store.dirtyCount()).isEqualTo(1);
+        assertThat(store.writeBehind(cutoff)).isZero();
+
+        // Written, then changed again: it waits from its new first change, and the commit's flush writes the rest.
+        store.put("a", a);
+        assertThat(store.writeBehind(cutoff)).isZero();
+        store.flushCache();
+        assertThat(below.get("c")).isEqualTo(c);
+        assertThat(store.dirtyCount()).isZero();
+        assertThat(store.writeBehind(System.nanoTime())).isZero();
+    }
+
+    @Test
     void finishedRequestsAreNotKeptLiveAfterTheFlush() {
         DeciderState s = state("r1");
         s.setPhase(io.orbitkv.pd.state.Phase.COMPLETED);
