@@ -42,7 +42,7 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
     public static final Duration DEFAULT_COMMIT_INTERVAL = Duration.ofMillis(500);
 
     /** The default {@code decider.store.write-behind}; see docs/decider.md, "Stores". */
-    public static final Duration DEFAULT_STORE_WRITE_BEHIND = Duration.ofMillis(20);
+    public static final Duration DEFAULT_STORE_WRITE_BEHIND = Duration.ofMillis(100);
 
     /** State store implementation. */
     public enum StoreKind { ROCKSDB, IN_MEMORY }

@@ -53,7 +53,7 @@ public final class BenchCommand implements Runnable {
         @Option(names = "--store", defaultValue = "ROCKSDB", description = "The decider's request store: ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
         io.orbitkv.pd.decider.DeciderConfig.StoreKind store;
 
-        @Option(names = "--write-behind", defaultValue = "20", paramLabel = "MS", description = "The decider's decider.store.write-behind "
+        @Option(names = "--write-behind", defaultValue = "100", paramLabel = "MS", description = "The decider's decider.store.write-behind "
                 + "in milliseconds, 0: request states written only at commits (default: ${DEFAULT-VALUE}).")
         long writeBehindMs;
 
