@@ -144,12 +144,36 @@ class PipelineE2EIT {
                     assertThat(r.getEngineId()).isEqualTo(holder);
                 }
             }
-            assertThat(cancelled).as("walk-aways decided as CANCELLED").isGreaterThanOrEqualTo(50);
+            // 3b. Every admitted request whose client walked away ended as the cancel's timing says: CANCELLED when the
+            // proxy's cancel (the disconnect) came before the decode completed, COMPLETED only when the decode had
+            // completed first. How many walk-aways come too early or too late is timing; that each one is handled is not.
+            List<Result> walked = results.stream().filter(Result::walkedAway).toList();
+            int walkedAdmitted = 0;
+            for (Result r : walked) {
+                PipelineLog.Story s = l.stories.get(r.requestId());
+                if (s == null || s.facts.stream().noneMatch(f -> f instanceof io.orbitkv.pd.events.RequestAdmitted)) {
+                    continue; // left before the proxy admitted it
+                }
+                walkedAdmitted++;
+                if (!s.cancelled) {
+                    // No cancel: the proxy had sent the whole answer before it saw the disconnect.
+                    assertThat(s.facts).as("walk-away %s (request %d) without a cancel: its decode completed", r.requestId(),
+                            r.request().index()).anyMatch(f -> f instanceof io.orbitkv.pd.events.DecodeCompleted);
+                    assertThat(s.outcomes.get(0).getKind()).isEqualTo(OutcomeKind.COMPLETED);
+                } else if (!s.decodeCompletedBeforeCancel) {
+                    assertThat(s.outcomes.get(0).getKind()).as("outcome of walk-away %s, cancelled before its decode completed", r.requestId())
+                            .isEqualTo(OutcomeKind.CANCELLED);
+                }
+            }
+            System.out.printf("walk-aways: %d of 60 flagged walked away (%d admitted), %d cancelled (%d mid-prefill, %d mid-transfer, %d mid-decode);"
+                    + " outcomes %s; requests with a cancel by outcome %s%n", walked.size(), walkedAdmitted, cancelled, midPrefill, midTransfer,
+                    midDecode, l.outcomes, walkAwaysByOutcome(l));
+            // The scenario must actually exercise cancels: most of the 60 planned walk-aways come before the decode
+            // completes (42-50 in the runs of 2026-12-03; the bound only guards against a scenario that stopped cancelling).
+            assertThat(cancelled).as("walk-aways decided as CANCELLED").isGreaterThanOrEqualTo(30);
             assertThat(midPrefill).as("cancelled before any push started").isPositive();
             assertThat(midTransfer).as("cancelled while a push ran (the decider aborted the open attempt)").isPositive();
             assertThat(midDecode).as("cancelled after the KV landed").isPositive();
-            System.out.printf("walk-aways: %d cancelled (%d mid-prefill, %d mid-transfer, %d mid-decode); outcomes %s%n", cancelled, midPrefill,
-                    midTransfer, midDecode, l.outcomes);
 
             // 4. Every engine's pool is empty again, and no page ever failed verification.
             HttpClient http = HttpClient.newHttpClient();
@@ -163,5 +187,12 @@ class PipelineE2EIT {
                 });
             }
         }
+    }
+
+    /** Outcomes of the requests whose log holds a cancel (what the walk-aways became), for the failure message. */
+    private static java.util.Map<OutcomeKind, Long> walkAwaysByOutcome(PipelineLog l) {
+        return l.stories.values().stream().filter(s -> s.cancelled && !s.outcomes.isEmpty())
+                .collect(java.util.stream.Collectors.groupingBy(s -> s.outcomes.get(0).getKind(), java.util.TreeMap::new,
+                        java.util.stream.Collectors.counting()));
     }
 }

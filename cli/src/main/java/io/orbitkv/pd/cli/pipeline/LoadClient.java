@@ -72,7 +72,7 @@ public final class LoadClient implements AutoCloseable {
      * @param text      the answer text (streamed chunks joined)
      * @param ttftNanos time to the first token (non-streaming: to the whole answer), -1 if none
      * @param totalNanos time to the end
-     * @param requestId the proxy's request id
+     * @param requestId the proxy's request id (the {@code x-request-id} sent, when no response came)
      * @param handoffMs the proxy's measured handoff (prefill answered → decode started), NaN if not reported
      * @param kvBytes   bytes of KV the decode engine received (0 for colocated)
      * @param mode      how the engine served it (decode, recomputed, colocated)
@@ -184,7 +184,8 @@ public final class LoadClient implements AutoCloseable {
         try {
             resp = f.get(150, TimeUnit.SECONDS);
         } catch (Exception e) {
-            return new Result(r, 0, "", -1, System.nanoTime() - t0, null, Double.NaN, 0, null, walked[0] ? null : e.toString(), walked[0]);
+            // No response: the request id is the one this client named (the proxy takes x-request-id as it is).
+            return new Result(r, 0, "", -1, System.nanoTime() - t0, id, Double.NaN, 0, null, walked[0] ? null : e.toString(), walked[0]);
         }
         synchronized (walked) {
             stream.set(resp.body());

@@ -42,6 +42,8 @@ public final class PipelineLog {
         /** Index in {@link #facts} of the first CancelRequested, and which transfer facts came before it. */
         public boolean transferStartedBeforeCancel;
         public boolean transferCompletedBeforeCancel;
+        /** The decode engine reported the request done before any cancel was logged (a cancel then comes too late). */
+        public boolean decodeCompletedBeforeCancel;
         public boolean cancelled;
 
         Story(String requestId) {
@@ -98,6 +100,7 @@ public final class PipelineLog {
         switch (p) {
             case CancelRequested c -> s.cancelled = true;
             case TransferStarted t when !s.cancelled -> s.transferStartedBeforeCancel = true;
+            case io.orbitkv.pd.events.DecodeCompleted d when !s.cancelled -> s.decodeCompletedBeforeCancel = true;
             case TransferCompleted t -> {
                 if (!s.cancelled) {
                     s.transferCompletedBeforeCancel = true;
