@@ -72,7 +72,10 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
         Pair pair = key == null ? null : pairs.computeIfAbsent(key, k -> new Pair());
         DeferringProducer producer = new DeferringProducer(config, transactional, pair, this::closed);
         if (pair != null) {
-            pair.producer = producer;
+            synchronized (pair) {
+                pair.producer = producer;
+                pairs.putIfAbsent(key, pair); // the old producer of a reused index may have just removed it
+            }
         }
         return producer;
     }
@@ -98,12 +101,20 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
         return plainConsumer(config);
     }
 
-    /** A producer closed: its thread is gone (a replacement thread gets a new client id). */
+    /**
+     * A producer closed: its thread is gone. A replacement thread may reuse the thread's index, hence its client ids,
+     * and register its own producer in the same pair before the old producer is closed; only the producer still
+     * registered unregisters, so a replacement's producer is never left unflushed at its thread's commits.
+     */
     private void closed(DeferringProducer producer) {
         Pair pair = producer.pair;
         if (pair != null) {
-            pair.producer = null;
-            pairs.values().remove(pair);
+            synchronized (pair) {
+                if (pair.producer == producer) {
+                    pair.producer = null;
+                    pairs.values().remove(pair);
+                }
+            }
         }
     }
 

@@ -93,6 +93,26 @@ class FlushAtCommitClientsTest {
     }
 
     @Test
+    void aReplacementThreadReusingTheIndexKeepsItsProducerFlushedWhenTheOldOneCloses() {
+        FlushAtCommitClients clients = new FlushAtCommitClients();
+        Producer<byte[], byte[]> old = clients.getProducer(producerConfig(THREAD + "-producer", false));
+        Consumer<byte[], byte[]> oldConsumer = clients.getConsumer(consumerConfig(THREAD + "-consumer"));
+        // Streams replaces a failed thread and may give the new one the same index before the old one has closed.
+        try (Producer<byte[], byte[]> p = clients.getProducer(producerConfig(THREAD + "-producer", false));
+             Consumer<byte[], byte[]> consumer = clients.getConsumer(consumerConfig(THREAD + "-consumer"))) {
+            var producer = (FlushAtCommitClients.DeferringProducer) p;
+            oldConsumer.close();
+            old.close();
+            assertEquals(1, clients.pairs());
+            producer.flush();
+            assertEquals(0, producer.flushes(), "still deferred: its consumer flushes it");
+            consumer.commitSync(Map.of());
+            assertEquals(1, producer.flushes(), "the commit flushed the replacement's producer");
+        }
+        assertEquals(0, clients.pairs());
+    }
+
+    @Test
     void unpairedProducerFlushesAsUsual() {
         FlushAtCommitClients clients = new FlushAtCommitClients();
         try (Producer<byte[], byte[]> p = clients.getProducer(producerConfig(THREAD + "-producer", false));
