@@ -68,8 +68,8 @@ public final class DeciderApp implements AutoCloseable {
 
     /**
      * The stream threads' producer is waited for once per commit, not once per task ({@link FlushAtCommitClients}),
-     * unless a production exception handler other than Streams' default is configured (a handler that lets Streams
-     * skip a failed record would then make every commit fail) or {@code -Dorbitkv.decider.flushPerTask=true} asks for
+     * unless a production exception handler other than Streams' default is configured (one that lets Streams skip a
+     * failed record would see its commit refused and the record re-processed instead) or {@code -Dorbitkv.decider.flushPerTask=true} asks for
      * Streams' own behaviour (to measure the difference); null: Streams' own clients.
      */
     static KafkaClientSupplier clientSupplier(DeciderConfig config) {

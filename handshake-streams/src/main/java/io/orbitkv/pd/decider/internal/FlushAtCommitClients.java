@@ -8,6 +8,7 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -18,7 +19,6 @@ import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
-import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -35,12 +35,21 @@ import org.apache.kafka.streams.KafkaClientSupplier;
  * that was a ~7.5 ms stall at every at-least-once commit, the decider's p99.
  *
  * <p>Here a stream thread's producer does not flush when a task asks; the thread's main consumer flushes it once,
- * right before it commits offsets, and refuses to commit (throws, so Streams replaces the thread and the input is
- * processed again from the last committed offsets) when any record sent since the producer was created failed. The
- * at-least-once rule — offsets are committed only after everything produced before them is acknowledged — holds as
- * before. Under exactly-once the per-task flush is skipped outright: {@code commitTransaction} flushes the producer
- * itself and fails when a send of the transaction failed. A producer that cannot be paired with its thread's main
- * consumer (client ids not in Streams' {@code <client>-StreamThread-<n>-producer/-consumer} form) flushes as usual.
+ * right before it commits offsets, and refuses to commit when a record sent since the last commit failed: it throws
+ * {@link CommitFailedException}, which Streams handles as it handles any failed offset commit (all the thread's tasks
+ * closed dirty and processed again from the last committed offsets; the thread lives on). The at-least-once rule —
+ * offsets are committed only after everything produced before them is acknowledged — holds as before. Under
+ * exactly-once the per-task flush is skipped outright: {@code commitTransaction} flushes the producer itself and
+ * fails when a send of the transaction failed. A producer that cannot be paired with its thread's main consumer
+ * (client ids not in Streams' {@code <client>-StreamThread-<n>-producer/-consumer} form, or the {@code streams} group
+ * protocol, whose consumer Streams builds itself) flushes as usual.
+ *
+ * <p>Two differences from Streams' own clients, both without loss: a send that fails after the producer's own retries
+ * is noticed at the commit, not at the task's flush, so under at-least-once the whole thread's tasks are re-processed
+ * instead of the failed task only, and under exactly-once Streams sees the transaction fail and replaces the thread
+ * instead of reviving the task (the transaction is aborted either way). And when a commit has no offsets to commit
+ * (nothing consumed since the last one) Streams does not call the consumer, so nothing flushes: the records in flight
+ * are still delivered, and a checkpoint only ever holds acknowledged changelog offsets.
  *
  * <p>This relies on Streams 4.4 calling {@code Producer.flush()} only from a task's commit preparation and committing
  * at-least-once offsets only through the main consumer's {@code commitSync}; {@code DeciderIT} (restarts, rebalance,
@@ -87,8 +96,9 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
             return plainConsumer(config);
         }
         Pair pair = pairs.computeIfAbsent(key, k -> new Pair());
-        pair.consumerFlushes = true;
-        return new FlushingConsumer(config, pair);
+        FlushingConsumer consumer = new FlushingConsumer(config, pair);
+        pair.consumerFlushes = true; // only once a consumer exists that will flush
+        return consumer;
     }
 
     @Override
@@ -190,9 +200,15 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
         /** The commit's one flush; fails when a record sent since this producer was created failed. */
         void flushForCommit() {
             realFlush();
-            Exception e = failure.get();
+            Exception e = failure.getAndSet(null);
             if (e != null) {
-                throw new KafkaException("not committing offsets: a record sent before this commit failed (" + e + ")", e);
+                // What Streams does when its own commitSync fails: TaskMigratedException, all tasks closed dirty and
+                // re-processed from the last committed offsets; the thread lives on. The failure is cleared: what was
+                // sent before it is re-sent by that re-processing.
+                CommitFailedException refused = new CommitFailedException(
+                        "not committing offsets: a record sent since the last commit failed (" + e + ")");
+                refused.initCause(e);
+                throw refused;
             }
         }
 
