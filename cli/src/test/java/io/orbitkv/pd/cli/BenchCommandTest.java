@@ -14,7 +14,8 @@ class BenchCommandTest {
     @CsvSource(delimiter = '|', value = {
             "--modes|7|--modes: 7 is not a mode; use 0-4",
             "--modes|-1|--modes: -1 is not a mode; use 0-4",
-            "--partitions|0|--partitions: must be >= 1, got 0"})
+            "--partitions|0|--partitions: must be >= 1, got 0",
+            "--write-behind|-5|--write-behind: must be 0 (at commits only) or more ms, got -5"})
     void badOptionsAreRefusedWithTheirName(String option, String value, String message) {
         StringWriter err = new StringWriter();
         var cli = Main.commandLine();

@@ -95,18 +95,13 @@ public final class DeciderTopology {
     /** As {@link #build(DeciderPolicy, DeciderConfig.StoreKind, Topics, boolean)}, counting into {@code metrics}. */
     public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache,
                                  DeciderMetrics metrics) {
-        return build(policy, store, topics, storeCache, metrics, new DueTimers());
-    }
-
-    /** As above, publishing each partition's earliest timer to {@code dueTimers} (for the {@link Ticker}). */
-    public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache,
-                                 DeciderMetrics metrics, DueTimers dueTimers) {
-        return build(policy, store, topics, storeCache, metrics, dueTimers, Duration.ZERO);
+        return build(policy, store, topics, storeCache, metrics, new DueTimers(), Duration.ZERO);
     }
 
     /**
-     * As above, writing changed request states to the store once they are {@code writeBehind} old (0: at commits
-     * only; see {@link RequestStore#writeBehind(long)}).
+     * As above, publishing each partition's earliest timer to {@code dueTimers} (for the {@link Ticker}) and writing
+     * changed request states to the store once they are {@code writeBehind} old (0: at commits only; see
+     * {@link RequestStore#writeBehind(long)}).
      */
     public static Topology build(DeciderPolicy policy, DeciderConfig.StoreKind store, Topics topics, boolean storeCache,
                                  DeciderMetrics metrics, DueTimers dueTimers, Duration writeBehind) {
@@ -115,7 +110,8 @@ public final class DeciderTopology {
         t.addSource(SOURCE, Serdes.ByteArray().deserializer(), Serdes.ByteArray().deserializer(), topics.requestEvents().name());
         t.addProcessor(PROCESSOR, () -> new DeciderProcessor(policy, topics, metrics, dueTimers), SOURCE);
         var requests = Stores.keyValueStoreBuilder(supplier(store, REQUESTS_STORE), Serdes.String(), stateSerde).withLoggingEnabled(Map.of());
-        // Live state objects in front of the store, written once per commit (RequestStore), then the record cache.
+        // Live state objects in front of the store, written behind and at commits (RequestStore), then the record cache
+        // when there is one.
         t.addStateStore(RequestStore.builder(storeCache ? requests.withCachingEnabled() : requests.withCachingDisabled(), writeBehind), PROCESSOR);
         // Derived from the request states and rebuilt when a task starts: in memory, no changelog. A store (not a field
         // of the processor, as the timer index is) because the HTTP API reads it from other threads.

@@ -69,6 +69,10 @@ public final class BenchCommand implements Runnable {
             if (partitions < 1) {
                 throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--partitions: must be >= 1, got " + partitions);
             }
+            if (writeBehindMs < 0) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--write-behind: must be 0 (at commits only) or more ms, got "
+                        + writeBehindMs);
+            }
             for (int m : modes) {
                 if (m < 0 || m >= DeciderBench.MODES.size()) {
                     throw new picocli.CommandLine.ParameterException(spec.commandLine(),

@@ -84,11 +84,8 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         // clock, not stream time: it decides when bytes are written, never what is decided.
         long age = requests.writeBehind().toNanos();
         if (age > 0) {
-            context.schedule(Duration.ofNanos(Math.max(1_000_000L, age / 2)), PunctuationType.WALL_CLOCK_TIME, ignored -> {
-                synchronized (requests.lock()) {
-                    requests.writeBehind(System.nanoTime() - age);
-                }
-            });
+            context.schedule(Duration.ofNanos(Math.max(1_000_000L, age / 2)), PunctuationType.WALL_CLOCK_TIME,
+                    ignored -> requests.writeBehind(System.nanoTime() - age)); // takes the store's lock itself
         }
         publishEarliest();
     }

@@ -63,8 +63,13 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
 
     /** Producer and main consumer of one stream thread, paired by the common part of their client ids. */
     private static final class Pair {
+        final String key;
         volatile DeferringProducer producer;
         volatile boolean consumerFlushes;
+
+        Pair(String key) {
+            this.key = key;
+        }
     }
 
     private final Map<String, Pair> pairs = new ConcurrentHashMap<>();
@@ -78,7 +83,7 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
     public Producer<byte[], byte[]> getProducer(Map<String, Object> config) {
         boolean transactional = config.get(ProducerConfig.TRANSACTIONAL_ID_CONFIG) != null;
         String key = threadKey(config, PRODUCER_SUFFIX);
-        Pair pair = key == null ? null : pairs.computeIfAbsent(key, k -> new Pair());
+        Pair pair = key == null ? null : pairs.computeIfAbsent(key, Pair::new);
         DeferringProducer producer = new DeferringProducer(config, transactional, pair, this::closed);
         if (pair != null) {
             synchronized (pair) {
@@ -95,7 +100,7 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
         if (key == null) {
             return plainConsumer(config);
         }
-        Pair pair = pairs.computeIfAbsent(key, k -> new Pair());
+        Pair pair = pairs.computeIfAbsent(key, Pair::new);
         FlushingConsumer consumer = new FlushingConsumer(config, pair);
         pair.consumerFlushes = true; // only once a consumer exists that will flush
         return consumer;
@@ -122,7 +127,7 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
             synchronized (pair) {
                 if (pair.producer == producer) {
                     pair.producer = null;
-                    pairs.values().remove(pair);
+                    pairs.remove(pair.key, pair);
                 }
             }
         }
@@ -197,7 +202,7 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
             return flushes.get();
         }
 
-        /** The commit's one flush; fails when a record sent since this producer was created failed. */
+        /** The commit's one flush; fails when a record sent since the last commit failed. */
         void flushForCommit() {
             realFlush();
             Exception e = failure.getAndSet(null);

@@ -19,7 +19,9 @@ import org.apache.kafka.streams.state.internals.WrappedStateStore;
 
 /**
  * The request store as the processor sees it: request states as live objects, written to the Streams store below
- * (record cache, changelog, RocksDB or memory) once per commit instead of once per fact.
+ * (record cache if any, changelog, RocksDB or memory) about once per burst of a request's facts instead of once per
+ * fact: behind, once a state has been dirty for {@link #writeBehind()} (see {@link #writeBehind(long)}), and whatever
+ * is still dirty at each commit.
  *
  * <p>A request gets ~5 facts within a few milliseconds, and each used to serialize its whole state into the store
  * (~16 % of the stream thread at 1,000 handoffs/s). Here a put only marks the state dirty; {@link #flushCache()},
