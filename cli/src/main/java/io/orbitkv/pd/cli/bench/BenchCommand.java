@@ -115,6 +115,7 @@ public final class BenchCommand implements Runnable {
                             r.decision().p50ms(), r.decision().p99ms(), r.handoffsPerSecond(), r.cpuMsPerHandoff(), r.coresBusyAtRate(), rate);
                     System.out.printf("  hop in p50 %.2f ms, decider %.3f ms, hop out %.2f ms; raw hop beside the load %.2f ms%n",
                             r.breakdown().hopIn().p50ms(), r.breakdown().work().p50ms(), r.breakdown().hopOut().p50ms(), r.rawHopUnderLoad().p50ms());
+                    System.out.println("  GC pauses in the measured window (benchmark JVM): " + pauses(r.gcPauses()));
                 }
                 loadAfter = loadAverage();
                 String table = table(raw, results);
@@ -156,9 +157,11 @@ public final class BenchCommand implements Runnable {
             b.append("\nWhere the time goes (the same measured decisions; p50 / p99 ms): hop in = last fact produced → the decider starts"
                     + " processing it; decider = its own work for that fact; hop out = decision handed to the producer → the actor has it;"
                     + " raw hop beside the load = the raw hop above, measured again (").append(DeciderBench.PROBE_RATE)
-                    .append(" records/s, own topic) while the decider carries this load.\n\n");
-            b.append("| mode | hop in | decider | hop out | raw hop beside the load | records written per handoff | broker requests per handoff"
-                    + " (sent by the clients, at the rate) |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+                    .append(" records/s, own topic) while the decider carries this load; GC pauses = the benchmark JVM's collector pauses"
+                    + " (decider, actors and probe stop together) during the measured window, after a warm-up that ends with one full"
+                    + " collection.\n\n");
+            b.append("| mode | hop in | decider | hop out | raw hop beside the load | GC pauses in the window | records written per handoff"
+                    + " | broker requests per handoff (sent by the clients, at the rate) |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
             for (DeciderBench.Result r : results) {
                 DeciderBench.Breakdown d = r.breakdown();
                 StringBuilder recs = new StringBuilder();
@@ -171,10 +174,14 @@ public final class BenchCommand implements Runnable {
                 r.requestsPerHandoff().forEach((who, n) -> reqs.append(reqs.isEmpty() ? "" : ", ").append(who).append(' ')
                         .append(String.format(Locale.ROOT, "%.2f", n)));
                 double total = r.requestsPerHandoff().values().stream().mapToDouble(Double::doubleValue).sum();
-                b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s | %.1f (%s) |%n", r.mode().name(), pair(d.hopIn()), pair(d.work()),
-                        pair(d.hopOut()), pair(r.rawHopUnderLoad()), recs, total, reqs));
+                b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s | %s | %.1f (%s) |%n", r.mode().name(), pair(d.hopIn()), pair(d.work()),
+                        pair(d.hopOut()), pair(r.rawHopUnderLoad()), pauses(r.gcPauses()), recs, total, reqs));
             }
             return b.toString();
+        }
+
+        private static String pauses(GcPauses.Summary g) {
+            return g.count() == 0 ? "none" : String.format(Locale.ROOT, "%d, mean %.1f ms, max %.0f ms", g.count(), g.meanMs(), g.maxMs());
         }
 
         private static String pair(LatencyStats l) {
@@ -223,7 +230,10 @@ public final class BenchCommand implements Runnable {
                         .append(",\"raw_hop_beside_load\":").append(stats(r.rawHopUnderLoad()))
                         .append(",\"cores_busy_at_rate\":").append(String.format(Locale.ROOT, "%.2f", r.coresBusyAtRate()))
                         .append(",\"hop_in\":").append(stats(r.breakdown().hopIn())).append(",\"decider_work\":").append(stats(r.breakdown().work()))
-                        .append(",\"hop_out\":").append(stats(r.breakdown().hopOut())).append(",\"records_per_handoff\":{");
+                        .append(",\"hop_out\":").append(stats(r.breakdown().hopOut()))
+                        .append(String.format(Locale.ROOT, ",\"gc_pauses\":{\"count\":%d,\"mean_ms\":%.2f,\"max_ms\":%.0f}", r.gcPauses().count(),
+                                r.gcPauses().meanMs(), r.gcPauses().maxMs()))
+                        .append(",\"records_per_handoff\":{");
                 StringBuilder recs = new StringBuilder();
                 r.recordsPerHandoff().forEach((t, n) -> recs.append(recs.isEmpty() ? "" : ",").append('"').append(t).append("\":")
                         .append(String.format(Locale.ROOT, "%.3f", n)));

@@ -69,7 +69,7 @@ public final class DeciderBench {
     /** What one mode measured. */
     public record Result(Mode mode, LatencyStats decision, double handoffsPerSecond, long handoffs, long duplicateDecisions,
             double cpuMsPerHandoff, LatencyStats rawHopUnderLoad, double coresBusyAtRate, Map<String, Double> recordsPerHandoff,
-            Map<String, Double> requestsPerHandoff, Breakdown breakdown) { }
+            Map<String, Double> requestsPerHandoff, Breakdown breakdown, GcPauses.Summary gcPauses) { }
 
     /**
      * Where a decision's latency goes (same measured decisions, same JVM clock): the hop in (last fact produced → the
@@ -135,11 +135,15 @@ public final class DeciderBench {
 
     /** One raw produce→consume hop at the benchmark rate: the baseline every decider number is compared with. */
     public LatencyStats rawHop(String topic) throws Exception {
-        return rawHop(topic, options.rate(), options.warmup(), options.measure());
+        return rawHop(topic, options.rate(), options.warmup(), options.measure(), true);
     }
 
-    /** One raw produce→consume hop at {@code rate} records/s: warm-up, then the measured window. */
-    LatencyStats rawHop(String topic, int rate, Duration warmup, Duration measure) throws Exception {
+    /**
+     * One raw produce→consume hop at {@code rate} records/s: warm-up, then the measured window. With {@code settle} the
+     * warm-up ends with {@link GcPauses#settleHeap()}, as before a decider's window (off for the probe that runs beside
+     * a decider, whose own warm-up settles the heap).
+     */
+    LatencyStats rawHop(String topic, int rate, Duration warmup, Duration measure, boolean settle) throws Exception {
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
             TopicAdmin.awaitServed(admin, List.of(topic)); // a first write must not race the creation
@@ -165,8 +169,13 @@ public final class DeciderBench {
             });
             Pacer pacer = new Pacer(rate);
             byte[] pad = new byte[150]; // about the size of a request fact
+            long settleAt = settle ? settleAt(measureFrom, warmup) : Long.MAX_VALUE;
             while (System.nanoTime() < end) {
                 pacer.awaitNext();
+                if (System.nanoTime() >= settleAt) {
+                    GcPauses.settleHeap();
+                    settleAt = Long.MAX_VALUE;
+                }
                 byte[] v = ByteBuffer.allocate(8 + pad.length).putLong(System.nanoTime()).put(pad).array();
                 producer.send(new ProducerRecord<>(topic, v));
             }
@@ -218,7 +227,7 @@ public final class DeciderBench {
 
     private Result run(Mode mode, String prefix, UnderTest decider) throws Exception {
         Topics topics = decider.topics();
-        try (Actor actor = new Actor(topics, mode)) {
+        try (Actor actor = new Actor(topics, mode); GcPauses gc = new GcPauses()) {
             actor.start();
             // Latency at a fixed rate: warm-up (JIT, caches), then the measured window.
             long measureFrom = System.nanoTime() + options.warmup().toNanos();
@@ -228,7 +237,7 @@ public final class DeciderBench {
             // The same raw hop, measured beside the decider while it carries this load: what one hop costs here.
             var probe = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
                 try {
-                    return rawHop(prefix + "raw-probe", PROBE_RATE, options.warmup(), options.measure());
+                    return rawHop(prefix + "raw-probe", PROBE_RATE, options.warmup(), options.measure(), false);
                 } catch (Exception e) {
                     throw new java.util.concurrent.CompletionException(e);
                 }
@@ -239,8 +248,13 @@ public final class DeciderBench {
             long wallAtMeasure = 0;
             Map<String, Double> requestsAtMeasure = Map.of();
             int handoffsAtMeasure = 0;
+            long settleAt = settleAt(measureFrom, options.warmup());
             while (System.nanoTime() < end) {
                 pacer.awaitNext();
+                if (System.nanoTime() >= settleAt) {
+                    GcPauses.settleHeap();
+                    settleAt = Long.MAX_VALUE;
+                }
                 if (cpuAtMeasure < 0 && System.nanoTime() >= measureFrom) {
                     cpuAtMeasure = cpuNanos();
                     wallAtMeasure = System.nanoTime();
@@ -252,6 +266,7 @@ public final class DeciderBench {
             }
             // How much of the machine the pipeline (bench JVM + broker) keeps busy at the benchmark rate.
             double coresBusy = (cpuNanos() - cpuAtMeasure) / (double) (System.nanoTime() - wallAtMeasure);
+            GcPauses.Summary pauses = gc.between(measureFrom, System.nanoTime());
             Map<String, Double> requests = perHandoff(requestsAtMeasure, requestCounts(decider, actor), i - handoffsAtMeasure);
             actor.awaitCompleted(i, Duration.ofSeconds(60));
             LatencyStats latency = LatencyStats.of(actor.latency);
@@ -274,8 +289,16 @@ public final class DeciderBench {
             double seconds = (System.nanoTime() - t0) / 1e9;
             double cpuMs = (cpuNanos() - cpu0) / 1e6 / options.burst();
             return new Result(mode, latency, options.burst() / seconds, options.burst(), actor.duplicates.get(), cpuMs, underLoad, coresBusy,
-                    recordsPerHandoff(prefix, decider.applicationId(), i + options.burst()), requests, breakdown);
+                    recordsPerHandoff(prefix, decider.applicationId(), i + options.burst()), requests, breakdown, pauses);
         }
+    }
+
+    /**
+     * When a warm-up settles the heap ({@link GcPauses#settleHeap()}): a few seconds before the measured window, so the
+     * backlog that the full collection's pause leaves behind has drained when measuring starts.
+     */
+    static long settleAt(long measureFrom, Duration warmup) {
+        return measureFrom - Math.min(3_000_000_000L, warmup.toNanos() / 2);
     }
 
     /** Requests each client has sent to the broker so far (client metrics {@code request-total}), by client role. */
