@@ -99,6 +99,11 @@ public final class DeciderApp implements AutoCloseable {
         // Under exactly-once a send that races a commit is answered CONCURRENT_TRANSACTIONS and retried after
         // retry.backoff.ms (100 ms by default), which lands straight in the decision latency tail.
         p.put(StreamsConfig.producerPrefix(ProducerConfig.RETRY_BACKOFF_MS_CONFIG), 5);
+        // Each task reads one partition of one topic (the engines are a global store), so there is nothing to line up
+        // between partitions and -1 processes in the same order as the default 0. It skips Streams' readiness
+        // bookkeeping, which (4.4, PartitionGroup.readyToProcess) formats a message for every empty partition of
+        // every task on every loop iteration.
+        p.put(StreamsConfig.MAX_TASK_IDLE_MS_CONFIG, -1L);
         if (http != null) {
             p.put(StreamsConfig.APPLICATION_SERVER_CONFIG, http.advertised());
         }
