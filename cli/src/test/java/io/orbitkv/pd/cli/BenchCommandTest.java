@@ -15,6 +15,10 @@ class BenchCommandTest {
             "--modes|7|--modes: 7 is not a mode; use 0-4",
             "--modes|-1|--modes: -1 is not a mode; use 0-4",
             "--partitions|0|--partitions: must be >= 1, got 0",
+            "--rate|0|--rate: must be >= 1 handoff/s, got 0",
+            "--warmup|-1|--warmup: must be >= 0 s, got -1",
+            "--measure|0|--measure: must be >= 1 s, got 0",
+            "--burst|0|--burst: must be >= 1 handoff, got 0",
             "--write-behind|-5|--write-behind: must be 0 (at commits only) or more ms, got -5"})
     void badOptionsAreRefusedWithTheirName(String option, String value, String message) {
         StringWriter err = new StringWriter();

@@ -69,6 +69,18 @@ public final class BenchCommand implements Runnable {
             if (partitions < 1) {
                 throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--partitions: must be >= 1, got " + partitions);
             }
+            if (rate < 1) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--rate: must be >= 1 handoff/s, got " + rate);
+            }
+            if (warmup < 0) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--warmup: must be >= 0 s, got " + warmup);
+            }
+            if (measure < 1) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--measure: must be >= 1 s, got " + measure);
+            }
+            if (burst < 1) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--burst: must be >= 1 handoff, got " + burst);
+            }
             if (writeBehindMs < 0) {
                 throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--write-behind: must be 0 (at commits only) or more ms, got "
                         + writeBehindMs);

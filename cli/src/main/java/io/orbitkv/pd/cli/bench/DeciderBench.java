@@ -295,9 +295,13 @@ public final class DeciderBench {
 
     /**
      * When a warm-up settles the heap ({@link GcPauses#settleHeap()}): a few seconds before the measured window, so the
-     * backlog that the full collection's pause leaves behind has drained when measuring starts.
+     * backlog that the full collection's pause leaves behind has drained when measuring starts; never without a
+     * warm-up, whose pause would land in the measured window.
      */
     static long settleAt(long measureFrom, Duration warmup) {
+        if (warmup.isZero() || warmup.isNegative()) {
+            return Long.MAX_VALUE;
+        }
         return measureFrom - Math.min(3_000_000_000L, warmup.toNanos() / 2);
     }
 

@@ -27,9 +27,10 @@ class GcPausesTest {
     }
 
     @Test
-    void settlesAFewSecondsBeforeTheWindowOrHalfwayThroughAShortWarmUp() {
+    void settlesAFewSecondsBeforeTheWindowOrHalfwayThroughAShortWarmUpAndNeverWithoutOne() {
         long from = 100_000_000_000L;
         assertThat(DeciderBench.settleAt(from, Duration.ofSeconds(15))).isEqualTo(from - 3_000_000_000L);
         assertThat(DeciderBench.settleAt(from, Duration.ofSeconds(2))).isEqualTo(from - 1_000_000_000L);
+        assertThat(DeciderBench.settleAt(from, Duration.ZERO)).isEqualTo(Long.MAX_VALUE);
     }
 }
