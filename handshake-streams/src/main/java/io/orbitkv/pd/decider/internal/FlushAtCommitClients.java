@@ -74,6 +74,43 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
 
     private final Map<String, Pair> pairs = new ConcurrentHashMap<>();
 
+    /**
+     * How far a stream thread's producer has been acknowledged (at-least-once only): the request store writes a
+     * request's state, which goes to the changelog through the same producer, only once the decisions it reflects
+     * are acknowledged, so that after a crash no restored state can claim decisions the broker never got
+     * ({@link RequestStore}). Under exactly-once the transaction makes them land together and there is none.
+     */
+    public interface Acks {
+        /** Sends handed to the producer so far: a state changed now waits until {@link #acknowledged()} reaches it. */
+        long sent();
+
+        /** Every send numbered below this has been acknowledged; a failed send holds it back until its commit is refused. */
+        long acknowledged();
+
+        /** Waits until every send so far has completed (a producer flush). */
+        void awaitAll();
+    }
+
+    /** The acks of each stream thread with an at-least-once producer from a supplier of this class, by thread name. */
+    private static final Map<String, Acks> ACKS = new ConcurrentHashMap<>();
+
+    /**
+     * The acks of the stream thread named {@code threadName} (Streams names a thread by the client-id prefix its
+     * clients share); null under exactly-once, with Streams' own clients, or on any other thread.
+     */
+    public static Acks acksOf(String threadName) {
+        return ACKS.get(threadName);
+    }
+
+    /** Registers acks for a thread name (tests; producers register themselves). */
+    static void register(String threadName, Acks acks) {
+        ACKS.put(threadName, acks);
+    }
+
+    static void unregister(String threadName, Acks acks) {
+        ACKS.remove(threadName, acks);
+    }
+
     @Override
     public Admin getAdmin(Map<String, Object> config) {
         return Admin.create(config);
@@ -89,6 +126,9 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
             synchronized (pair) {
                 pair.producer = producer;
                 pairs.putIfAbsent(key, pair); // the old producer of a reused index may have just removed it
+            }
+            if (!transactional) {
+                register(key, producer);
             }
         }
         return producer;
@@ -124,6 +164,7 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
     private void closed(DeferringProducer producer) {
         Pair pair = producer.pair;
         if (pair != null) {
+            unregister(pair.key, producer);
             synchronized (pair) {
                 if (pair.producer == producer) {
                     pair.producer = null;
@@ -153,8 +194,10 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
     }
 
     /** A stream thread's producer: flushes when its thread commits, not when each task asks. */
-    static final class DeferringProducer extends KafkaProducer<byte[], byte[]> {
+    static final class DeferringProducer extends KafkaProducer<byte[], byte[]> implements Acks {
         private final boolean transactional;
+        /** Numbered sends and how far they are acknowledged (kept under at-least-once only). */
+        private final AckWatermark watermark = new AckWatermark();
         private final Pair pair;
         private final java.util.function.Consumer<DeferringProducer> onClose;
         private final AtomicReference<Exception> failure = new AtomicReference<>();
@@ -170,14 +213,38 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
 
         @Override
         public Future<RecordMetadata> send(ProducerRecord<byte[], byte[]> record, Callback callback) {
-            return super.send(record, (metadata, e) -> {
-                if (e != null) {
-                    failure.compareAndSet(null, e);
-                }
-                if (callback != null) {
-                    callback.onCompletion(metadata, e);
-                }
-            });
+            long seq = transactional ? -1 : watermark.send();
+            try {
+                return super.send(record, (metadata, e) -> {
+                    if (e != null) {
+                        failure.compareAndSet(null, e);
+                    }
+                    if (seq >= 0) {
+                        watermark.completed(seq, e == null); // after the failure is recorded: a commit sees both
+                    }
+                    if (callback != null) {
+                        callback.onCompletion(metadata, e);
+                    }
+                });
+            } catch (RuntimeException e) {
+                failure.compareAndSet(null, e); // never acknowledged: holds the watermark until the commit is refused
+                throw e;
+            }
+        }
+
+        @Override
+        public long sent() {
+            return watermark.sent();
+        }
+
+        @Override
+        public long acknowledged() {
+            return watermark.acknowledged();
+        }
+
+        @Override
+        public void awaitAll() {
+            realFlush();
         }
 
         /**
@@ -207,6 +274,7 @@ public final class FlushAtCommitClients implements KafkaClientSupplier {
             realFlush();
             Exception e = failure.getAndSet(null);
             if (e != null) {
+                watermark.reset();
                 // What Streams does when its own commitSync fails: TaskMigratedException, all tasks closed dirty and
                 // re-processed from the last committed offsets; the thread lives on. The failure is cleared: what was
                 // sent before it is re-sent by that re-processing.

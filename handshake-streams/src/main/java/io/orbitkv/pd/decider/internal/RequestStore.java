@@ -59,6 +59,14 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
             return size() > CLEAN_ENTRIES;
         }
     };
+    /**
+     * At-least-once: the number of its producer's sends each dirty state waits for ({@link FlushAtCommitClients.Acks});
+     * empty under exactly-once.
+     */
+    private final Map<String, Long> dirtyAck = new HashMap<>();
+    /** The acks of the thread that last used this store, and that thread (a task may move between stream threads). */
+    private FlushAtCommitClients.Acks acks;
+    private Thread acksThread;
     private long flushes;
     private final Duration writeBehind;
 
@@ -98,6 +106,7 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         synchronized (this) {
             dirty.clear();
             dirtySince.clear();
+            dirtyAck.clear();
             clean.clear();
         }
         super.init(context, root);
@@ -125,6 +134,27 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         if (dirty.put(key, value == null ? DELETED : value) == null) {
             dirtySince.addLast(System.nanoTime());
         }
+        FlushAtCommitClients.Acks a = acks();
+        if (a != null) {
+            // The processor forwards a step's decisions before it puts the state: they are all counted here.
+            dirtyAck.put(key, a.sent());
+        }
+    }
+
+    /** The calling stream thread's producer acks (looked up again when the calling thread changes); null if none. */
+    private FlushAtCommitClients.Acks acks() {
+        Thread t = Thread.currentThread();
+        if (t != acksThread) {
+            acksThread = t;
+            acks = FlushAtCommitClients.acksOf(t.getName());
+        }
+        return acks;
+    }
+
+    /** Whether the decisions a dirty state reflects have all been acknowledged (always, without acks). */
+    private boolean acknowledged(String key, FlushAtCommitClients.Acks a) {
+        Long needed = a == null ? null : dirtyAck.get(key);
+        return needed == null || needed <= a.acknowledged();
     }
 
     // Writes come from the stream thread only, so they look at the live state; a query's copy would be wasted work.
@@ -166,14 +196,33 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         super.commit(changelogOffsets);
     }
 
+    /**
+     * The commit's write: every dirty state. At-least-once, the decisions they reflect must be acknowledged first (a
+     * state in the changelog without its decisions would, after a crash, make their facts look already decided), so
+     * this waits for the producer when any are still in flight. A state whose decisions failed stays dirty: the
+     * commit that follows is refused ({@link FlushAtCommitClients}) and the task revived from the last commit.
+     */
     private void writeDirty() {
         if (dirty.isEmpty()) {
             return;
         }
         flushes++;
-        dirty.forEach(this::writeBelow);
-        dirty.clear();
-        dirtySince.clear();
+        FlushAtCommitClients.Acks a = acks();
+        if (a != null && a.acknowledged() < a.sent()) {
+            a.awaitAll();
+        }
+        var it = dirty.entrySet().iterator();
+        var since = dirtySince.iterator();
+        while (it.hasNext()) {
+            Map.Entry<String, DeciderState> e = it.next();
+            since.next();
+            if (acknowledged(e.getKey(), a)) {
+                writeBelow(e.getKey(), e.getValue());
+                dirtyAck.remove(e.getKey());
+                it.remove();
+                since.remove();
+            }
+        }
     }
 
     /**
@@ -183,11 +232,16 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
      */
     public synchronized int writeBehind(long cutoffNanos) {
         int written = 0;
+        FlushAtCommitClients.Acks a = acks();
         var it = dirty.entrySet().iterator();
         while (!dirtySince.isEmpty() && dirtySince.peekFirst() <= cutoffNanos) {
-            dirtySince.pollFirst();
             Map.Entry<String, DeciderState> e = it.next();
+            if (!acknowledged(e.getKey(), a)) {
+                break; // its decisions are still in flight (at-least-once): it and the younger ones wait
+            }
+            dirtySince.pollFirst();
             writeBelow(e.getKey(), e.getValue());
+            dirtyAck.remove(e.getKey());
             it.remove();
             written++;
         }

@@ -81,8 +81,14 @@ class FlushAtCommitClientsTest {
             assertEquals(1, producer.flushes());
             // After a failed send (Streams' own callback sees the error too) the commit flushes and commits nothing.
             AtomicReference<Exception> seen = new AtomicReference<>();
+            // At-least-once, the thread's acks are registered under its name for the request store.
+            assertEquals(producer, FlushAtCommitClients.acksOf(THREAD));
+            assertEquals(0, producer.acknowledged());
             sendDoomed(producer, seen);
+            assertEquals(1, producer.sent());
             CommitFailedException refused = assertThrows(CommitFailedException.class, () -> consumer.commitSync(Map.of()));
+            // The failed send was never acknowledged; the refusal forgets it (the tasks are revived from the last commit).
+            assertEquals(producer.sent(), producer.acknowledged());
             assertTrue(refused.getMessage().startsWith("not committing offsets"), refused.getMessage());
             assertInstanceOf(Exception.class, seen.get());
             assertEquals(refused.getCause(), seen.get());
@@ -92,6 +98,7 @@ class FlushAtCommitClientsTest {
             assertEquals(3, producer.flushes());
         }
         assertEquals(0, clients.pairs(), "a closed producer leaves no pair behind");
+        assertNull(FlushAtCommitClients.acksOf(THREAD), "nor acks");
     }
 
     @Test
@@ -135,6 +142,7 @@ class FlushAtCommitClientsTest {
         try (Producer<byte[], byte[]> p = clients.getProducer(producerConfig(THREAD + "-producer", true));
              Consumer<byte[], byte[]> consumer = clients.getConsumer(consumerConfig(THREAD + "-consumer"))) {
             var producer = (FlushAtCommitClients.DeferringProducer) p;
+            assertNull(FlushAtCommitClients.acksOf(THREAD), "the transaction makes states and decisions land together");
             producer.flush();
             consumer.commitSync(Map.of());
             assertEquals(0, producer.flushes(), "commitTransaction flushes a transactional producer itself");

@@ -85,6 +85,74 @@ class RequestStoreTest {
         assertThat(store.writeBehind(System.nanoTime())).isZero();
     }
 
+    /** Acks a test drives by hand: what the stream thread's at-least-once producer reports. */
+    private static final class HandAcks implements FlushAtCommitClients.Acks {
+        long sent;
+        long acknowledged;
+        int waits;
+        long acknowledgedByWait = -1;
+
+        @Override
+        public long sent() {
+            return sent;
+        }
+
+        @Override
+        public long acknowledged() {
+            return acknowledged;
+        }
+
+        @Override
+        public void awaitAll() {
+            waits++;
+            if (acknowledgedByWait >= 0) {
+                acknowledged = acknowledgedByWait;
+            }
+        }
+    }
+
+    @Test
+    void atLeastOnceAStateIsWrittenOnlyOnceTheDecisionsItReflectsAreAcknowledged() {
+        HandAcks acks = new HandAcks();
+        String thread = Thread.currentThread().getName();
+        FlushAtCommitClients.register(thread, acks);
+        try {
+            DeciderState a = state("a");
+            DeciderState b = state("b");
+            acks.sent = 2; // a's step sent two decisions
+            store.put("a", a);
+            acks.sent = 5; // b's step three more
+            store.put("b", b);
+            long cutoff = System.nanoTime();
+
+            // Old enough, but a's decisions are in flight: nothing is written behind (b waits behind a).
+            assertThat(store.writeBehind(cutoff)).isZero();
+            acks.acknowledged = 2;
+            assertThat(store.writeBehind(cutoff)).isEqualTo(1);
+            assertThat(below.get("a")).isEqualTo(a);
+            assertThat(below.get("b")).isNull();
+
+            // The commit waits for the producer before it writes what is left.
+            acks.acknowledgedByWait = 5;
+            store.flushCache();
+            assertThat(acks.waits).isEqualTo(1);
+            assertThat(below.get("b")).isEqualTo(b);
+            assertThat(store.dirtyCount()).isZero();
+
+            // A state whose decisions failed (never acknowledged) is not written; the commit after it is refused.
+            DeciderState c = state("c");
+            acks.sent = 7;
+            store.put("c", c);
+            acks.acknowledgedByWait = 6;
+            store.flushCache();
+            assertThat(acks.waits).isEqualTo(2);
+            assertThat(below.get("c")).isNull();
+            assertThat(store.dirtyCount()).isEqualTo(1);
+        } finally {
+            FlushAtCommitClients.unregister(thread, acks);
+        }
+    }
+
     @Test
     void finishedRequestsAreNotKeptLiveAfterTheFlush() {
         DeciderState s = state("r1");
