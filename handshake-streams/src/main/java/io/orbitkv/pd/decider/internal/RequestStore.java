@@ -208,8 +208,16 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         }
         flushes++;
         FlushAtCommitClients.Acks a = acks();
-        if (a != null && a.acknowledged() < a.sent()) {
-            a.awaitAll();
+        if (a != null) {
+            // Only for what these states need: the thread's other stores, flushed at the same commit, have just sent
+            // their states, and waiting for those would be one flush per task again.
+            long needed = 0;
+            for (Long n : dirtyAck.values()) {
+                needed = Math.max(needed, n);
+            }
+            if (needed > a.acknowledged()) {
+                a.awaitAll();
+            }
         }
         var it = dirty.entrySet().iterator();
         var since = dirtySince.iterator();

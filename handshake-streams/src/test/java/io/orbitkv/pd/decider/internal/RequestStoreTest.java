@@ -139,11 +139,20 @@ class RequestStoreTest {
             assertThat(below.get("b")).isEqualTo(b);
             assertThat(store.dirtyCount()).isZero();
 
+            // Sends after its states' (another task's states, say) do not make the commit wait.
+            DeciderState d = state("d");
+            acks.sent = 5;
+            store.put("d", d);
+            acks.sent = 6;
+            store.flushCache();
+            assertThat(acks.waits).isEqualTo(1);
+            assertThat(below.get("d")).isEqualTo(d);
+
             // A state whose decisions failed (never acknowledged) is not written; the commit after it is refused.
             DeciderState c = state("c");
-            acks.sent = 7;
+            acks.sent = 8;
             store.put("c", c);
-            acks.acknowledgedByWait = 6;
+            acks.acknowledgedByWait = 7;
             store.flushCache();
             assertThat(acks.waits).isEqualTo(2);
             assertThat(below.get("c")).isNull();
