@@ -160,6 +160,19 @@ class DashboardTopologyTest {
     }
 
     @Test
+    void anOutcomeReadBeforeItsAdmissionLeavesNothingInFlight() throws Exception {
+        // given the decider's outcome processed before the proxy's admission (two topics, read as they arrive)
+        decide(T0 + 50, outcome("r9", OutcomeKind.COMPLETED, "decode finished", PREFILL, DECODE, T0, 20L, T0 + 50, 8L << 20));
+        event(T0 + 60, admitted("r9", PREFILL, DECODE, T0));
+        // then the request is not counted in flight on either engine
+        ObjectNode o = overview(StatsWindow.ONE_SECOND, T0, T0 + 1000);
+        assertThat(o.at("/engines/prefill-0/in_flight").asLong()).isZero();
+        assertThat(o.at("/engines/decode-0/in_flight").asLong()).isZero();
+        assertThat(o.at("/totals/admitted").asLong()).isEqualTo(1);
+        assertThat(o.at("/totals/outcomes/COMPLETED").asLong()).isEqualTo(1);
+    }
+
+    @Test
     void decisionLatencyIsMatchedWhicheverSideIsProcessedFirst() {
         // given the worker's report processed before the order (two partitions of one task)
         event(T0 + 40, started("r2", 1, T0 + 40));

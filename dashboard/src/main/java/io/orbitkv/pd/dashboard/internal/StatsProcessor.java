@@ -211,7 +211,7 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
             f.put("prefill_engine", p).put("decode_engine", dd).put("attempt", o.getAttempts());
             failures.put(failureKey(ts, d.getRequestId(), "outcome"), f.toString());
         }
-        endInflight(d.getRequestId());
+        endInflight(d.getRequestId(), ts);
         observer.outcome(kind, prefill, decodeReady, handoff, decode, endToEnd);
     }
 
@@ -299,10 +299,13 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
 
     // ------------------------------------------------------------------------------------------ in flight
 
+    /** The in-flight marker of a request whose outcome was read before its admission. */
+    private static final String ENDED = "ended";
+
     private void admitInflight(String requestId, String prefill, String decode, long ts) {
         String marker = "req/" + requestId;
         if (inflight.get(marker) != null) {
-            return; // a repeated admission (at-least-once upstream) is counted once
+            return; // a repeated admission (at-least-once upstream) is counted once; an ended request not at all
         }
         inflight.put(marker, ts + "|" + prefill + "|" + decode);
         addLoad(prefill, 1);
@@ -311,10 +314,16 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
         }
     }
 
-    private void endInflight(String requestId) {
+    private void endInflight(String requestId, long ts) {
         String marker = "req/" + requestId;
         String v = inflight.get(marker);
         if (v == null) {
+            // The outcome came first: decisions and facts are two topics, read as they arrive. Remember the end so the
+            // admission read later is not counted (the marker goes with dashboard.inflight.ttl, like any other).
+            inflight.put(marker, ts + "|" + ENDED);
+            return;
+        }
+        if (v.endsWith("|" + ENDED)) {
             return;
         }
         String[] parts = v.split("\\|", 3);
@@ -409,10 +418,19 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
                 }
             }
         }
-        if (!expired.isEmpty()) {
-            log.atWarn().addKeyValue("requests", expired.size()).log("admitted requests without an outcome for dashboard.inflight.ttl; no longer counted in flight");
+        int unfinished = 0;
+        for (String requestId : expired) {
+            String v = inflight.get("req/" + requestId);
+            if (v != null && v.endsWith("|" + ENDED)) {
+                inflight.delete("req/" + requestId); // an outcome whose admission never came: nothing to uncount
+            } else {
+                unfinished++;
+                endInflight(requestId, now);
+            }
         }
-        expired.forEach(this::endInflight);
+        if (unfinished > 0) {
+            log.atWarn().addKeyValue("requests", unfinished).log("admitted requests without an outcome for dashboard.inflight.ttl; no longer counted in flight");
+        }
 
         List<String> keys = new ArrayList<>();
         try (KeyValueIterator<String, String> it = failures.all()) {
