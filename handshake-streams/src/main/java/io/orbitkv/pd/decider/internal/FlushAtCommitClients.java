@@ -54,7 +54,12 @@ import org.apache.kafka.streams.KafkaClientSupplier;
  * <p>This relies on Streams 4.4 calling {@code Producer.flush()} only from a task's commit preparation and committing
  * at-least-once offsets only through the main consumer's {@code commitSync}; {@code DeciderIT} (restarts, rebalance,
  * replay) and {@code FlushAtCommitClientsTest} cover it. Streams' per-record send-error handling still runs: the
- * callbacks are Streams' own, wrapped only to note a failure.
+ * callbacks are Streams' own, wrapped only to note a failure and count the acknowledgement.
+ *
+ * <p>Under at-least-once each stream thread's producer also numbers its sends and publishes how far they are
+ * acknowledged ({@link Acks}, found by thread name with {@link #acksOf}), so that {@link RequestStore} writes a
+ * request's state only after the decisions it reflects are acknowledged: without a transaction the two go to
+ * different partitions, and a state that outlived its decisions in a crash would make them look already decided.
  */
 public final class FlushAtCommitClients implements KafkaClientSupplier {
 
