@@ -44,9 +44,25 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     private static final DeciderState DELETED = new DeciderState();
     private static final int CLEAN_ENTRIES = 10_000;
 
-    /** Changed states not yet written below, in the order they first changed; {@link #dirtySince} holds those times. */
-    private final Map<String, DeciderState> dirty = new LinkedHashMap<>();
-    private final java.util.ArrayDeque<Long> dirtySince = new java.util.ArrayDeque<>();
+    /**
+     * A changed state not yet written below: the latest value ({@link #DELETED} for a delete), when it first changed
+     * since it was last written ({@link System#nanoTime()}), and, at-least-once, the number of its producer's sends it
+     * waits for ({@link FlushAtCommitClients.Acks#sent()} at its latest change; -1 without acks).
+     */
+    private static final class Dirty {
+        DeciderState state;
+        final long sinceNanos;
+        long ack;
+
+        Dirty(DeciderState state, long sinceNanos, long ack) {
+            this.state = state;
+            this.sinceNanos = sinceNanos;
+            this.ack = ack;
+        }
+    }
+
+    /** Changed states not yet written below, in the order they first changed. */
+    private final Map<String, Dirty> dirty = new LinkedHashMap<>();
     /**
      * Recently used states of requests still in flight that equal what is in the store below: a fact usually finds
      * its request here. Finished requests are not kept (they rarely get another fact, and a state kept for seconds
@@ -59,11 +75,6 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
             return size() > CLEAN_ENTRIES;
         }
     };
-    /**
-     * At-least-once: the number of its producer's sends each dirty state waits for ({@link FlushAtCommitClients.Acks});
-     * empty under exactly-once.
-     */
-    private final Map<String, Long> dirtyAck = new HashMap<>();
     /** The acks of the thread that last used this store, and that thread (a task may move between stream threads). */
     private FlushAtCommitClients.Acks acks;
     private Thread acksThread;
@@ -105,8 +116,6 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     public void init(StateStoreContext context, StateStore root) {
         synchronized (this) {
             dirty.clear();
-            dirtySince.clear();
-            dirtyAck.clear();
             clean.clear();
         }
         super.init(context, root);
@@ -114,11 +123,11 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
 
     /** The live state for the stream thread (mutate it, then {@link #put}); null if there is none. */
     public synchronized DeciderState live(String key) {
-        DeciderState s = dirty.get(key);
-        if (s != null) {
-            return s == DELETED ? null : s;
+        Dirty d = dirty.get(key);
+        if (d != null) {
+            return d.state == DELETED ? null : d.state;
         }
-        s = clean.get(key);
+        DeciderState s = clean.get(key);
         if (s == null) {
             s = wrapped().get(key);
             if (s != null) {
@@ -131,13 +140,16 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     @Override
     public synchronized void put(String key, DeciderState value) {
         clean.remove(key);
-        if (dirty.put(key, value == null ? DELETED : value) == null) {
-            dirtySince.addLast(System.nanoTime());
-        }
+        DeciderState state = value == null ? DELETED : value;
         FlushAtCommitClients.Acks a = acks();
-        if (a != null) {
-            // The processor forwards a step's decisions before it puts the state: they are all counted here.
-            dirtyAck.put(key, a.sent());
+        // The processor forwards a step's decisions before it puts the state: they are all counted in sent().
+        long ack = a == null ? -1 : a.sent();
+        Dirty d = dirty.get(key);
+        if (d == null) {
+            dirty.put(key, new Dirty(state, System.nanoTime(), ack)); // keeps its place (first change) until written
+        } else {
+            d.state = state;
+            d.ack = ack;
         }
     }
 
@@ -152,9 +164,8 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     }
 
     /** Whether the decisions a dirty state reflects have all been acknowledged (always, without acks). */
-    private boolean acknowledged(String key, FlushAtCommitClients.Acks a) {
-        Long needed = a == null ? null : dirtyAck.get(key);
-        return needed == null || needed <= a.acknowledged();
+    private static boolean acknowledged(Dirty d, FlushAtCommitClients.Acks a) {
+        return a == null || d.ack <= a.acknowledged();
     }
 
     // Writes come from the stream thread only, so they look at the live state; a query's copy would be wasted work.
@@ -212,23 +223,19 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
             // Only for what these states need: the thread's other stores, flushed at the same commit, have just sent
             // their states, and waiting for those would be one flush per task again.
             long needed = 0;
-            for (Long n : dirtyAck.values()) {
-                needed = Math.max(needed, n);
+            for (Dirty d : dirty.values()) {
+                needed = Math.max(needed, d.ack);
             }
             if (needed > a.acknowledged()) {
                 a.awaitAll();
             }
         }
         var it = dirty.entrySet().iterator();
-        var since = dirtySince.iterator();
         while (it.hasNext()) {
-            Map.Entry<String, DeciderState> e = it.next();
-            since.next();
-            if (acknowledged(e.getKey(), a)) {
-                writeBelow(e.getKey(), e.getValue());
-                dirtyAck.remove(e.getKey());
+            Map.Entry<String, Dirty> e = it.next();
+            if (acknowledged(e.getValue(), a)) {
+                writeBelow(e.getKey(), e.getValue().state);
                 it.remove();
-                since.remove();
             }
         }
     }
@@ -242,14 +249,12 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         int written = 0;
         FlushAtCommitClients.Acks a = acks();
         var it = dirty.entrySet().iterator();
-        while (!dirtySince.isEmpty() && dirtySince.peekFirst() <= cutoffNanos) {
-            Map.Entry<String, DeciderState> e = it.next();
-            if (!acknowledged(e.getKey(), a)) {
-                break; // its decisions are still in flight (at-least-once): it and the younger ones wait
+        while (it.hasNext()) {
+            Map.Entry<String, Dirty> e = it.next();
+            if (e.getValue().sinceNanos > cutoffNanos || !acknowledged(e.getValue(), a)) {
+                break; // younger than the cutoff, or its decisions still in flight (at-least-once): it and the rest wait
             }
-            dirtySince.pollFirst();
-            writeBelow(e.getKey(), e.getValue());
-            dirtyAck.remove(e.getKey());
+            writeBelow(e.getKey(), e.getValue().state);
             it.remove();
             written++;
         }
@@ -280,9 +285,9 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     /** A copy of the current state (queries run on other threads; the stream thread uses {@link #live}). */
     @Override
     public synchronized DeciderState get(String key) {
-        DeciderState s = dirty.get(key);
-        if (s != null) {
-            return s == DELETED ? null : DeciderState.newBuilder(s).build();
+        Dirty d = dirty.get(key);
+        if (d != null) {
+            return d.state == DELETED ? null : DeciderState.newBuilder(d.state).build();
         }
         return wrapped().get(key);
     }
@@ -335,10 +340,11 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
     /** Copies of the dirty states with keys in {@code [from, to]} (null bounds: open), a deleted one mapped to null. */
     private Map<String, DeciderState> pending(String from, String to) {
         Map<String, DeciderState> out = new HashMap<>();
-        for (Map.Entry<String, DeciderState> e : dirty.entrySet()) {
+        for (Map.Entry<String, Dirty> e : dirty.entrySet()) {
             String k = e.getKey();
+            DeciderState s = e.getValue().state;
             if ((from == null || k.compareTo(from) >= 0) && (to == null || k.compareTo(to) <= 0)) {
-                out.put(k, e.getValue() == DELETED ? null : DeciderState.newBuilder(e.getValue()).build());
+                out.put(k, s == DELETED ? null : DeciderState.newBuilder(s).build());
             }
         }
         return out;
