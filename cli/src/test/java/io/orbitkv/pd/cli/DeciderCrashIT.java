@@ -4,8 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import io.orbitkv.pd.broker.KraftCluster;
-import io.orbitkv.pd.broker.internal.ChildClasspath;
 import io.orbitkv.pd.broker.internal.LogTail;
+import io.orbitkv.pd.cli.pipeline.Pipeline;
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.DecodeCompleted;
 import io.orbitkv.pd.events.DecodeReady;
@@ -217,20 +217,6 @@ class DeciderCrashIT {
 
     /** {@code orbitkv-pd decider --config …} in its own JVM, from this JVM's class path. */
     private static Process launch(Path dir, Path config, String name) throws IOException {
-        Path argfile = dir.resolve("classpath.args");
-        if (!Files.exists(argfile)) {
-            String cp = ChildClasspath.join(ChildClasspath.current());
-            Files.writeString(argfile, "-cp\n\"" + cp.replace("\\", "\\\\").replace("\"", "\\\"") + "\"\n", StandardCharsets.UTF_8);
-        }
-        List<String> cmd = List.of(ProcessHandle.current().info().command().orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString()),
-                "-Xmx384m", "-XX:+UseG1GC", "--enable-native-access=ALL-UNNAMED", "-D" + ParentWatch.PROPERTY + "=" + ProcessHandle.current().pid(),
-                "@" + argfile, "io.orbitkv.pd.cli.Main", "decider", "--config", config.toString());
-        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve(name + ".log").toFile()));
-        for (String v : List.of("CLASSPATH", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")) {
-            pb.environment().remove(v);
-        }
-        Process proc = pb.start();
-        proc.getOutputStream().close();
-        return proc;
+        return Pipeline.startComponent(name, "decider", config, dir.resolve(name + ".log"), dir.resolve("classpath.args"), "-Xmx384m");
     }
 }

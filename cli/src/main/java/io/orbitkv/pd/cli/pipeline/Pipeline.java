@@ -234,7 +234,15 @@ public final class Pipeline implements AutoCloseable {
             p.store(w, "orbitkv-pd " + command + " (written by the pipeline launcher)");
         }
         Path log = dir.resolve("logs").resolve(name + ".log");
-        Path argfile = dir.resolve("config").resolve("classpath.args");
+        Process proc = startComponent(name, command, config, log, dir.resolve("config").resolve("classpath.args"), heap);
+        children.add(new Child(name, proc, log, config));
+    }
+
+    /**
+     * Starts {@code orbitkv-pd <command> --config <config>} in a child JVM from this JVM's class path (written once to
+     * {@code argfile}), its output appended to {@code log}; the child exits by itself when this JVM dies.
+     */
+    public static Process startComponent(String name, String command, Path config, Path log, Path argfile, String heap) throws IOException {
         if (!Files.exists(argfile)) {
             String cp = ChildClasspath.join(ChildClasspath.current());
             Files.writeString(argfile, "-cp\n\"" + cp.replace("\\", "\\\\").replace("\"", "\\\"") + "\"\n", StandardCharsets.UTF_8);
@@ -249,7 +257,7 @@ public final class Pipeline implements AutoCloseable {
         }
         Process proc = pb.start();
         proc.getOutputStream().close();
-        children.add(new Child(name, proc, log, config));
+        return proc;
     }
 
     private void awaitHttp(String name, String url, java.util.function.Predicate<String> ok, Duration timeout) throws InterruptedException {
