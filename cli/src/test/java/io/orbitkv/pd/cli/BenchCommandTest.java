@@ -12,8 +12,8 @@ class BenchCommandTest {
 
     @ParameterizedTest
     @CsvSource(delimiter = '|', value = {
-            "--modes|7|--modes: 7 is not a mode; use 0-4",
-            "--modes|-1|--modes: -1 is not a mode; use 0-4",
+            "--modes|7|--modes: 7 is not a mode; use 0-5",
+            "--modes|-1|--modes: -1 is not a mode; use 0-5",
             "--partitions|0|--partitions: must be >= 1, got 0",
             "--rate|0|--rate: must be >= 1 handoff/s, got 0",
             "--warmup|-1|--warmup: must be >= 0 s, got -1",

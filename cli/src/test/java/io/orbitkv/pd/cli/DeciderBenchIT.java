@@ -28,7 +28,7 @@ class DeciderBenchIT {
         int exit;
         try {
             System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-            exit = Main.commandLine().execute("bench", "decider", "--modes", "3,4", "--rate", "100", "--warmup", "1", "--measure", "2",
+            exit = Main.commandLine().execute("bench", "decider", "--modes", "3,4,5", "--rate", "100", "--warmup", "1", "--measure", "2",
                     "--burst", "300", "--partitions", "2", "--store", "in_memory", "--broker", "num.io.threads=1", "--out", md.toString());
         } finally {
             System.setOut(original);
@@ -40,13 +40,31 @@ class DeciderBenchIT {
 
         String table = Files.readString(md);
         assertThat(table).contains("--partitions 2").contains("--store IN_MEMORY").contains("--broker num.io.threads=1")
-                .contains("| at-least-once (ALOS, read_uncommitted) |").contains("| floor: same state machine on plain clients").contains("Where the time goes");
+                .contains("| at-least-once (ALOS, read_uncommitted) |").contains("| floor: same state machine on plain clients").contains("Where the time goes")
+                .contains("| reference: DESIGN.md's minimal Streams match");
 
         JsonNode json = new ObjectMapper().readTree(dir.resolve("decider.json").toFile());
-        assertThat(json.get("modes")).hasSize(2);
+        assertThat(json.get("modes")).hasSize(3);
         for (JsonNode mode : json.get("modes")) {
-            checkMode(mode, mode.get("mode").asText().startsWith("floor"));
+            if (mode.get("mode").asText().startsWith("reference")) {
+                checkReference(mode);
+            } else {
+                checkMode(mode, mode.get("mode").asText().startsWith("floor"));
+            }
         }
+    }
+
+    /** The minimal match: one measured pair per "handoff", two halves in, one pair out, each half put then deleted. */
+    private static void checkReference(JsonNode mode) {
+        long pairs = mode.get("decision").get("count").asLong();
+        assertThat(pairs).isBetween(150L, 250L);
+        for (String part : new String[] {"hop_in", "decider_work", "hop_out"}) {
+            assertThat(mode.get(part).get("count").asLong()).as(part).isEqualTo(pairs);
+        }
+        JsonNode records = mode.get("records_per_handoff");
+        assertThat(records.get("halves").asDouble()).isEqualTo(2.0);
+        assertThat(records.get("pairs").asDouble()).isEqualTo(1.0);
+        assertThat(records.get("halves-changelog").asDouble()).isEqualTo(2.0);
     }
 
     /** One mode's results agree with the load it carried; the plain-clients floor has no changelog. */

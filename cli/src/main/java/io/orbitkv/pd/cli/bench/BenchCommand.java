@@ -38,7 +38,7 @@ public final class BenchCommand implements Runnable {
         int measure;
         @Option(names = "--burst", defaultValue = "20000", description = "Handoffs in the throughput burst (default: ${DEFAULT-VALUE}).")
         int burst;
-        @Option(names = "--modes", defaultValue = "0,1,2,3,4", split = ",", description = "Which modes (indexes into the table; default: all).")
+        @Option(names = "--modes", defaultValue = "0,1,2,3,4,5", split = ",", description = "Which modes (indexes into the table; default: all).")
         List<Integer> modes;
         @Option(names = "--out", defaultValue = "docs/bench/decider.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
         Path outFile;

@@ -59,11 +59,21 @@ import org.apache.kafka.common.serialization.StringSerializer;
  */
 public final class DeciderBench {
 
-    /** A processing mode: the decider's guarantee and commit interval, and how actors read decisions. */
-    public record Mode(String name, Guarantee guarantee, Duration commitInterval, String isolation, boolean plainClients) {
+    /** A processing mode: what runs, its guarantee and commit interval, and how actors read decisions. */
+    public record Mode(String name, Guarantee guarantee, Duration commitInterval, String isolation, Kind kind) {
         public Mode(String name, Guarantee guarantee, Duration commitInterval, String isolation) {
-            this(name, guarantee, commitInterval, isolation, false);
+            this(name, guarantee, commitInterval, isolation, Kind.DECIDER);
         }
+    }
+
+    /** What a mode runs: the decider, or one of the two yardsticks beside it (neither is a decider). */
+    public enum Kind {
+        /** The Streams decider, full state machine. */
+        DECIDER,
+        /** The same state machine and decisions on plain clients ({@link PlainClientsDecider}). */
+        FLOOR,
+        /** DESIGN.md's minimal Streams match of two halves ({@link MinimalMatch}); its "handoffs" are pairs. */
+        REFERENCE
     }
 
     /** What one mode measured. */
@@ -99,7 +109,11 @@ public final class DeciderBench {
             // Not a decider: the same state machine and decisions over one plain consumer and producer (see PlainClientsDecider),
             // to show what the handoff's message pattern alone costs here.
             new Mode("floor: same state machine on plain clients (no Streams, no store, no transactions)", Guarantee.AT_LEAST_ONCE,
-                    Duration.ofMillis(100), "read_uncommitted", true));
+                    Duration.ofMillis(100), "read_uncommitted", Kind.FLOOR),
+            // Not a decider either: DESIGN.md's minimal Processor-API match (two halves in, one pair out), against which the
+            // design's latency target was set; the full state machine's numbers read against it.
+            new Mode("reference: DESIGN.md's minimal Streams match (2 records in, 1 out per pair; ALOS, not a decider)", Guarantee.AT_LEAST_ONCE,
+                    Duration.ofMillis(100), "read_uncommitted", Kind.REFERENCE));
 
     private final String bootstrap;
     private final Options options;
@@ -193,17 +207,29 @@ public final class DeciderBench {
         TopicsConfig tc = new TopicsConfig(prefix, options.partitions(), (short) 1, Duration.ofHours(1));
         DeciderPolicy policy = DeciderPolicy.defaults("bench-auth-key-0123456789".getBytes(StandardCharsets.UTF_8));
         String applicationId = "bench-decider-" + index + "-" + System.nanoTime() % 100000;
-        if (mode.plainClients()) {
+        Path state = Files.createDirectories(workDir.resolve("state-" + index));
+        if (mode.kind() == Kind.FLOOR) {
             try (EventSerdes serdes = EventSerdes.embedded();
                  PlainClientsDecider plain = new PlainClientsDecider(bootstrap, new Topics(tc, serdes), policy, applicationId).start()) {
                 if (!plain.awaitAssigned(Duration.ofSeconds(60))) {
                     throw new IllegalStateException("plain-clients decider got no partitions within 60 s");
                 }
-                return run(mode, prefix, new UnderTest(plain.topics(), plain::factTimings, () -> null,
+                return run(mode, prefix, new UnderTest(() -> new Actor(plain.topics(), mode), plain::factTimings, () -> null,
                         () -> List.of(plain.producerMetrics(), plain.consumerMetrics()), applicationId));
             }
         }
-        Path state = Files.createDirectories(workDir.resolve("state-" + index));
+        if (mode.kind() == Kind.REFERENCE) {
+            String input = prefix + "halves";
+            String output = prefix + "pairs";
+            try (MinimalMatch match = new MinimalMatch(bootstrap, applicationId, input, output, options.partitions(), mode.commitInterval(), state)
+                    .start()) {
+                if (!match.awaitRunning(Duration.ofSeconds(60))) {
+                    throw new IllegalStateException("minimal match did not start: " + match.streams().state());
+                }
+                return run(mode, prefix, new UnderTest(() -> new PairLoad(input, output), timings -> { }, () -> commitStats(match.streams()),
+                        () -> List.of(match.streams().metrics()), applicationId));
+            }
+        }
         DeciderConfig config = new DeciderConfig(bootstrap, applicationId, tc,
                 SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, options.store(), options.writeBehind(), 1, policy,
                 Duration.ofMillis(200), "127.0.0.1", -1, options.deciderOverrides());
@@ -211,23 +237,22 @@ public final class DeciderBench {
             if (!app.awaitRunning(Duration.ofSeconds(60))) {
                 throw new IllegalStateException("decider did not start: " + app.streams().state());
             }
-            return run(mode, prefix, new UnderTest(app.topics(), app.deciderMetrics()::factTimings, () -> commitStats(app),
+            return run(mode, prefix, new UnderTest(() -> new Actor(app.topics(), mode), app.deciderMetrics()::factTimings, () -> commitStats(app.streams()),
                     () -> List.of(app.streams().metrics()), applicationId));
         }
     }
 
     /**
-     * The decider under test, as the measurement needs it: its topics, its per-fact timing hook, Streams' commit
-     * metrics (null for the plain-clients floor), its Kafka clients' metrics, and its application id (the
+     * The decider under test, as the measurement needs it: the load that drives it, its per-fact timing hook, Streams'
+     * commit metrics (null for the plain-clients floor), its Kafka clients' metrics, and its application id (the
      * prefix of its internal topics).
      */
-    private record UnderTest(Topics topics, java.util.function.Consumer<DeciderMetrics.FactTimings> factTimings,
+    private record UnderTest(java.util.function.Supplier<Load> load, java.util.function.Consumer<DeciderMetrics.FactTimings> factTimings,
                              java.util.function.Supplier<String> commitStats,
                              java.util.function.Supplier<List<Map<MetricName, ? extends Metric>>> clientMetrics, String applicationId) { }
 
     private Result run(Mode mode, String prefix, UnderTest decider) throws Exception {
-        Topics topics = decider.topics();
-        try (Actor actor = new Actor(topics, mode); GcPauses gc = new GcPauses()) {
+        try (Load actor = decider.load().get(); GcPauses gc = new GcPauses()) {
             actor.start();
             // Latency at a fixed rate: warm-up (JIT, caches), then the measured window.
             long measureFrom = System.nanoTime() + options.warmup().toNanos();
@@ -261,7 +286,7 @@ public final class DeciderBench {
                     requestsAtMeasure = requestCounts(decider, actor);
                     handoffsAtMeasure = i;
                 }
-                actor.sendHandoff("L" + i, i);
+                actor.send("L" + i, i);
                 i++;
             }
             // How much of the machine the pipeline (bench JVM + broker) keeps busy at the benchmark rate.
@@ -283,7 +308,7 @@ public final class DeciderBench {
             long cpu0 = cpuNanos();
             long t0 = System.nanoTime();
             for (int j = 0; j < options.burst(); j++) {
-                actor.sendHandoff("T" + j, j);
+                actor.send("T" + j, j);
             }
             actor.awaitCompleted(before + options.burst(), Duration.ofMinutes(3));
             double seconds = (System.nanoTime() - t0) / 1e9;
@@ -306,7 +331,7 @@ public final class DeciderBench {
     }
 
     /** Requests each client has sent to the broker so far (client metrics {@code request-total}), by client role. */
-    private static Map<String, Double> requestCounts(UnderTest decider, Actor actor) {
+    private static Map<String, Double> requestCounts(UnderTest decider, Load actor) {
         Map<String, Double> m = new java.util.TreeMap<>();
         java.util.function.BiConsumer<String, Map<MetricName, ? extends Metric>> add = (role, metrics) ->
                 metrics.forEach((name, metric) -> {
@@ -316,8 +341,7 @@ public final class DeciderBench {
                     }
                 });
         decider.clientMetrics().get().forEach(metrics -> add.accept("decider", metrics));
-        add.accept("actors", actor.producer.metrics());
-        add.accept("actors", actor.consumer.metrics());
+        actor.clientMetrics().forEach(metrics -> add.accept("actors", metrics));
         return m;
     }
 
@@ -333,9 +357,9 @@ public final class DeciderBench {
             "process-ratio", "poll-ratio", "punctuate-ratio");
 
     /** Streams' own commit metrics after the latency phase: how long the stream thread spends committing. */
-    private static String commitStats(DeciderApp app) {
+    private static String commitStats(org.apache.kafka.streams.KafkaStreams streams) {
         Map<String, Double> m = new java.util.TreeMap<>();
-        app.streams().metrics().forEach((name, metric) -> {
+        streams.metrics().forEach((name, metric) -> {
             if (name.group().equals("stream-thread-metrics") && THREAD_METRICS.contains(name.name())) {
                 Object v = metric.metricValue();
                 if (v instanceof Number num) {
@@ -385,17 +409,10 @@ public final class DeciderBench {
     }
 
     /**
-     * Plays the proxy and the engines (sends each handoff's facts) and the workers (acts on orders and KV-ready
-     * decisions, deduping by decision id as every actor must), recording decision latency.
+     * What drives the system under test: sends each handoff's inputs, plays the actors that read its outputs, and
+     * records the latency of the measured ones (sent at or after {@link #measureFrom}) and its three parts.
      */
-    private final class Actor implements AutoCloseable {
-        final Topics topics;
-        final KafkaProducer<String, RequestEvent> producer;
-        final KafkaConsumer<String, byte[]> consumer;
-        final Map<String, Long> sentAt = new ConcurrentHashMap<>();
-        /** Decision ids seen (engine key + id) and requests finished: only the actor's thread touches them. */
-        final LongSet seen = new LongSet();
-        final LongSet done = new LongSet();
+    private abstract static class Load implements AutoCloseable {
         final AtomicLong completed = new AtomicLong();
         final AtomicLong duplicates = new AtomicLong();
         final Histogram latency = LatencyStats.histogram();
@@ -403,11 +420,66 @@ public final class DeciderBench {
         final Histogram hopIn = LatencyStats.histogram();
         final Histogram work = LatencyStats.histogram();
         final Histogram hopOut = LatencyStats.histogram();
-        /** Processing start and end of the facts whose decisions are measured, keyed like {@link #sentAt}. */
-        final Map<String, long[]> processedAt = new ConcurrentHashMap<>();
-        final Thread thread;
+        final Thread thread = Thread.ofPlatform().name("bench-actor").unstarted(this::loop);
         volatile long measureFrom = Long.MAX_VALUE;
         volatile boolean running = true;
+
+        /** Subscribes the actors and starts their thread. */
+        abstract void start();
+
+        /** Sends handoff {@code i}'s inputs, keyed {@code id}. */
+        abstract void send(String id, int i);
+
+        /** The actors' thread: reads outputs until {@link #close()}. */
+        abstract void loop();
+
+        /** The load's own Kafka clients' metrics (for the requests each sends). */
+        abstract List<Map<MetricName, ? extends Metric>> clientMetrics();
+
+        /** The system under test (same JVM) processed an input: start and end of its processing. */
+        void factProcessed(String eventId, long startNanos, long endNanos) { }
+
+        /** Records one measured latency and its parts from the same JVM clock. */
+        void record(long sent, long processStart, long processEnd, long now) {
+            hopIn.recordValue(Math.max(0, (processStart - sent) / 1000));
+            work.recordValue(Math.max(0, (processEnd - processStart) / 1000));
+            hopOut.recordValue(Math.max(0, (now - processEnd) / 1000));
+        }
+
+        void awaitCompleted(long n, Duration timeout) throws InterruptedException {
+            long deadline = System.nanoTime() + timeout.toNanos();
+            while (completed.get() < n) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("only " + completed.get() + " of " + n + " handoffs completed within " + timeout);
+                }
+                synchronized (this) {
+                    wait(20);
+                }
+            }
+        }
+
+        /** Stops the actors' thread; subclasses close their clients after it. */
+        @Override
+        public void close() throws InterruptedException {
+            running = false;
+            thread.join(5_000);
+        }
+    }
+
+    /**
+     * Plays the proxy and the engines (sends each handoff's facts) and the workers (acts on orders and KV-ready
+     * decisions, deduping by decision id as every actor must), recording decision latency.
+     */
+    private final class Actor extends Load {
+        final Topics topics;
+        final KafkaProducer<String, RequestEvent> producer;
+        final KafkaConsumer<String, byte[]> consumer;
+        final Map<String, Long> sentAt = new ConcurrentHashMap<>();
+        /** Decision ids seen (engine key + id) and requests finished: only the actor's thread touches them. */
+        final LongSet seen = new LongSet();
+        final LongSet done = new LongSet();
+        /** Processing start and end of the facts whose decisions are measured, keyed like {@link #sentAt}. */
+        final Map<String, long[]> processedAt = new ConcurrentHashMap<>();
         final KvLayout layout = layout();
 
         Actor(Topics topics, Mode mode) {
@@ -415,15 +487,21 @@ public final class DeciderBench {
             this.producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), topics.requestEvents().valueSerde().serializer());
             this.consumer = new KafkaConsumer<>(consumerConfig("bench-actor-" + System.nanoTime(), mode.isolation()),
                     new StringDeserializer(), new ByteArrayDeserializer());
-            this.thread = Thread.ofPlatform().name("bench-actor").unstarted(this::loop);
         }
 
+        @Override
         void start() {
             consumer.subscribe(List.of(topics.engineCommands().name()));
             thread.start();
         }
 
-        void sendHandoff(String req, int i) {
+        @Override
+        List<Map<MetricName, ? extends Metric>> clientMetrics() {
+            return List.of(producer.metrics(), consumer.metrics());
+        }
+
+        @Override
+        void send(String req, int i) {
             String p = "prefill-" + (i % options.engines());
             String d = "decode-" + (i % options.engines());
             List<BlockRun> src = List.of(BlockRun.newBuilder().setStart((i * 8) % 8000).setCount(8).build());
@@ -442,7 +520,8 @@ public final class DeciderBench {
                     .setEventId(req + "/" + kind).setSource("bench").setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build()));
         }
 
-        private void loop() {
+        @Override
+        void loop() {
             while (running) {
                 for (ConsumerRecord<String, byte[]> r : consumer.poll(Duration.ofMillis(50))) {
                     long now = System.nanoTime();
@@ -478,9 +557,7 @@ public final class DeciderBench {
             long[] processed = processedAt.remove(key);
             Long sent = sentAt.remove(key);
             if (processed != null && sent != null && sent >= measureFrom) {
-                hopIn.recordValue(Math.max(0, (processed[0] - sent) / 1000));
-                work.recordValue(Math.max(0, (processed[1] - processed[0]) / 1000));
-                hopOut.recordValue(Math.max(0, (now - processed[1]) / 1000));
+                record(sent, processed[0], processed[1], now);
             }
             if (sent != null && sent >= measureFrom) {
                 latency.recordValue(Math.max(0, (now - sent) / 1000));
@@ -488,6 +565,7 @@ public final class DeciderBench {
         }
 
         /** The decider (same JVM) processed a fact: keep the timings of the facts whose decisions are measured. */
+        @Override
         void factProcessed(String eventId, long startNanos, long endNanos) {
             int slash = eventId.lastIndexOf('/');
             String kind = eventId.substring(slash + 1);
@@ -497,22 +575,75 @@ public final class DeciderBench {
             }
         }
 
-        void awaitCompleted(long n, Duration timeout) throws InterruptedException {
-            long deadline = System.nanoTime() + timeout.toNanos();
-            while (completed.get() < n) {
-                if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException("only " + completed.get() + " of " + n + " handoffs completed within " + timeout);
-                }
-                synchronized (this) {
-                    wait(20);
+        @Override
+        public void close() throws InterruptedException {
+            super.close();
+            consumer.close();
+            producer.close();
+        }
+    }
+
+    /**
+     * The load of the {@link Kind#REFERENCE} mode: each "handoff" is a pair, two halves on one key (the second
+     * stamped with its send time), and the matched pair read back; its latency is the second half produced → the
+     * pair consumed, split by the processing times the match stamps into the pair.
+     */
+    private final class PairLoad extends Load {
+        final String input;
+        final String output;
+        final KafkaProducer<String, byte[]> producer;
+        final KafkaConsumer<String, byte[]> consumer;
+        final byte[] pad = new byte[150]; // about the size of a request fact
+        final LongSet seen = new LongSet(); // only the actor's thread touches it
+
+        PairLoad(String input, String output) {
+            this.input = input;
+            this.output = output;
+            this.producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
+            this.consumer = new KafkaConsumer<>(consumerConfig("bench-pairs-" + System.nanoTime(), "read_uncommitted"),
+                    new StringDeserializer(), new ByteArrayDeserializer());
+        }
+
+        @Override
+        void start() {
+            consumer.subscribe(List.of(output));
+            thread.start();
+        }
+
+        @Override
+        List<Map<MetricName, ? extends Metric>> clientMetrics() {
+            return List.of(producer.metrics(), consumer.metrics());
+        }
+
+        @Override
+        void send(String id, int i) {
+            producer.send(new ProducerRecord<>(input, id, pad));
+            producer.send(new ProducerRecord<>(input, id, ByteBuffer.allocate(8 + pad.length).putLong(System.nanoTime()).put(pad).array()));
+        }
+
+        @Override
+        void loop() {
+            while (running) {
+                for (ConsumerRecord<String, byte[]> r : consumer.poll(Duration.ofMillis(50))) {
+                    long now = System.nanoTime();
+                    if (!seen.add(r.key())) {
+                        duplicates.incrementAndGet();
+                        continue;
+                    }
+                    ByteBuffer v = ByteBuffer.wrap(r.value());
+                    long sent = v.getLong();
+                    if (sent >= measureFrom) {
+                        record(sent, v.getLong(), v.getLong(), now);
+                        latency.recordValue(Math.max(0, (now - sent) / 1000));
+                    }
+                    completed.incrementAndGet();
                 }
             }
         }
 
         @Override
         public void close() throws InterruptedException {
-            running = false;
-            thread.join(5_000);
+            super.close();
             consumer.close();
             producer.close();
         }
