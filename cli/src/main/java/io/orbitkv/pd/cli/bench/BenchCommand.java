@@ -227,7 +227,9 @@ public final class BenchCommand implements Runnable {
                     + " releases, outcome). System load average (1 min) at the start " + loadBefore + ", at the end " + loadAfter
                     + " (the benchmark itself keeps about 2 busy; much more means other work shared the cores). 'Cores busy' is the CPU"
                     + " time of the benchmark JVM and the broker during the measured window divided by its length (2 = the machine is"
-                    + " full). Records written per handoff count offsets, so under exactly-once they include transaction markers.\n\n" + table);
+                    + " full). Records written per handoff count offsets, so under exactly-once they include transaction markers. The floor"
+                    + " and the reference are not deciders (docs/decider.md, Performance); the reference's \"handoff\" is one pair: two"
+                    + " halves in, the pair out, its latency second half produced → pair consumed.\n\n" + table);
             // The committed results sit in bench/results; a run written elsewhere (--out) keeps its JSON beside its markdown.
             Path json = md.equals(Path.of("docs", "bench", "decider.md")) ? Path.of("bench", "results", "decider.json")
                     : md.resolveSibling(md.getFileName().toString().replaceFirst("\\.md$", "") + ".json");
