@@ -247,12 +247,12 @@ public final class DeciderBench {
      * commit metrics (null for the plain-clients floor), its Kafka clients' metrics, and its application id (the
      * prefix of its internal topics).
      */
-    private record UnderTest(java.util.function.Supplier<Load> load, java.util.function.Consumer<DeciderMetrics.FactTimings> factTimings,
+    private record UnderTest(java.util.function.Supplier<Load<?>> load, java.util.function.Consumer<DeciderMetrics.FactTimings> factTimings,
                              java.util.function.Supplier<String> commitStats,
                              java.util.function.Supplier<List<Map<MetricName, ? extends Metric>>> clientMetrics, String applicationId) { }
 
     private Result run(Mode mode, String prefix, UnderTest decider) throws Exception {
-        try (Load actor = decider.load().get(); GcPauses gc = new GcPauses()) {
+        try (Load<?> actor = decider.load().get(); GcPauses gc = new GcPauses()) {
             actor.start();
             // Latency at a fixed rate: warm-up (JIT, caches), then the measured window.
             long measureFrom = System.nanoTime() + options.warmup().toNanos();
@@ -331,7 +331,7 @@ public final class DeciderBench {
     }
 
     /** Requests each client has sent to the broker so far (client metrics {@code request-total}), by client role. */
-    private static Map<String, Double> requestCounts(UnderTest decider, Load actor) {
+    private static Map<String, Double> requestCounts(UnderTest decider, Load<?> actor) {
         Map<String, Double> m = new java.util.TreeMap<>();
         java.util.function.BiConsumer<String, Map<MetricName, ? extends Metric>> add = (role, metrics) ->
                 metrics.forEach((name, metric) -> {
@@ -412,7 +412,11 @@ public final class DeciderBench {
      * What drives the system under test: sends each handoff's inputs, plays the actors that read its outputs, and
      * records the latency of the measured ones (sent at or after {@link #measureFrom}) and its three parts.
      */
-    private abstract static class Load implements AutoCloseable {
+    private abstract static class Load<V> implements AutoCloseable {
+        final KafkaProducer<String, V> producer;
+        final KafkaConsumer<String, byte[]> consumer;
+        /** The topic the actors read. */
+        private final String reads;
         final AtomicLong completed = new AtomicLong();
         final AtomicLong duplicates = new AtomicLong();
         final Histogram latency = LatencyStats.histogram();
@@ -424,8 +428,17 @@ public final class DeciderBench {
         volatile long measureFrom = Long.MAX_VALUE;
         volatile boolean running = true;
 
+        Load(KafkaProducer<String, V> producer, KafkaConsumer<String, byte[]> consumer, String reads) {
+            this.producer = producer;
+            this.consumer = consumer;
+            this.reads = reads;
+        }
+
         /** Subscribes the actors and starts their thread. */
-        abstract void start();
+        void start() {
+            consumer.subscribe(List.of(reads));
+            thread.start();
+        }
 
         /** Sends handoff {@code i}'s inputs, keyed {@code id}. */
         abstract void send(String id, int i);
@@ -434,7 +447,9 @@ public final class DeciderBench {
         abstract void loop();
 
         /** The load's own Kafka clients' metrics (for the requests each sends). */
-        abstract List<Map<MetricName, ? extends Metric>> clientMetrics();
+        List<Map<MetricName, ? extends Metric>> clientMetrics() {
+            return List.of(producer.metrics(), consumer.metrics());
+        }
 
         /** The system under test (same JVM) processed an input: start and end of its processing. */
         void factProcessed(String eventId, long startNanos, long endNanos) { }
@@ -458,11 +473,12 @@ public final class DeciderBench {
             }
         }
 
-        /** Stops the actors' thread; subclasses close their clients after it. */
         @Override
         public void close() throws InterruptedException {
             running = false;
             thread.join(5_000);
+            consumer.close();
+            producer.close();
         }
     }
 
@@ -470,10 +486,8 @@ public final class DeciderBench {
      * Plays the proxy and the engines (sends each handoff's facts) and the workers (acts on orders and KV-ready
      * decisions, deduping by decision id as every actor must), recording decision latency.
      */
-    private final class Actor extends Load {
+    private final class Actor extends Load<RequestEvent> {
         final Topics topics;
-        final KafkaProducer<String, RequestEvent> producer;
-        final KafkaConsumer<String, byte[]> consumer;
         final Map<String, Long> sentAt = new ConcurrentHashMap<>();
         /** Decision ids seen (engine key + id) and requests finished: only the actor's thread touches them. */
         final LongSet seen = new LongSet();
@@ -483,21 +497,10 @@ public final class DeciderBench {
         final KvLayout layout = layout();
 
         Actor(Topics topics, Mode mode) {
+            super(new KafkaProducer<>(producerConfig(), new StringSerializer(), topics.requestEvents().valueSerde().serializer()),
+                    new KafkaConsumer<>(consumerConfig("bench-actor-" + System.nanoTime(), mode.isolation()), new StringDeserializer(),
+                            new ByteArrayDeserializer()), topics.engineCommands().name());
             this.topics = topics;
-            this.producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), topics.requestEvents().valueSerde().serializer());
-            this.consumer = new KafkaConsumer<>(consumerConfig("bench-actor-" + System.nanoTime(), mode.isolation()),
-                    new StringDeserializer(), new ByteArrayDeserializer());
-        }
-
-        @Override
-        void start() {
-            consumer.subscribe(List.of(topics.engineCommands().name()));
-            thread.start();
-        }
-
-        @Override
-        List<Map<MetricName, ? extends Metric>> clientMetrics() {
-            return List.of(producer.metrics(), consumer.metrics());
         }
 
         @Override
@@ -575,12 +578,6 @@ public final class DeciderBench {
             }
         }
 
-        @Override
-        public void close() throws InterruptedException {
-            super.close();
-            consumer.close();
-            producer.close();
-        }
     }
 
     /**
@@ -588,31 +585,16 @@ public final class DeciderBench {
      * stamped with its send time), and the matched pair read back; its latency is the second half produced → the
      * pair consumed, split by the processing times the match stamps into the pair.
      */
-    private final class PairLoad extends Load {
+    private final class PairLoad extends Load<byte[]> {
         final String input;
-        final String output;
-        final KafkaProducer<String, byte[]> producer;
-        final KafkaConsumer<String, byte[]> consumer;
         final byte[] pad = new byte[150]; // about the size of a request fact
         final LongSet seen = new LongSet(); // only the actor's thread touches it
 
         PairLoad(String input, String output) {
+            super(new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer()),
+                    new KafkaConsumer<>(consumerConfig("bench-pairs-" + System.nanoTime(), "read_uncommitted"), new StringDeserializer(),
+                            new ByteArrayDeserializer()), output);
             this.input = input;
-            this.output = output;
-            this.producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
-            this.consumer = new KafkaConsumer<>(consumerConfig("bench-pairs-" + System.nanoTime(), "read_uncommitted"),
-                    new StringDeserializer(), new ByteArrayDeserializer());
-        }
-
-        @Override
-        void start() {
-            consumer.subscribe(List.of(output));
-            thread.start();
-        }
-
-        @Override
-        List<Map<MetricName, ? extends Metric>> clientMetrics() {
-            return List.of(producer.metrics(), consumer.metrics());
         }
 
         @Override
@@ -639,13 +621,6 @@ public final class DeciderBench {
                     completed.incrementAndGet();
                 }
             }
-        }
-
-        @Override
-        public void close() throws InterruptedException {
-            super.close();
-            consumer.close();
-            producer.close();
         }
     }
 }
