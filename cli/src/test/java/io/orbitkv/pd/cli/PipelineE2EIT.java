@@ -21,6 +21,8 @@ import io.orbitkv.pd.events.PrefillCompleted;
 import io.orbitkv.pd.events.ReleaseDecided;
 import io.orbitkv.pd.events.ReleaseSide;
 import io.orbitkv.pd.testsupport.kafka.WithKafka;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -43,6 +45,7 @@ import org.junit.jupiter.api.Test;
  * page pool through its {@code /stats}.
  */
 @WithKafka
+@org.junit.jupiter.api.TestMethodOrder(org.junit.jupiter.api.MethodOrderer.OrderAnnotation.class)
 class PipelineE2EIT {
 
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -68,6 +71,7 @@ class PipelineE2EIT {
     }
 
     @Test
+    @org.junit.jupiter.api.Order(1) // counts every request in the log: it runs before the trace test adds one
     void fiveHundredRequestsWithWalkAwaysEndCorrectAndReleaseEveryPage() throws Exception {
         SimModel model = new SimModel(42);
         List<Request> base = new ArrayList<>();
@@ -186,6 +190,52 @@ class PipelineE2EIT {
                     assertThat(st.path("kv_corrupt").asInt()).isZero();
                 });
             }
+        }
+    }
+
+    /**
+     * A client's {@code traceparent} reaches every process that touches its request, across HTTP and Kafka: the proxy's
+     * admission, the engines' facts, the transfer worker's reports and the decider's decisions all carry spans of the
+     * client's trace, none of them the client's own span.
+     */
+    @Test
+    @org.junit.jupiter.api.Order(2)
+    void aClientsTraceRunsThroughEveryProcessThatTouchesItsRequest() throws Exception {
+        TraceContext client = TraceContext.newRoot();
+        String id = "trace-e2e-" + System.nanoTime();
+        String body = JSON.createObjectNode().put("model", "orbitkv-sim-tiny").put("max_tokens", 8).put("prompt", "the trace of one request")
+                .toString();
+        HttpResponse<String> response = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(pipeline.proxyUrl() + "/v1/completions"))
+                .header("content-type", "application/json").header("x-request-id", id).header(TraceHeaders.TRACEPARENT, client.format())
+                .timeout(Duration.ofSeconds(60)).POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+        assertThat(response.statusCode()).as(response.body()).isEqualTo(200);
+
+        PipelineLog.Story[] story = new PipelineLog.Story[1];
+        await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(200)).until(() -> {
+            story[0] = PipelineLog.read(pipeline.bootstrapServers()).stories.get(id);
+            return story[0] != null && !story[0].outcomes.isEmpty()
+                    && story[0].decisions.stream().filter(d -> d instanceof ReleaseDecided).count() == 2;
+        });
+        PipelineLog.Story s = story[0];
+        assertThat(s.outcomes).singleElement().extracting(io.orbitkv.pd.events.RequestOutcome::getKind).isEqualTo(OutcomeKind.COMPLETED);
+        // Facts from three kinds of process: the proxy, the engines (prefill and decode) and the decode side's transfer worker.
+        assertThat(s.facts).extracting(f -> f.getClass().getSimpleName()).contains("RequestAdmitted", "PrefillCompleted", "DecodeReady",
+                "TransferStarted", "TransferCompleted", "DecodeCompleted");
+        for (int i = 0; i < s.facts.size(); i++) {
+            TraceContext t = s.factTraces.get(i);
+            String what = s.facts.get(i).getClass().getSimpleName();
+            assertThat(t).as("trace of fact %s", what).isNotNull();
+            assertThat(t.traceId()).as("trace of fact %s", what).isEqualTo(client.traceId());
+            assertThat(t.spanId()).as("span of fact %s", what).isNotEqualTo(client.spanId());
+        }
+        // Decisions caused by those facts carry the trace on (one fired by a timer would carry none; this request has none).
+        assertThat(s.decisions).extracting(d -> d.getClass().getSimpleName()).contains("TransferOrder", "KvReady", "ReleaseDecided",
+                "RequestOutcome");
+        for (int i = 0; i < s.decisions.size(); i++) {
+            TraceContext t = s.decisionTraces.get(i);
+            String what = s.decisions.get(i).getClass().getSimpleName();
+            assertThat(t).as("trace of decision %s", what).isNotNull();
+            assertThat(t.traceId()).as("trace of decision %s", what).isEqualTo(client.traceId());
         }
     }
 

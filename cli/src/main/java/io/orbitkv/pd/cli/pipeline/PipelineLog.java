@@ -13,6 +13,8 @@ import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.orbitkv.pd.tracing.TraceHeaders;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -37,6 +39,9 @@ public final class PipelineLog {
         public final String requestId;
         public final List<Object> facts = new ArrayList<>();
         public final List<Object> decisions = new ArrayList<>();
+        /** The trace context each fact and each decision carried (its {@code traceparent} header; null: none), in step with them. */
+        public final List<TraceContext> factTraces = new ArrayList<>();
+        public final List<TraceContext> decisionTraces = new ArrayList<>();
         public final List<RequestOutcome> outcomes = new ArrayList<>();
         public final List<ReleaseDecided> releases = new ArrayList<>();
         /** Index in {@link #facts} of the first CancelRequested, and which transfer facts came before it. */
@@ -74,9 +79,11 @@ public final class PipelineLog {
                     while (parts.stream().anyMatch(p -> consumer.position(p) < end.get(p))) {
                         for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
                             if (topic.equals(topics.requestEvents().name())) {
-                                log.fact(RecordDecoding.decodeValue(r, topics.requestEvents().valueSerde().deserializer()));
+                                log.fact(RecordDecoding.decodeValue(r, topics.requestEvents().valueSerde().deserializer()),
+                                        TraceHeaders.read(r.headers()).orElse(null));
                             } else {
-                                log.decision(RecordDecoding.decodeValue(r, topics.decisions().valueSerde().deserializer()));
+                                log.decision(RecordDecoding.decodeValue(r, topics.decisions().valueSerde().deserializer()),
+                                        TraceHeaders.read(r.headers()).orElse(null));
                             }
                         }
                     }
@@ -90,13 +97,14 @@ public final class PipelineLog {
         return stories.computeIfAbsent(id, Story::new);
     }
 
-    private void fact(RequestEvent e) {
+    private void fact(RequestEvent e, TraceContext trace) {
         if (e == null || e.getPayload() instanceof io.orbitkv.pd.events.Tick || e.getPayload() instanceof io.orbitkv.pd.events.EngineEpochChanged) {
             return; // the decider's own clock and engine-epoch facts: about a partition or an engine, not a request
         }
         Story s = story(e.getRequestId());
         Object p = e.getPayload();
         s.facts.add(p);
+        s.factTraces.add(trace);
         switch (p) {
             case CancelRequested c -> s.cancelled = true;
             case TransferStarted t when !s.cancelled -> s.transferStartedBeforeCancel = true;
@@ -113,12 +121,13 @@ public final class PipelineLog {
         }
     }
 
-    private void decision(Decision d) {
+    private void decision(Decision d, TraceContext trace) {
         if (d == null) {
             return;
         }
         Story s = story(d.getRequestId());
         s.decisions.add(d.getPayload());
+        s.decisionTraces.add(trace);
         if (d.getPayload() instanceof RequestOutcome o) {
             s.outcomes.add(o);
             outcomes.merge(o.getKind(), 1, Integer::sum);
