@@ -248,7 +248,7 @@ public final class CudaTransport implements KvTransport {
                     throw new TransferException(TransferError.TIMEOUT, request.describe() + ": deadline passed before the copy started");
                 }
                 long bytes;
-                try (ReceiveSession s = target.open(request, plan.source())) {
+                try (ReceiveSession s = target.open(NAME, request, plan.source())) {
                     RunTable table = RunTable.build(plan, source, target.pool(), BlockRuns.intervals(request.destRuns()));
                     checkCancelled("before launch");
                     s.beginFrame();

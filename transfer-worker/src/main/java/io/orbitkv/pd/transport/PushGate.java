@@ -50,6 +50,23 @@ public final class PushGate {
     private final LongAdder accepted = new LongAdder();
     private final LongAdder bytesWritten = new LongAdder();
     private final Map<TransferError, LongAdder> refused = new EnumMap<>(TransferError.class);
+    private volatile ReceiveListener listener = (transport, nanos, bytes, stopped) -> { };
+
+    /** The reasons {@link #open} refuses a push for, in the order it checks them. */
+    public static final java.util.List<TransferError> REFUSALS = java.util.List.of(TransferError.WRONG_ENGINE, TransferError.STALE_EPOCH,
+            TransferError.UNAUTHORIZED, TransferError.ABORTED, TransferError.OUT_OF_RANGE, TransferError.LAYOUT_MISMATCH);
+
+    /** Hears of every receive session that ended, on the thread that closed it (for metrics: must be cheap, must not throw). */
+    @FunctionalInterface
+    public interface ReceiveListener {
+        /**
+         * @param transport the transport that received it
+         * @param nanos     admission to close
+         * @param bytes     bytes it wrote
+         * @param stopped   a fence (release, abort, recompute) stopped it
+         */
+        void ended(String transport, long nanos, long bytes, boolean stopped);
+    }
 
     /**
      * @param engineId      the engine whose pool this gate guards
@@ -95,18 +112,24 @@ public final class PushGate {
         return pool;
     }
 
+    /** Tells {@code listener} of every receive session that ends from now on (one listener; the worker's metrics). */
+    public void listen(ReceiveListener listener) {
+        this.listener = Objects.requireNonNull(listener, "listener");
+    }
+
     /**
      * Admits a push, or refuses it with the reason.
      *
+     * @param transport      the transport receiving it ({@link KvTransport#name()}), for metrics
      * @param request        what the sender presented
      * @param senderGeometry the page shape of the sender's pool
      * @throws TransferException {@link TransferError#WRONG_ENGINE}, {@link TransferError#STALE_EPOCH},
      *                           {@link TransferError#UNAUTHORIZED}, {@link TransferError#ABORTED},
      *                           {@link TransferError#OUT_OF_RANGE} or {@link TransferError#LAYOUT_MISMATCH}
      */
-    public ReceiveSession open(PushRequest request, KvGeometry senderGeometry) {
+    public ReceiveSession open(String transport, PushRequest request, KvGeometry senderGeometry) {
         try {
-            ReceiveSession s = admit(request, senderGeometry);
+            ReceiveSession s = admit(transport, request, senderGeometry);
             accepted.increment();
             return s;
         } catch (TransferException e) {
@@ -117,7 +140,7 @@ public final class PushGate {
         }
     }
 
-    private ReceiveSession admit(PushRequest r, KvGeometry senderGeometry) {
+    private ReceiveSession admit(String transport, PushRequest r, KvGeometry senderGeometry) {
         if (!engineId.equals(r.destEngineId())) {
             throw new TransferException(TransferError.WRONG_ENGINE, r.describe() + " is for engine '" + r.destEngineId()
                     + "' but this worker serves '" + engineId + "'");
@@ -166,7 +189,7 @@ public final class PushGate {
             } else {
                 lease[0] = Math.max(lease[0], r.leaseEpoch());
             }
-            session = new ReceiveSession(this, nextSession.incrementAndGet(), r, pool, BlockRuns.intervals(r.destRuns()));
+            session = new ReceiveSession(this, nextSession.incrementAndGet(), transport, r, pool, BlockRuns.intervals(r.destRuns()));
             sessions.put(session.id(), session);
         }
         return session;
@@ -223,9 +246,10 @@ public final class PushGate {
         }
     }
 
-    void closed(ReceiveSession s) {
+    void closed(ReceiveSession s, long nanos) {
         sessions.remove(s.id());
         bytesWritten.add(s.bytesWritten());
+        listener.ended(s.transport(), nanos, s.bytesWritten(), s.stoppedBy() != null);
     }
 
     /** Open sessions (pushes being received). */

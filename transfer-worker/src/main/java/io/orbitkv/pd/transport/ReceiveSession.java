@@ -17,6 +17,8 @@ public final class ReceiveSession implements AutoCloseable {
 
     private final PushGate gate;
     private final long id;
+    private final String transport;
+    private final long openedNanos = System.nanoTime();
     private final PushRequest request;
     private final KvPool pool;
     private final KvGeometry geometry;
@@ -26,9 +28,10 @@ public final class ReceiveSession implements AutoCloseable {
     private long bytes;
     private boolean closed;
 
-    ReceiveSession(PushGate gate, long id, PushRequest request, KvPool pool, BlockRuns.Intervals authorized) {
+    ReceiveSession(PushGate gate, long id, String transport, PushRequest request, KvPool pool, BlockRuns.Intervals authorized) {
         this.gate = gate;
         this.id = id;
+        this.transport = transport;
         this.request = request;
         this.pool = pool;
         this.geometry = pool.geometry();
@@ -41,6 +44,11 @@ public final class ReceiveSession implements AutoCloseable {
 
     public PushRequest request() {
         return request;
+    }
+
+    /** The transport receiving this push. */
+    public String transport() {
+        return transport;
     }
 
     /** Enters a frame; refuses if the push was fenced since it was admitted. */
@@ -117,7 +125,7 @@ public final class ReceiveSession implements AutoCloseable {
     public void close() {
         if (!closed) {
             closed = true;
-            gate.closed(this);
+            gate.closed(this, System.nanoTime() - openedNanos);
         }
     }
 }

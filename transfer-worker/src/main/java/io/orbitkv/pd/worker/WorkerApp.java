@@ -99,6 +99,7 @@ public final class WorkerApp implements AutoCloseable {
         try {
             pool = config.poolPath() == null ? HostKvPool.allocate(config.geometry()) : HostKvPool.mapFile(config.geometry(), config.poolPath());
             gate = new PushGate(config.engineId(), config::instanceEpoch, pool, new OrderTokens(config.authKey()), config.maxRuns(), 100_000);
+            workerMetrics.receiving(gate);
             for (String name : config.transports()) {
                 transports.add(switch (name) {
                     case "tcp" -> TcpTransport.start(config.tcp(), config.workerId(), gate);

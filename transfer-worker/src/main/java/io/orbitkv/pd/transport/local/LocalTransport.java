@@ -102,7 +102,7 @@ public final class LocalTransport implements KvTransport {
                 PushGate target = fabric.lookup(peer.address()).orElseThrow(() -> new TransferException(TransferError.PEER_UNREACHABLE,
                         "no local receiver at " + peer.address() + " in this process"));
                 long bytes = 0;
-                try (ReceiveSession s = target.open(request, plan.source())) {
+                try (ReceiveSession s = target.open("local", request, plan.source())) {
                     for (int i = 0; i < plan.spans(); i++) {
                         int region = plan.spanRegion(i);
                         MemorySegment src = source.hostRegion(region).orElseThrow(() -> new TransferException(TransferError.UNSUPPORTED,

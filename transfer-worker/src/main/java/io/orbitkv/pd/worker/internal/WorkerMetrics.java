@@ -2,12 +2,14 @@ package io.orbitkv.pd.worker.internal;
 
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.metrics.MetricNames;
+import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.TransferError;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -17,9 +19,12 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * The worker's meters: per transport (registered when the transport is first used, then a map lookup by name) the
  * push duration histogram, the size histogram and failures by {@link TransferError} kind; orders in flight; the
- * wait from an order's record timestamp to its start. No string is built per transfer. Thread-safe.
+ * wait from an order's record timestamp to its start; on the receiving side ({@link #receiving}) the receive
+ * duration per transport and the pushes the gate refused, by reason. No string is built per transfer. Thread-safe.
  */
 public final class WorkerMetrics {
+
+    private static final String DURATION_HELP = "one transfer's push, as the pushing (side=push) or receiving (side=receive) worker measured it";
 
     private record PerTransport(Timer duration, DistributionSummary size) { }
 
@@ -28,6 +33,7 @@ public final class WorkerMetrics {
     private final AtomicInteger inflight = new AtomicInteger();
     private final Map<String, PerTransport> transports = new ConcurrentHashMap<>();
     private final Map<FailureKey, Counter> failures = new ConcurrentHashMap<>();
+    private final Map<String, Timer> receives = new ConcurrentHashMap<>();
 
     private record FailureKey(String transport, TransferError kind, boolean retriable) { }
 
@@ -55,11 +61,26 @@ public final class WorkerMetrics {
 
     public void completed(String transport, long durationNanos, long bytes) {
         PerTransport t = transports.computeIfAbsent(transport, n -> new PerTransport(
-                ComponentMetrics.latency(registry, MetricNames.TRANSFER_DURATION, "one transfer's push, as its worker measured it",
+                ComponentMetrics.latency(registry, MetricNames.TRANSFER_DURATION, DURATION_HELP,
                         "transport", n, "side", "push"),
                 ComponentMetrics.bytes(registry, MetricNames.TRANSFER_SIZE, "bytes of one transfer", "transport", n)));
         t.duration().record(durationNanos, TimeUnit.NANOSECONDS);
         t.size().record(bytes);
+    }
+
+    /**
+     * Meters the receiving side of {@code gate}: {@code orbitkv_transfer_duration_seconds{transport, side="receive"}}
+     * (admission → the receive session closed, whatever ended it) and {@code orbitkv_worker_pushes_refused_total{reason}}
+     * (read from the gate's own counts when scraped).
+     */
+    public void receiving(PushGate gate) {
+        for (TransferError reason : PushGate.REFUSALS) {
+            FunctionCounter.builder(MetricNames.WORKER_PUSHES_REFUSED, gate, g -> g.refusedPushes(reason))
+                    .description("pushes this worker refused as a receiver, by reason").tag("reason", reason.name()).register(registry);
+        }
+        gate.listen((transport, nanos, bytes, stopped) -> receives.computeIfAbsent(transport, n -> ComponentMetrics.latency(registry,
+                MetricNames.TRANSFER_DURATION, DURATION_HELP, "transport", n, "side", "receive"))
+                .record(nanos, TimeUnit.NANOSECONDS));
     }
 
     /** {@code transport} is "none" when the order failed before one was chosen. */

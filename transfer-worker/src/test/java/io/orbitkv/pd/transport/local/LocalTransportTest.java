@@ -131,7 +131,7 @@ class LocalTransportTest {
 
     @Test
     void writesOutsideTheAdmittedPagesAreRefusedBeforeTouchingMemory() {
-        try (ReceiveSession s = gate.open(good(), g)) {
+        try (ReceiveSession s = gate.open("local", good(), g)) {
             s.beginFrame();
             try {
                 assertThatThrownBy(() -> s.target(0, 10L * 32 * 1024, 32 * 1024)).isInstanceOf(TransferException.class)
@@ -151,7 +151,7 @@ class LocalTransportTest {
 
     @Test
     void aFenceStopsAnAdmittedPushAtItsNextFrame() {
-        try (ReceiveSession s = gate.open(good(), g)) {
+        try (ReceiveSession s = gate.open("local", good(), g)) {
             s.beginFrame();
             s.endFrame(100);
             gate.releaseLease("lease-1", 3);

@@ -195,7 +195,7 @@ public final class ReceiverConnection implements Runnable {
             return;
         }
         try {
-            ReceiveSession s = gate.open(begin.request(), begin.geometry());
+            ReceiveSession s = gate.open("tcp", begin.request(), begin.geometry());
             stripes.put(h.stream(), new Stripe(s, begin.stripeBytes()));
             send(Wire.BEGIN_OK, h.stream(), ByteBuffer.allocate(0));
         } catch (TransferException e) {
