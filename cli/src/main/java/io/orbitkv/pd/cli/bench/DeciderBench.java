@@ -158,10 +158,7 @@ public final class DeciderBench {
      * a decider, whose own warm-up settles the heap).
      */
     LatencyStats rawHop(String topic, int rate, Duration warmup, Duration measure, boolean settle) throws Exception {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
-            TopicAdmin.awaitServed(admin, List.of(topic)); // a first write must not race the creation
-        }
+        createTopics(1, topic);
         Histogram h = LatencyStats.histogram();
         AtomicLong stopAt = new AtomicLong(Long.MAX_VALUE);
         long measureFrom = System.nanoTime() + warmup.toNanos();
@@ -200,6 +197,14 @@ public final class DeciderBench {
         return LatencyStats.of(h);
     }
 
+    /** Creates {@code names} with {@code partitions} each and waits until the broker serves them (a first write must not race the creation). */
+    private void createTopics(int partitions, String... names) throws Exception {
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            admin.createTopics(java.util.Arrays.stream(names).map(n -> new NewTopic(n, partitions, (short) 1)).toList()).all().get();
+            TopicAdmin.awaitServed(admin, List.of(names));
+        }
+    }
+
     // ------------------------------------------------------------------------------------------- decider
 
     public Result run(Mode mode, int index) throws Exception {
@@ -207,7 +212,6 @@ public final class DeciderBench {
         TopicsConfig tc = new TopicsConfig(prefix, options.partitions(), (short) 1, Duration.ofHours(1));
         DeciderPolicy policy = DeciderPolicy.defaults("bench-auth-key-0123456789".getBytes(StandardCharsets.UTF_8));
         String applicationId = "bench-decider-" + index + "-" + System.nanoTime() % 100000;
-        Path state = Files.createDirectories(workDir.resolve("state-" + index));
         if (mode.kind() == Kind.FLOOR) {
             try (EventSerdes serdes = EventSerdes.embedded();
                  PlainClientsDecider plain = new PlainClientsDecider(bootstrap, new Topics(tc, serdes), policy, applicationId).start()) {
@@ -218,10 +222,12 @@ public final class DeciderBench {
                         () -> List.of(plain.producerMetrics(), plain.consumerMetrics()), applicationId));
             }
         }
+        Path state = Files.createDirectories(workDir.resolve("state-" + index));
         if (mode.kind() == Kind.REFERENCE) {
             String input = prefix + "halves";
             String output = prefix + "pairs";
-            try (MinimalMatch match = new MinimalMatch(bootstrap, applicationId, input, output, options.partitions(), mode.commitInterval(), state)
+            createTopics(options.partitions(), input, output);
+            try (MinimalMatch match = new MinimalMatch(bootstrap, applicationId, input, output, mode.commitInterval(), state)
                     .start()) {
                 if (!match.awaitRunning(Duration.ofSeconds(60))) {
                     throw new IllegalStateException("minimal match did not start: " + match.streams().state());

@@ -3,11 +3,7 @@ package io.orbitkv.pd.cli.bench;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
-import java.util.Map;
 import java.util.Properties;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serdes;
@@ -19,7 +15,6 @@ import org.apache.kafka.streams.processor.api.ProcessorContext;
 import org.apache.kafka.streams.processor.api.Record;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.Stores;
-import io.orbitkv.pd.schemas.TopicAdmin;
 
 /**
  * The reference match of {@code DESIGN.md}, for the benchmark only: one co-partitioned input topic carrying both
@@ -40,12 +35,8 @@ final class MinimalMatch implements AutoCloseable {
     /** Counted down when Streams first reaches RUNNING, or fails before it. */
     private final java.util.concurrent.CountDownLatch settled = new java.util.concurrent.CountDownLatch(1);
 
-    MinimalMatch(String bootstrap, String applicationId, String input, String output, int partitions, Duration commitInterval, Path stateDir)
-            throws Exception {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(input, partitions, (short) 1), new NewTopic(output, partitions, (short) 1))).all().get();
-            TopicAdmin.awaitServed(admin, List.of(input, output));
-        }
+    /** The match of {@code input}'s halves into {@code output}; both topics exist, co-partitioned. */
+    MinimalMatch(String bootstrap, String applicationId, String input, String output, Duration commitInterval, Path stateDir) {
         Topology t = new Topology();
         t.addSource("halves", Serdes.String().deserializer(), Serdes.ByteArray().deserializer(), input);
         t.addProcessor("match", Match::new, "halves");
