@@ -19,7 +19,9 @@ class BenchCommandTest {
             "--warmup|-1|--warmup: must be >= 0 s, got -1",
             "--measure|0|--measure: must be >= 1 s, got 0",
             "--burst|0|--burst: must be >= 1 handoff, got 0",
-            "--write-behind|-5|--write-behind: must be 0 (at commits only) or more ms, got -5"})
+            "--write-behind|-5|--write-behind: must be 0 (at commits only) or more ms, got -5",
+            "--bench-cpus|1-x|--bench-cpus: CPU list '1-x': '1-x' is not a CPU number",
+            "--broker-cpus|1000|--broker-cpus: CPUs 1000 are not online here (online: "})
     void badOptionsAreRefusedWithTheirName(String option, String value, String message) {
         StringWriter err = new StringWriter();
         var cli = Main.commandLine();
@@ -27,5 +29,14 @@ class BenchCommandTest {
         int exit = cli.execute("bench", "decider", option, value);
         assertThat(exit).isEqualTo(2);
         assertThat(err.toString()).startsWith(message);
+    }
+
+    @org.junit.jupiter.api.Test
+    void brokerCpusNeedTheEmbeddedBroker() {
+        StringWriter err = new StringWriter();
+        var cli = Main.commandLine();
+        cli.setErr(new PrintWriter(err, true));
+        assertThat(cli.execute("bench", "decider", "--bootstrap", "localhost:1", "--broker-cpus", "0")).isEqualTo(2);
+        assertThat(err.toString()).startsWith("--broker-cpus pins the embedded broker; with --bootstrap there is none");
     }
 }

@@ -640,6 +640,7 @@ public final class KraftCluster implements AutoCloseable {
         private int brokerPort;
         private final Map<String, String> brokerProperties = new LinkedHashMap<>();
         private List<String> jvmOptions;
+        private String cpus;
         private Duration startupTimeout = Duration.ofSeconds(60);
         private Duration shutdownTimeout = Duration.ofSeconds(30);
 
@@ -688,6 +689,22 @@ public final class KraftCluster implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Pins each node's JVM to these CPUs (a list as {@code taskset -c} takes it: {@code 0}, {@code 0-1});
+         * null, the default, leaves scheduling to the kernel. Checked here; the node pins all its threads before Kafka
+         * starts any (see {@link CpuAffinity}).
+         */
+        public Builder cpus(String cpus) {
+            if (cpus != null) {
+                CpuAffinity.parse(cpus);
+                if (!CpuAffinity.supported()) {
+                    throw new IllegalArgumentException("cpus: " + CpuAffinity.unavailableReason());
+                }
+            }
+            this.cpus = cpus;
+            return this;
+        }
+
         public Builder startupTimeout(Duration timeout) {
             this.startupTimeout = timeout;
             return this;
@@ -710,6 +727,11 @@ public final class KraftCluster implements AutoCloseable {
             }
             Path logs = logsDir != null ? logsDir : data.resolve("logs");
             List<String> jvm = jvmOptions != null ? jvmOptions : KraftClusterConfig.defaultJvmOptions(nodes);
+            if (cpus != null) {
+                jvm = new ArrayList<>(jvm);
+                jvm.add("--enable-native-access=ALL-UNNAMED");
+                jvm.add("-D" + KraftBrokerMain.CPUS_PROPERTY + "=" + cpus);
+            }
             return new KraftCluster(new KraftClusterConfig(nodes, data, logs, persistent, brokerPort,
                     brokerProperties, jvm, startupTimeout, shutdownTimeout));
         }

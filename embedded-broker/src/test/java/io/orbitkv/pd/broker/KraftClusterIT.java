@@ -117,6 +117,39 @@ class KraftClusterIT {
     }
 
     @Test
+    void aPinnedNodeRunsEveryThreadOnItsCpus() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(CpuAffinity.supported(), CpuAffinity.unavailableReason());
+        String first = String.valueOf(CpuAffinity.online().nextSetBit(0));
+        try (KraftCluster cluster = cluster("pinned", 1).cpus(first).build().start();
+             Admin admin = cluster.createAdmin()) {
+            admin.createTopics(List.of(new NewTopic("pinned", 1, (short) 1))).all().get();
+            produce(cluster, "pinned", 0, 10);
+            assertThat(consume(cluster, "pinned", "pinned-group", 10)).hasSize(10);
+            // Every thread of the broker JVM, those Kafka started after the pinning included (network, I/O, log cleaner).
+            long pid = cluster.processHandle(1).orElseThrow().pid();
+            List<String> masks = new ArrayList<>();
+            try (var tasks = Files.list(Path.of("/proc/" + pid + "/task"))) {
+                for (Path task : tasks.toList()) {
+                    try {
+                        Files.readAllLines(task.resolve("status")).stream().filter(l -> l.startsWith("Cpus_allowed_list:"))
+                                .map(l -> l.substring(l.indexOf(':') + 1).strip()).forEach(masks::add);
+                    } catch (java.io.IOException ended) {
+                        // the thread ended while we listed
+                    }
+                }
+            }
+            assertThat(masks).hasSizeGreaterThan(20).containsOnly(first);
+        }
+    }
+
+    @Test
+    void aNodeCannotBeAskedForCpusThatAreNotACpuList() {
+        assertThatThrownBy(() -> cluster("bad-cpus", 1).cpus("0-x"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("'0-x'");
+    }
+
+    @Test
     void nodeThatDiesDuringStartupFailsFastWithItsLog() {
         KraftCluster cluster = cluster("broken", 1).brokerProperty("num.io.threads", "not-a-number").build();
         // "exited with code" is the fail-fast path; the timeout path reports "not ready within" instead.

@@ -1,11 +1,13 @@
 package io.orbitkv.pd.cli.bench;
 
+import io.orbitkv.pd.broker.CpuAffinity;
 import io.orbitkv.pd.broker.KraftCluster;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.LocalDate;
 import java.util.ArrayList;
+import java.util.BitSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -61,11 +63,25 @@ public final class BenchCommand implements Runnable {
                 + "e.g. --broker num.network.threads=1; recorded with the results.")
         Map<String, String> brokerProps = new java.util.LinkedHashMap<>();
 
+        @Option(names = "--broker-cpus", paramLabel = "CPUS", description = "Pin the embedded broker's JVM to these CPUs (as taskset -c "
+                + "takes them: 0, 0-1); default: not pinned. See docs/decider.md, Performance.")
+        String brokerCpus;
+
+        @Option(names = "--bench-cpus", paramLabel = "CPUS", description = "Pin this JVM (decider under test, load, actors, probe) to these "
+                + "CPUs, e.g. --broker-cpus 0 --bench-cpus 1; default: not pinned.")
+        String benchCpus;
+
         @picocli.CommandLine.Spec
         picocli.CommandLine.Model.CommandSpec spec;
 
         @Override
         public Integer call() throws Exception {
+            checkCpus("--broker-cpus", brokerCpus);
+            checkCpus("--bench-cpus", benchCpus);
+            if (brokerCpus != null && bootstrap != null) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--broker-cpus pins the embedded broker; with --bootstrap "
+                        + "there is none (pin that cluster's brokers where they run)");
+            }
             if (partitions < 1) {
                 throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--partitions: must be >= 1, got " + partitions);
             }
@@ -101,8 +117,14 @@ public final class BenchCommand implements Runnable {
                 if (bs == null) {
                     System.out.println("starting an embedded KRaft broker (child JVM) ...");
                     cluster = KraftCluster.builder().nodes(1).dataDir(work.resolve("kafka")).logsDir(work.resolve("logs"))
-                            .jvmOptions(List.of("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).brokerProperties(brokerProps).build().start();
+                            .jvmOptions(List.of("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).cpus(brokerCpus)
+                            .brokerProperties(brokerProps).build().start();
                     bs = cluster.bootstrapServers();
+                }
+                if (benchCpus != null) {
+                    // After the broker started: a child process starts with the mask of the thread that forked it.
+                    int n = CpuAffinity.pinProcess(CpuAffinity.parse(benchCpus));
+                    System.out.println("pinned this JVM's " + n + " threads to CPUs " + benchCpus + (brokerCpus == null ? "" : ", the broker's to " + brokerCpus));
                 }
                 KraftCluster brokers = cluster;
                 java.util.function.LongSupplier brokerCpu = () -> brokers == null ? 0L : brokers.nodeIds().stream()
@@ -151,6 +173,28 @@ public final class BenchCommand implements Runnable {
         }
 
         private boolean done;
+
+        /** A CPU list this machine can pin to, or a usage error naming the option. */
+        private void checkCpus(String option, String value) {
+            if (value == null) {
+                return;
+            }
+            String problem = null;
+            try {
+                BitSet outside = CpuAffinity.parse(value);
+                outside.andNot(CpuAffinity.online());
+                if (!CpuAffinity.supported()) {
+                    problem = CpuAffinity.unavailableReason();
+                } else if (!outside.isEmpty()) {
+                    problem = "CPUs " + CpuAffinity.format(outside) + " are not online here (online: " + CpuAffinity.format(CpuAffinity.online()) + ")";
+                }
+            } catch (IllegalArgumentException e) {
+                problem = e.getMessage();
+            }
+            if (problem != null) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), option + ": " + problem);
+            }
+        }
 
         private String table(LatencyStats raw, List<DeciderBench.Result> results) {
             StringBuilder b = new StringBuilder();
@@ -215,6 +259,12 @@ public final class BenchCommand implements Runnable {
             }
             kafka.forEach((k, v) -> extra.append(" --kafka ").append(k).append('=').append(v));
             brokerProps.forEach((k, v) -> extra.append(" --broker ").append(k).append('=').append(v));
+            if (brokerCpus != null) {
+                extra.append(" --broker-cpus ").append(brokerCpus);
+            }
+            if (benchCpus != null) {
+                extra.append(" --bench-cpus ").append(benchCpus);
+            }
             // The diagnostic switch back to Streams' flush per task (DeciderApp.clientSupplier) shows in the command.
             String cmd = (Boolean.getBoolean("orbitkv.decider.flushPerTask") ? "ORBITKV_JAVA_OPTS=\"... -Dorbitkv.decider.flushPerTask=true\" " : "")
                     + String.format(Locale.ROOT, "./orbitkv-pd bench decider --rate %d --warmup %d --measure %d --burst %d", rate, warmup, measure, burst)
