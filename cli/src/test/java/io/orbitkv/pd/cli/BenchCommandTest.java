@@ -21,7 +21,8 @@ class BenchCommandTest {
             "--burst|0|--burst: must be >= 1 handoff, got 0",
             "--write-behind|-5|--write-behind: must be 0 (at commits only) or more ms, got -5",
             "--bench-cpus|1-x|--bench-cpus: CPU list '1-x': '1-x' is not a CPU number",
-            "--broker-cpus|1000|--broker-cpus: CPUs 1000 are not online here (online: "})
+            "--broker-cpus|1000|--broker-cpus: CPUs 1000 are not online here (online: ",
+            "--decider-cpus|,|--decider-cpus: CPU list ',': '' is not a CPU number"})
     void badOptionsAreRefusedWithTheirName(String option, String value, String message) {
         StringWriter err = new StringWriter();
         var cli = Main.commandLine();

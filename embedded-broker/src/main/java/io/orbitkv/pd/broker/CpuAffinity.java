@@ -166,6 +166,18 @@ public final class CpuAffinity {
         return done.size();
     }
 
+    /**
+     * Pins the calling thread only (and the threads it starts from now on) to {@code cpus}.
+     *
+     * @return the CPUs it could run on before, to restore with another call
+     */
+    public static BitSet pinThread(BitSet cpus) {
+        requireSupported();
+        BitSet before = of(0);
+        set(0, cpus);
+        return before;
+    }
+
     /** The CPUs online, from {@code /sys/devices/system/cpu/online}; every CPU below the JVM's count when that is unreadable. */
     public static BitSet online() {
         try {

@@ -52,6 +52,24 @@ class CpuAffinityTest {
     }
 
     @Test
+    void pinsOneThreadAndTheThreadsItStartsWhileOthersStayWhereTheyWere() throws Exception {
+        assumeTrue(CpuAffinity.supported(), CpuAffinity.unavailableReason());
+        BitSet process = CpuAffinity.of(0);
+        BitSet last = bits(process.length() - 1);
+        BitSet other = CompletableFuture.supplyAsync(() -> {
+            BitSet before = CpuAffinity.pinThread(last);
+            try {
+                assertThat(before).isEqualTo(process);
+                return CompletableFuture.supplyAsync(() -> CpuAffinity.of(0), r -> Thread.ofPlatform().start(r)).join();
+            } finally {
+                CpuAffinity.pinThread(before);
+            }
+        }, r -> Thread.ofPlatform().start(r)).get();
+        assertThat(other).isEqualTo(last);
+        assertThat(CpuAffinity.of(0)).isEqualTo(process);
+    }
+
+    @Test
     void refusesCpusThatAreNotOnlineListingThoseThatAre() {
         assumeTrue(CpuAffinity.supported(), CpuAffinity.unavailableReason());
         BitSet before = CpuAffinity.of(0);

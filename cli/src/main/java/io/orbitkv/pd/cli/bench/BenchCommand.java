@@ -71,6 +71,10 @@ public final class BenchCommand implements Runnable {
                 + "CPUs, e.g. --broker-cpus 0 --bench-cpus 1; default: not pinned.")
         String benchCpus;
 
+        @Option(names = "--decider-cpus", paramLabel = "CPUS", description = "Start the system under test (decider, floor, reference) with "
+                + "its threads on these CPUs, the load and actors staying on --bench-cpus; default: where this JVM runs.")
+        String deciderCpus;
+
         @picocli.CommandLine.Spec
         picocli.CommandLine.Model.CommandSpec spec;
 
@@ -78,6 +82,7 @@ public final class BenchCommand implements Runnable {
         public Integer call() throws Exception {
             checkCpus("--broker-cpus", brokerCpus);
             checkCpus("--bench-cpus", benchCpus);
+            checkCpus("--decider-cpus", deciderCpus);
             if (brokerCpus != null && bootstrap != null) {
                 throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--broker-cpus pins the embedded broker; with --bootstrap "
                         + "there is none (pin that cluster's brokers where they run)");
@@ -130,7 +135,8 @@ public final class BenchCommand implements Runnable {
                 java.util.function.LongSupplier brokerCpu = () -> brokers == null ? 0L : brokers.nodeIds().stream()
                         .mapToLong(id -> brokers.processHandle(id).flatMap(h -> h.info().totalCpuDuration()).map(Duration::toNanos).orElse(0L))
                         .sum();
-                DeciderBench bench = new DeciderBench(bs, opts, work, System.out::println).withBrokerCpu(brokerCpu);
+                DeciderBench bench = new DeciderBench(bs, opts, work, System.out::println).withBrokerCpu(brokerCpu)
+                        .withDeciderCpus(deciderCpus == null ? null : CpuAffinity.parse(deciderCpus));
                 // Cold JVMs on 2 cores measure the JIT, not the design: one discarded pass warms both JVMs first.
                 System.out.println("warm-up pass (discarded) ...");
                 new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4, Map.copyOf(kafka), partitions, store,
@@ -173,6 +179,12 @@ public final class BenchCommand implements Runnable {
         }
 
         private boolean done;
+        /** The machine's cores, counted before --bench-cpus narrows what this JVM sees. */
+        private final int cores = Runtime.getRuntime().availableProcessors();
+
+        private static String orAny(String cpus) {
+            return cpus == null ? "any" : cpus;
+        }
 
         /** A CPU list this machine can pin to, or a usage error naming the option. */
         private void checkCpus(String option, String value) {
@@ -265,13 +277,18 @@ public final class BenchCommand implements Runnable {
             if (benchCpus != null) {
                 extra.append(" --bench-cpus ").append(benchCpus);
             }
+            if (deciderCpus != null) {
+                extra.append(" --decider-cpus ").append(deciderCpus);
+            }
             // The diagnostic switch back to Streams' flush per task (DeciderApp.clientSupplier) shows in the command.
             String cmd = (Boolean.getBoolean("orbitkv.decider.flushPerTask") ? "ORBITKV_JAVA_OPTS=\"... -Dorbitkv.decider.flushPerTask=true\" " : "")
                     + String.format(Locale.ROOT, "./orbitkv-pd bench decider --rate %d --warmup %d --measure %d --burst %d", rate, warmup, measure, burst)
                     + extra;
-            Files.writeString(md, "# Decider benchmark\n\nMeasured " + LocalDate.now() + " on " + Runtime.getRuntime().availableProcessors()
-                    + " cores with `" + cmd + "` (broker in a child JVM on the same cores; decider, load generator and actors in the"
-                    + " benchmark JVM). Decision latency = last input fact produced → decision consumed by its actor, at " + rate
+            Files.writeString(md, "# Decider benchmark\n\nMeasured " + LocalDate.now() + " on " + cores
+                    + " cores with `" + cmd + "` (broker in a child JVM " + (brokerCpus == null && benchCpus == null && deciderCpus == null
+                    ? "on the same cores" : "pinned to CPUs " + orAny(brokerCpus) + ", the benchmark JVM to " + orAny(benchCpus)
+                    + (deciderCpus == null ? "" : ", the system under test inside it to " + deciderCpus))
+                    + "; decider, load generator and actors in the benchmark JVM). Decision latency = last input fact produced → decision consumed by its actor, at " + rate
                     + " handoffs/s after " + warmup + " s of warm-up; throughput = a burst of " + burst
                     + " full handoffs (admitted, decode ready, prefill completed, order, transfer completed, KV ready, decode completed,"
                     + " releases, outcome). System load average (1 min) at the start " + loadBefore + ", at the end " + loadAfter

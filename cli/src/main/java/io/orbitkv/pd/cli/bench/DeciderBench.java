@@ -207,6 +207,28 @@ public final class DeciderBench {
 
     // ------------------------------------------------------------------------------------------- decider
 
+    /** CPUs the system under test (decider, floor or reference) is started on, or null: wherever this JVM runs. */
+    private java.util.BitSet deciderCpus;
+
+    /** Starts each system under test with its threads pinned to {@code cpus}; the load, actors and probe stay where this JVM runs. */
+    public DeciderBench withDeciderCpus(java.util.BitSet cpus) {
+        this.deciderCpus = cpus;
+        return this;
+    }
+
+    /** Builds and starts a system under test on {@link #deciderCpus}: the threads it starts now inherit the calling thread's CPUs. */
+    private <T> T underTestOnItsCpus(java.util.concurrent.Callable<T> start) throws Exception {
+        if (deciderCpus == null) {
+            return start.call();
+        }
+        java.util.BitSet before = io.orbitkv.pd.broker.CpuAffinity.pinThread(deciderCpus);
+        try {
+            return start.call();
+        } finally {
+            io.orbitkv.pd.broker.CpuAffinity.pinThread(before);
+        }
+    }
+
     public Result run(Mode mode, int index) throws Exception {
         String prefix = "bench" + index + "-" + System.currentTimeMillis() % 100000 + ".";
         TopicsConfig tc = new TopicsConfig(prefix, options.partitions(), (short) 1, Duration.ofHours(1));
@@ -214,7 +236,8 @@ public final class DeciderBench {
         String applicationId = "bench-decider-" + index + "-" + System.nanoTime() % 100000;
         if (mode.kind() == Kind.FLOOR) {
             try (EventSerdes serdes = EventSerdes.embedded();
-                 PlainClientsDecider plain = new PlainClientsDecider(bootstrap, new Topics(tc, serdes), policy, applicationId).start()) {
+                 PlainClientsDecider plain = underTestOnItsCpus(() -> new PlainClientsDecider(bootstrap, new Topics(tc, serdes), policy, applicationId)
+                         .start())) {
                 if (!plain.awaitAssigned(Duration.ofSeconds(60))) {
                     throw new IllegalStateException("plain-clients decider got no partitions within 60 s");
                 }
@@ -227,8 +250,8 @@ public final class DeciderBench {
             String input = prefix + "halves";
             String output = prefix + "pairs";
             createTopics(options.partitions(), input, output);
-            try (MinimalMatch match = new MinimalMatch(bootstrap, applicationId, input, output, mode.commitInterval(), state)
-                    .start()) {
+            try (MinimalMatch match = underTestOnItsCpus(() -> new MinimalMatch(bootstrap, applicationId, input, output, mode.commitInterval(), state)
+                    .start())) {
                 if (!match.awaitRunning(Duration.ofSeconds(60))) {
                     throw new IllegalStateException("minimal match did not start: " + match.streams().state());
                 }
@@ -239,7 +262,7 @@ public final class DeciderBench {
         DeciderConfig config = new DeciderConfig(bootstrap, applicationId, tc,
                 SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, options.store(), options.writeBehind(), 1, policy,
                 Duration.ofMillis(200), "127.0.0.1", -1, options.deciderOverrides());
-        try (DeciderApp app = new DeciderApp(config).start()) {
+        try (DeciderApp app = underTestOnItsCpus(() -> new DeciderApp(config).start())) {
             if (!app.awaitRunning(Duration.ofSeconds(60))) {
                 throw new IllegalStateException("decider did not start: " + app.streams().state());
             }
