@@ -23,7 +23,7 @@ import java.util.stream.Stream;
  *
  * <p>Used by the benchmarks to give the embedded broker and the benchmark JVM cores of their own
  * ({@code bench decider --broker-cpus 0 --bench-cpus 1}; docs/decider.md, Performance): on a 2-core machine,
- * letting the scheduler move some 150 threads of two JVMs across both cores cost ~40 % of the decision latency.
+ * letting the scheduler move the threads of two JVMs (more than 100) across both cores cost ~40 % of the decision latency.
  * {@link #pinProcess} pins every thread that exists when it runs; threads started later inherit the mask of the
  * thread that starts them, so pin early (before the clients start).
  */

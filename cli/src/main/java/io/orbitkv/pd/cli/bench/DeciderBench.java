@@ -1,5 +1,6 @@
 package io.orbitkv.pd.cli.bench;
 
+import io.orbitkv.pd.broker.CpuAffinity;
 import io.orbitkv.pd.decider.DeciderApp;
 import io.orbitkv.pd.decider.DeciderConfig;
 import io.orbitkv.pd.decider.DeciderConfig.Guarantee;
@@ -30,10 +31,12 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.BitSet;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.HdrHistogram.Histogram;
@@ -208,24 +211,24 @@ public final class DeciderBench {
     // ------------------------------------------------------------------------------------------- decider
 
     /** CPUs the system under test (decider, floor or reference) is started on, or null: wherever this JVM runs. */
-    private java.util.BitSet deciderCpus;
+    private BitSet deciderCpus;
 
     /** Starts each system under test with its threads pinned to {@code cpus}; the load, actors and probe stay where this JVM runs. */
-    public DeciderBench withDeciderCpus(java.util.BitSet cpus) {
+    public DeciderBench withDeciderCpus(BitSet cpus) {
         this.deciderCpus = cpus;
         return this;
     }
 
     /** Builds and starts a system under test on {@link #deciderCpus}: the threads it starts now inherit the calling thread's CPUs. */
-    private <T> T underTestOnItsCpus(java.util.concurrent.Callable<T> start) throws Exception {
+    private <T> T underTestOnItsCpus(Callable<T> start) throws Exception {
         if (deciderCpus == null) {
             return start.call();
         }
-        java.util.BitSet before = io.orbitkv.pd.broker.CpuAffinity.pinThread(deciderCpus);
+        BitSet before = CpuAffinity.pinThread(deciderCpus);
         try {
             return start.call();
         } finally {
-            io.orbitkv.pd.broker.CpuAffinity.pinThread(before);
+            CpuAffinity.pinThread(before);
         }
     }
 
