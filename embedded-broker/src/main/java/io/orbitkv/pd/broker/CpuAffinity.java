@@ -133,6 +133,32 @@ public final class CpuAffinity {
     }
 
     /**
+     * Parses {@code spec} ({@link #parse}) and checks that this process can pin to it: supported here, at least one CPU,
+     * every one online.
+     *
+     * @throws IllegalArgumentException naming what is wrong (the message lists the CPUs online)
+     * @throws UnsupportedOperationException when this platform cannot pin ({@link #unavailableReason})
+     */
+    public static BitSet pinnable(String spec) {
+        requireSupported();
+        BitSet cpus = parse(spec);
+        requireOnline(cpus);
+        return cpus;
+    }
+
+    private static void requireOnline(BitSet cpus) {
+        BitSet online = online();
+        BitSet outside = (BitSet) cpus.clone();
+        outside.andNot(online);
+        if (cpus.isEmpty()) {
+            throw new IllegalArgumentException("no CPUs to pin to (online: " + format(online) + ")");
+        }
+        if (!outside.isEmpty()) {
+            throw new IllegalArgumentException("CPUs " + format(outside) + " are not online here (online: " + format(online) + ")");
+        }
+    }
+
+    /**
      * Pins every thread of this JVM to {@code cpus}, and so every thread they start later.
      *
      * @return the number of threads pinned
@@ -141,13 +167,7 @@ public final class CpuAffinity {
      */
     public static int pinProcess(BitSet cpus) {
         requireSupported();
-        BitSet online = online();
-        BitSet outside = (BitSet) cpus.clone();
-        outside.andNot(online);
-        if (cpus.isEmpty() || !outside.isEmpty()) {
-            throw new IllegalArgumentException("cannot pin to CPUs '" + format(cpus) + "': the CPUs online here are " + format(online)
-                    + (outside.isEmpty() ? "" : " (not " + format(outside) + ")"));
-        }
+        requireOnline(cpus);
         Set<Long> done = new HashSet<>();
         // A thread started while we walk the list may copy a mask not yet set: walk again until nothing is new.
         for (List<Long> tids = threads(); !done.containsAll(tids); tids = threads()) {

@@ -696,9 +696,10 @@ public final class KraftCluster implements AutoCloseable {
          */
         public Builder cpus(String cpus) {
             if (cpus != null) {
-                CpuAffinity.parse(cpus);
-                if (!CpuAffinity.supported()) {
-                    throw new IllegalArgumentException("cpus: " + CpuAffinity.unavailableReason());
+                try {
+                    CpuAffinity.pinnable(cpus);
+                } catch (UnsupportedOperationException e) {
+                    throw new IllegalArgumentException("cpus: " + e.getMessage());
                 }
             }
             this.cpus = cpus;

@@ -75,9 +75,11 @@ class CpuAffinityTest {
         BitSet before = CpuAffinity.of(0);
         assertThatThrownBy(() -> CpuAffinity.pinProcess(bits(1000)))
                 .isInstanceOf(IllegalArgumentException.class)
-                .hasMessageContaining("cannot pin to CPUs '1000'")
-                .hasMessageContaining("online here are " + CpuAffinity.format(CpuAffinity.online()));
+                .hasMessageContaining("CPUs 1000 are not online here (online: " + CpuAffinity.format(CpuAffinity.online()) + ")");
         assertThatThrownBy(() -> CpuAffinity.pinProcess(new BitSet())).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> CpuAffinity.pinnable("0,1000")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("CPUs 1000 are not online here");
+        assertThat(CpuAffinity.pinnable(CpuAffinity.format(before))).isEqualTo(before);
         assertThat(CpuAffinity.of(0)).isEqualTo(before);
     }
 

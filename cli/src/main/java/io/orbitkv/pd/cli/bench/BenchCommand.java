@@ -80,9 +80,9 @@ public final class BenchCommand implements Runnable {
 
         @Override
         public Integer call() throws Exception {
-            checkCpus("--broker-cpus", brokerCpus);
-            checkCpus("--bench-cpus", benchCpus);
-            checkCpus("--decider-cpus", deciderCpus);
+            cpus("--broker-cpus", brokerCpus);
+            BitSet benchSet = cpus("--bench-cpus", benchCpus);
+            BitSet deciderSet = cpus("--decider-cpus", deciderCpus);
             if (brokerCpus != null && bootstrap != null) {
                 throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--broker-cpus pins the embedded broker; with --bootstrap "
                         + "there is none (pin that cluster's brokers where they run)");
@@ -126,9 +126,9 @@ public final class BenchCommand implements Runnable {
                             .brokerProperties(brokerProps).build().start();
                     bs = cluster.bootstrapServers();
                 }
-                if (benchCpus != null) {
+                if (benchSet != null) {
                     // After the broker started: a child process starts with the mask of the thread that forked it.
-                    int n = CpuAffinity.pinProcess(CpuAffinity.parse(benchCpus));
+                    int n = CpuAffinity.pinProcess(benchSet);
                     System.out.println("pinned this JVM's " + n + " threads to CPUs " + benchCpus + (brokerCpus == null ? "" : ", the broker's to " + brokerCpus));
                 }
                 KraftCluster brokers = cluster;
@@ -136,7 +136,7 @@ public final class BenchCommand implements Runnable {
                         .mapToLong(id -> brokers.processHandle(id).flatMap(h -> h.info().totalCpuDuration()).map(Duration::toNanos).orElse(0L))
                         .sum();
                 DeciderBench bench = new DeciderBench(bs, opts, work, System.out::println).withBrokerCpu(brokerCpu)
-                        .withDeciderCpus(deciderCpus == null ? null : CpuAffinity.parse(deciderCpus));
+                        .withDeciderCpus(deciderSet);
                 // Cold JVMs on 2 cores measure the JIT, not the design: one discarded pass warms both JVMs first.
                 System.out.println("warm-up pass (discarded) ...");
                 new DeciderBench(bs, new DeciderBench.Options(rate, Duration.ofSeconds(warmup), Duration.ofSeconds(5), burst / 2, 4, Map.copyOf(kafka), partitions, store,
@@ -186,25 +186,12 @@ public final class BenchCommand implements Runnable {
             return cpus == null ? "any" : cpus;
         }
 
-        /** A CPU list this machine can pin to, or a usage error naming the option. */
-        private void checkCpus(String option, String value) {
-            if (value == null) {
-                return;
-            }
-            String problem = null;
+        /** The CPUs of a CPU-list option this machine can pin to (null when not given), or a usage error naming the option. */
+        private BitSet cpus(String option, String value) {
             try {
-                BitSet outside = CpuAffinity.parse(value);
-                outside.andNot(CpuAffinity.online());
-                if (!CpuAffinity.supported()) {
-                    problem = CpuAffinity.unavailableReason();
-                } else if (!outside.isEmpty()) {
-                    problem = "CPUs " + CpuAffinity.format(outside) + " are not online here (online: " + CpuAffinity.format(CpuAffinity.online()) + ")";
-                }
-            } catch (IllegalArgumentException e) {
-                problem = e.getMessage();
-            }
-            if (problem != null) {
-                throw new picocli.CommandLine.ParameterException(spec.commandLine(), option + ": " + problem);
+                return value == null ? null : CpuAffinity.pinnable(value);
+            } catch (IllegalArgumentException | UnsupportedOperationException e) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), option + ": " + e.getMessage());
             }
         }
 

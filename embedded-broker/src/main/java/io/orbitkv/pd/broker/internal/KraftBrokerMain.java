@@ -56,7 +56,7 @@ public final class KraftBrokerMain {
         String cpus = System.getProperty(CPUS_PROPERTY);
         if (cpus != null) {
             try {
-                int n = CpuAffinity.pinProcess(CpuAffinity.parse(cpus));
+                int n = CpuAffinity.pinProcess(CpuAffinity.pinnable(cpus));
                 LOG.info("Pinned {} threads to CPUs {}; threads started later inherit it", n, cpus);
             } catch (RuntimeException e) {
                 LOG.error("Cannot pin to CPUs '{}': {}", cpus, e.getMessage());
