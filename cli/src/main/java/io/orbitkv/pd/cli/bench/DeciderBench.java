@@ -245,7 +245,7 @@ public final class DeciderBench {
                     throw new IllegalStateException("plain-clients decider got no partitions within 60 s");
                 }
                 return run(mode, prefix, new UnderTest(() -> new Actor(plain.topics(), mode), plain::factTimings, () -> null,
-                        () -> List.of(plain.producerMetrics(), plain.consumerMetrics()), applicationId));
+                        plain::clientMetrics, applicationId));
             }
         }
         Path state = Files.createDirectories(workDir.resolve("state-" + index));
@@ -444,11 +444,7 @@ public final class DeciderBench {
      * What drives the system under test: sends each handoff's inputs, plays the actors that read its outputs, and
      * records the latency of the measured ones (sent at or after {@link #measureFrom}) and its three parts.
      */
-    private abstract static class Load<V> implements AutoCloseable {
-        final KafkaProducer<String, V> producer;
-        final KafkaConsumer<String, byte[]> consumer;
-        /** The topic the actors read. */
-        private final String reads;
+    private abstract static class Load<V> extends ClientsLoop<V> {
         final AtomicLong completed = new AtomicLong();
         final AtomicLong duplicates = new AtomicLong();
         final Histogram latency = LatencyStats.histogram();
@@ -456,32 +452,14 @@ public final class DeciderBench {
         final Histogram hopIn = LatencyStats.histogram();
         final Histogram work = LatencyStats.histogram();
         final Histogram hopOut = LatencyStats.histogram();
-        final Thread thread = Thread.ofPlatform().name("bench-actor").unstarted(this::loop);
         volatile long measureFrom = Long.MAX_VALUE;
-        volatile boolean running = true;
 
         Load(KafkaProducer<String, V> producer, KafkaConsumer<String, byte[]> consumer, String reads) {
-            this.producer = producer;
-            this.consumer = consumer;
-            this.reads = reads;
-        }
-
-        /** Subscribes the actors and starts their thread. */
-        void start() {
-            consumer.subscribe(List.of(reads));
-            thread.start();
+            super("bench-actor", producer, consumer, reads);
         }
 
         /** Sends handoff {@code i}'s inputs, keyed {@code id}. */
         abstract void send(String id, int i);
-
-        /** The actors' thread: reads outputs until {@link #close()}. */
-        abstract void loop();
-
-        /** The load's own Kafka clients' metrics (for the requests each sends). */
-        List<Map<MetricName, ? extends Metric>> clientMetrics() {
-            return List.of(producer.metrics(), consumer.metrics());
-        }
 
         /** The system under test (same JVM) processed an input: start and end of its processing. */
         void factProcessed(String eventId, long startNanos, long endNanos) { }
@@ -503,14 +481,6 @@ public final class DeciderBench {
                     wait(20);
                 }
             }
-        }
-
-        @Override
-        public void close() throws InterruptedException {
-            running = false;
-            thread.join(5_000);
-            consumer.close();
-            producer.close();
         }
     }
 

@@ -11,7 +11,6 @@ import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.state.DeciderState;
 import java.time.Duration;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -20,8 +19,6 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.Metric;
-import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -34,36 +31,33 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * auto-committed. It is not a decider (a crash loses its states; timers never fire): it measures what the
  * handoff's message pattern costs on this machine, so the Streams decider's numbers can be read against it.
  */
-final class PlainClientsDecider implements AutoCloseable {
+final class PlainClientsDecider extends ClientsLoop<byte[]> {
 
     private final Topics topics;
     private final RequestStateMachine machine;
-    private final KafkaConsumer<String, byte[]> consumer;
-    private final KafkaProducer<String, byte[]> producer;
     private final Map<String, DeciderState> states = new HashMap<>();
-    private final Thread thread;
+    private final java.util.concurrent.CountDownLatch assigned = new java.util.concurrent.CountDownLatch(1);
     private volatile DeciderMetrics.FactTimings timings;
-    private volatile boolean running = true;
     private long clock = Long.MIN_VALUE;
 
     PlainClientsDecider(String bootstrap, Topics topics, DeciderPolicy policy, String groupId) {
-        this.topics = topics;
-        this.machine = new RequestStateMachine(policy);
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             TopicAdmin.ensureTopics(admin, topics);
         }
         // The Streams decider's client settings that matter for latency: linger 0, fetch wait 100 ms, acks all.
-        this.consumer = new KafkaConsumer<>(Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ConsumerConfig.GROUP_ID_CONFIG, groupId,
-                ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest", ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, 100,
-                ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 1000), new StringDeserializer(), new ByteArrayDeserializer());
-        this.producer = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ProducerConfig.LINGER_MS_CONFIG, 0,
-                ProducerConfig.ACKS_CONFIG, "all"), new StringSerializer(), new ByteArraySerializer());
-        this.thread = Thread.ofPlatform().name("plain-decider").unstarted(this::loop);
+        super("plain-decider", new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ProducerConfig.LINGER_MS_CONFIG, 0,
+                        ProducerConfig.ACKS_CONFIG, "all"), new StringSerializer(), new ByteArraySerializer()),
+                new KafkaConsumer<>(Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ConsumerConfig.GROUP_ID_CONFIG, groupId,
+                        ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest", ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, 100,
+                        ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 1000), new StringDeserializer(), new ByteArrayDeserializer()),
+                topics.requestEvents().name());
+        this.topics = topics;
+        this.machine = new RequestStateMachine(policy);
     }
 
+    @Override
     PlainClientsDecider start() {
-        consumer.subscribe(List.of(topics.requestEvents().name()));
-        thread.start();
+        super.start();
         return this;
     }
 
@@ -71,8 +65,6 @@ final class PlainClientsDecider implements AutoCloseable {
     boolean awaitAssigned(Duration timeout) throws InterruptedException {
         return assigned.await(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
     }
-
-    private final java.util.concurrent.CountDownLatch assigned = new java.util.concurrent.CountDownLatch(1);
 
     void factTimings(DeciderMetrics.FactTimings listener) {
         this.timings = listener;
@@ -82,16 +74,8 @@ final class PlainClientsDecider implements AutoCloseable {
         return topics;
     }
 
-    /** The plain clients' metrics (for the requests-per-handoff count). */
-    Map<MetricName, ? extends Metric> consumerMetrics() {
-        return consumer.metrics();
-    }
-
-    Map<MetricName, ? extends Metric> producerMetrics() {
-        return producer.metrics();
-    }
-
-    private void loop() {
+    @Override
+    void loop() {
         while (running) {
             var records = consumer.poll(Duration.ofMillis(10));
             if (assigned.getCount() > 0 && !consumer.assignment().isEmpty()) {
@@ -132,13 +116,4 @@ final class PlainClientsDecider implements AutoCloseable {
         } else {
             states.put(key, after);
         }
-    }
-
-    @Override
-    public void close() throws InterruptedException {
-        running = false;
-        thread.join(5_000);
-        consumer.close();
-        producer.close();
-    }
-}
+    }}
