@@ -50,7 +50,7 @@ public final class PushGate {
     private final LongAdder accepted = new LongAdder();
     private final LongAdder bytesWritten = new LongAdder();
     private final Map<TransferError, LongAdder> refused = new EnumMap<>(TransferError.class);
-    private volatile ReceiveListener listener = (transport, nanos, bytes, stopped) -> { };
+    private volatile ReceiveListener listener = (transport, nanos) -> { };
 
     /** The reasons {@link #open} refuses a push for, in the order it checks them. */
     public static final java.util.List<TransferError> REFUSALS = java.util.List.of(TransferError.WRONG_ENGINE, TransferError.STALE_EPOCH,
@@ -62,10 +62,8 @@ public final class PushGate {
         /**
          * @param transport the transport that received it
          * @param nanos     admission to close
-         * @param bytes     bytes it wrote
-         * @param stopped   a fence (release, abort, recompute) stopped it
          */
-        void ended(String transport, long nanos, long bytes, boolean stopped);
+        void ended(String transport, long nanos);
     }
 
     /**
@@ -249,7 +247,7 @@ public final class PushGate {
     void closed(ReceiveSession s, long nanos) {
         sessions.remove(s.id());
         bytesWritten.add(s.bytesWritten());
-        listener.ended(s.transport(), nanos, s.bytesWritten(), s.stoppedBy() != null);
+        listener.ended(s.transport(), nanos);
     }
 
     /** Open sessions (pushes being received). */

@@ -78,7 +78,7 @@ public final class WorkerMetrics {
             FunctionCounter.builder(MetricNames.WORKER_PUSHES_REFUSED, gate, g -> g.refusedPushes(reason))
                     .description("pushes this worker refused as a receiver, by reason").tag("reason", reason.name()).register(registry);
         }
-        gate.listen((transport, nanos, bytes, stopped) -> receives.computeIfAbsent(transport, n -> ComponentMetrics.latency(registry,
+        gate.listen((transport, nanos) -> receives.computeIfAbsent(transport, n -> ComponentMetrics.latency(registry,
                 MetricNames.TRANSFER_DURATION, DURATION_HELP, "transport", n, "side", "receive"))
                 .record(nanos, TimeUnit.NANOSECONDS));
     }
