@@ -39,7 +39,8 @@ final class TraceCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        try (LogSource log = source.open(EnumSet.of(TopicRole.ENGINES, TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.DEAD_LETTERS))) {
+        try (LogSource log = source.open(EnumSet.of(TopicRole.ENGINES, TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.DEAD_LETTERS,
+                TopicRole.ANSWERS))) {
             RequestTrace trace = RequestTrace.collect(log, requestId, source.serdes(), allPartitions, source.progress(json));
             if (json) {
                 trace.writeJson(System.out);

@@ -8,6 +8,7 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.metrics.MetricNames;
 import io.orbitkv.pd.state.Phase;
+import io.orbitkv.pd.tracing.Hop;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -31,6 +32,7 @@ public final class DeciderMetrics {
     private final Map<Phase, AtomicLong> phases = new ConcurrentHashMap<>();
     private final Map<String, AtomicLong> engines = new ConcurrentHashMap<>();
     private volatile FactTimings factTimings;
+    private final Hop.Meters hops;
 
     /**
      * Sees when each fact's processing started and ended (System.nanoTime), by event id: lets a benchmark running the
@@ -46,6 +48,7 @@ public final class DeciderMetrics {
         this.registry = registry;
         this.process = ComponentMetrics.latency(registry, MetricNames.DECIDER_PROCESS,
                 "the decider's own work for one fact: state read, transition, decisions, state write");
+        this.hops = Hop.meters(registry, Hop.FACT_TO_DECIDER, Hop.REPORT_TO_DECIDER, Hop.DECIDER_ORDER, Hop.DECIDER_KV_READY);
         for (Phase p : Phase.values()) {
             AtomicLong v = new AtomicLong();
             Gauge.builder(MetricNames.DECIDER_REQUESTS, v, AtomicLong::get).description("requests per phase on this instance")
@@ -67,6 +70,11 @@ public final class DeciderMetrics {
     public void decision(Object payload) {
         decisions.computeIfAbsent(payload.getClass(), c -> Counter.builder(MetricNames.DECIDER_DECISIONS)
                 .description("decisions emitted, by payload type").tag("type", c.getSimpleName()).register(registry)).increment();
+    }
+
+    /** One hop of a handoff seen by the decider (wall clock, µs; see {@link Hop}). */
+    public void hop(Hop hop, long fromMicros, long toMicros) {
+        hops.record(hop, fromMicros, toMicros);
     }
 
     public void deadLetter(String errorType) {

@@ -2,6 +2,8 @@ package io.orbitkv.pd.logtools;
 
 import io.orbitkv.pd.logtools.internal.MergeOrder;
 import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.tracing.Marks;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -21,6 +23,7 @@ import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
@@ -263,7 +266,9 @@ public final class KafkaLogSource implements LogSource {
             Part part = byTp.get(tp);
             for (ConsumerRecord<byte[], byte[]> r : records.records(tp)) {
                 if (r.offset() < part.end) {
-                    part.queue.addLast(LogRecord.of(part.role, r.topic(), r.partition(), r.offset(), r.timestamp(), r.key(), r.value()));
+                    Header timing = r.headers().lastHeader(Marks.HEADER);
+                    part.queue.addLast(LogRecord.of(part.role, r.topic(), r.partition(), r.offset(), r.timestamp(), r.key(), r.value(),
+                            timing == null || timing.value() == null ? null : new String(timing.value(), StandardCharsets.US_ASCII)));
                 }
             }
         }

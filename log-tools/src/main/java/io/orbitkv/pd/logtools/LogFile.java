@@ -35,6 +35,7 @@ import java.util.zip.CRC32C;
  * header  := magic "\x89OKVLOG\n" (8) | version u16 | length u32 | JSON (length bytes) | crc32c u32
  * block   := 'B' | index u32 | count u32 | length u32 | records (length bytes) | crc32c u32
  * record  := flags u8 | topic u16 | partition i32 | offset i64 | timestamp i64 | key_len i32 | key | value_len i32 | value
+ *            [timing_len i32 | timing]                   (version 2, when flag bit 1 is set)
  * trailer := 'T' | records u64 | blocks u32 | sha256 (32) | "OKVLEND\n" (8)
  * </pre>
  *
@@ -42,7 +43,8 @@ import java.util.zip.CRC32C;
  * wire format of the values and the filter. A header CRC covers version to JSON; a block CRC covers index to
  * records; blocks are numbered from 0 so a dropped or repeated block is caught at once; the trailer's SHA-256
  * covers every byte before it. {@code key_len}/{@code value_len} -1 mean null; flag bit 0 marks a stream-time
- * mark. Records are in merged order (see {@link LogSource}).
+ * mark; flag bit 1 (version 2) says the record's {@code orbitkv-timing} header (ASCII, at most 2,048 bytes) follows
+ * its value. Version 1 files (no timing) are read as before. Records are in merged order (see {@link LogSource}).
  *
  * <p>{@link #open} checks the whole file before any record is handed out, so a corrupted, truncated or
  * wrong-version file is refused with a {@link LogFileException} naming what is wrong and the file offset;
@@ -52,7 +54,10 @@ public final class LogFile implements LogSource {
 
     static final byte[] MAGIC = {(byte) 0x89, 'O', 'K', 'V', 'L', 'O', 'G', '\n'};
     static final byte[] END_MAGIC = {'O', 'K', 'V', 'L', 'E', 'N', 'D', '\n'};
-    public static final int VERSION = 1;
+    public static final int VERSION = 2;
+    /** The oldest version this reads: version 1 files are version 2 without timing marks. */
+    static final int MIN_VERSION = 1;
+    static final int MAX_TIMING_BYTES = 2048;
     public static final String FORMAT = "orbitkv-log";
     static final int MAX_HEADER_BYTES = 1 << 20;
     static final int MAX_BLOCK_BYTES = 64 << 20;
@@ -264,6 +269,7 @@ public final class LogFile implements LogSource {
         private long pos;
         private LogSlice slice;
         private List<LogSlice.TopicSlice> topicList;
+        private int fileVersion = VERSION;
 
         Reader(Path file) {
             this.file = file;
@@ -289,10 +295,11 @@ public final class LogFile implements LogSource {
             crc.reset();
             crc.update(fixed, 0, 6);
             int version = ((fixed[0] & 0xFF) << 8) | (fixed[1] & 0xFF);
-            if (version != VERSION) {
-                throw new LogFileException(file, versionAt, "unsupported format version " + version + ": this orbitkv-pd reads version "
-                        + VERSION + (version > VERSION ? " (the file was written by a newer orbitkv-pd)" : ""));
+            if (version < MIN_VERSION || version > VERSION) {
+                throw new LogFileException(file, versionAt, "unsupported format version " + version + ": this orbitkv-pd reads versions "
+                        + MIN_VERSION + " to " + VERSION + (version > VERSION ? " (the file was written by a newer orbitkv-pd)" : ""));
             }
+            fileVersion = version;
             long len = ByteBuffer.wrap(fixed, 2, 4).getInt() & 0xFFFFFFFFL;
             if (len > MAX_HEADER_BYTES || len > size - pos - 4) {
                 throw new LogFileException(file, versionAt + 2, "header length " + len + " is impossible (at most " + Math.min(MAX_HEADER_BYTES,
@@ -423,11 +430,21 @@ public final class LogFile implements LogSource {
                 throw new LogFileException(file, at + 1, "block " + index + ": record names topic #" + topicIdx + " but the header lists "
                         + topicList.size());
             }
-            if ((flags & ~1) != 0) {
+            if ((flags & ~(fileVersion >= 2 ? 3 : 1)) != 0) {
                 throw new LogFileException(file, at, "block " + index + ": unknown record flags " + hex(flags));
             }
             byte[] key = bytes(b, payloadAt, index, "key");
             byte[] value = bytes(b, payloadAt, index, "value");
+            String timing = null;
+            if ((flags & 2) != 0) {
+                long timingAt = payloadAt + b.position();
+                byte[] t = bytes(b, payloadAt, index, "timing");
+                if (t == null || t.length > MAX_TIMING_BYTES) {
+                    throw new LogFileException(file, timingAt, "block " + index + ": record timing of " + (t == null ? "null" : t.length + " bytes")
+                            + " (flag bit 1 promises at most " + MAX_TIMING_BYTES + " bytes)");
+                }
+                timing = new String(t, java.nio.charset.StandardCharsets.US_ASCII);
+            }
             LogSlice.TopicSlice topic = topicList.get(topicIdx);
             boolean mark = (flags & 1) != 0;
             if (mark && (key != null || value != null || topic.role() != TopicRole.REQUEST_EVENTS)) {
@@ -445,7 +462,7 @@ public final class LogFile implements LogSource {
                 throw new LogFileException(file, at + 7, "block " + index + ": " + topic.name() + "-" + partition + " offset " + offset
                         + " after offset " + prev + ": records out of order");
             }
-            return new LogRecord(topic.role(), topic.name(), partition, offset, timestamp, key, value, mark);
+            return new LogRecord(topic.role(), topic.name(), partition, offset, timestamp, key, value, mark, timing);
         }
 
         private byte[] bytes(ByteBuffer b, long payloadAt, long index, String what) {
@@ -592,7 +609,12 @@ public final class LogFile implements LogSource {
             if (topic == null) {
                 throw new IllegalArgumentException("record of topic " + r.topic() + " which the file's header does not list");
             }
-            int need = RECORD_FIXED_BYTES + (r.key() == null ? 0 : r.key().length) + (r.value() == null ? 0 : r.value().length);
+            byte[] timing = r.timing() == null ? null : r.timing().getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+            if (timing != null && timing.length > MAX_TIMING_BYTES) {
+                timing = null; // marks are observations: an oversized header is dropped, never the record
+            }
+            int need = RECORD_FIXED_BYTES + (r.key() == null ? 0 : r.key().length) + (r.value() == null ? 0 : r.value().length)
+                    + (timing == null ? 0 : 4 + timing.length);
             ByteBuffer b = block;
             if (need > block.remaining()) {
                 flushBlock();
@@ -605,10 +627,13 @@ public final class LogFile implements LogSource {
                     b = big;
                 }
             }
-            b.put((byte) (r.streamTimeMark() ? 1 : 0)).putShort((short) (int) topic).putInt(r.partition()).putLong(r.offset())
-                    .putLong(r.timestamp());
+            b.put((byte) ((r.streamTimeMark() ? 1 : 0) | (timing != null ? 2 : 0))).putShort((short) (int) topic).putInt(r.partition())
+                    .putLong(r.offset()).putLong(r.timestamp());
             putBytes(b, r.key());
             putBytes(b, r.value());
+            if (timing != null) {
+                putBytes(b, timing);
+            }
             inBlock++;
             records++;
             if (b == big) {

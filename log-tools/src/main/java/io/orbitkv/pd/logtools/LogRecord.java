@@ -1,5 +1,6 @@
 package io.orbitkv.pd.logtools;
 
+import io.orbitkv.pd.tracing.Marks;
 import java.nio.charset.StandardCharsets;
 import java.util.Objects;
 
@@ -20,9 +21,10 @@ import java.util.Objects;
  * @param key       raw key bytes, or null
  * @param value     raw value bytes, or null (tombstone, or a stream-time mark)
  * @param streamTimeMark true for a stream-time mark
+ * @param timing    the record's {@code orbitkv-timing} header (its writer's wall-clock marks, {@code Marks}), or null
  */
 public record LogRecord(TopicRole role, String topic, int partition, long offset, long timestamp, byte[] key, byte[] value,
-                        boolean streamTimeMark) {
+                        boolean streamTimeMark, String timing) {
 
     public LogRecord {
         Objects.requireNonNull(role, "role");
@@ -30,12 +32,22 @@ public record LogRecord(TopicRole role, String topic, int partition, long offset
     }
 
     public static LogRecord of(TopicRole role, String topic, int partition, long offset, long timestamp, byte[] key, byte[] value) {
-        return new LogRecord(role, topic, partition, offset, timestamp, key, value, false);
+        return new LogRecord(role, topic, partition, offset, timestamp, key, value, false, null);
+    }
+
+    /** A record with its timing marks ({@code orbitkv-timing} header value, or null). */
+    public static LogRecord of(TopicRole role, String topic, int partition, long offset, long timestamp, byte[] key, byte[] value, String timing) {
+        return new LogRecord(role, topic, partition, offset, timestamp, key, value, false, timing);
     }
 
     /** A stream-time mark: a record of another request at this offset advanced stream time to {@code timestamp}. */
     public static LogRecord mark(String topic, int partition, long offset, long timestamp) {
-        return new LogRecord(TopicRole.REQUEST_EVENTS, topic, partition, offset, timestamp, null, null, true);
+        return new LogRecord(TopicRole.REQUEST_EVENTS, topic, partition, offset, timestamp, null, null, true, null);
+    }
+
+    /** The writer's timing marks (none when the record carries no {@code orbitkv-timing} header). */
+    public Marks marks() {
+        return Marks.parse(timing);
     }
 
     /** The key as a string (keys are UTF-8 request or engine ids), or null. */
@@ -52,13 +64,13 @@ public record LogRecord(TopicRole role, String topic, int partition, long offset
     public boolean equals(Object o) {
         return o instanceof LogRecord r && role == r.role && topic.equals(r.topic) && partition == r.partition && offset == r.offset
                 && timestamp == r.timestamp && streamTimeMark == r.streamTimeMark && java.util.Arrays.equals(key, r.key)
-                && java.util.Arrays.equals(value, r.value);
+                && java.util.Arrays.equals(value, r.value) && Objects.equals(timing, r.timing);
     }
 
     @Override
     public int hashCode() {
         return Objects.hash(role, topic, partition, offset, timestamp, streamTimeMark, java.util.Arrays.hashCode(key),
-                java.util.Arrays.hashCode(value));
+                java.util.Arrays.hashCode(value), timing);
     }
 
     @Override

@@ -8,10 +8,10 @@ import java.util.Locale;
  * What a topic is to the log tools, independent of the deployment's topic prefix: a file exported from a
  * deployment with prefix {@code prod.} is read without knowing that prefix, because its header names each
  * topic's role. The order of the constants is the tie-break of the merged read order: at equal timestamps a
- * fact is read before the decisions it caused, and dead letters come last.
+ * fact is read before the decisions it caused, and dead letters and the proxy's answers come last.
  */
 public enum TopicRole {
-    ENGINES, REQUEST_EVENTS, DECISIONS, ENGINE_COMMANDS, DEAD_LETTERS;
+    ENGINES, REQUEST_EVENTS, DECISIONS, ENGINE_COMMANDS, DEAD_LETTERS, ANSWERS;
 
     /** The role's short name as used on the command line and in file headers: {@code request-events}. */
     public String id() {
@@ -25,7 +25,7 @@ public enum TopicRole {
             }
         }
         throw new IllegalArgumentException("unknown topic role '" + id + "': one of engines, request-events, decisions,"
-                + " engine-commands, dead-letters");
+                + " engine-commands, dead-letters, answers");
     }
 
     /** This role's topic in a deployment's registry. */
@@ -36,6 +36,7 @@ public enum TopicRole {
             case DECISIONS -> topics.decisions();
             case ENGINE_COMMANDS -> topics.engineCommands();
             case DEAD_LETTERS -> topics.deadLetters();
+            case ANSWERS -> topics.answers();
         };
     }
 }

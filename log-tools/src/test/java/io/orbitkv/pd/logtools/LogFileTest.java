@@ -148,10 +148,41 @@ class LogFileTest {
     void aNewerVersionIsRefusedByName() throws IOException {
         Path f = write(records(10, 0));
         byte[] b = Files.readAllBytes(f);
-        b[LogFile.MAGIC.length + 1] = 2; // version u16 = 2
+        b[LogFile.MAGIC.length + 1] = 3; // version u16 = 3
         Files.write(f, b);
         assertThatThrownBy(() -> LogFile.open(f)).isInstanceOf(LogFileException.class)
-                .hasMessageContaining("unsupported format version 2").hasMessageContaining("newer orbitkv-pd").hasMessageContaining("at file offset 8");
+                .hasMessageContaining("unsupported format version 3").hasMessageContaining("newer orbitkv-pd").hasMessageContaining("at file offset 8");
+    }
+
+    @Test
+    void timingMarksTravelWithTheirRecords() {
+        List<LogRecord> in = new ArrayList<>();
+        for (int i = 0; i < 50; i++) {
+            String timing = i % 3 == 0 ? null : "in=" + (1_000 + i) + ",out=" + (2_000 + i);
+            in.add(LogRecord.of(TopicRole.DECISIONS, "t.decisions", 0, i, 1000 + i, ("req-" + i).getBytes(), new byte[] {1, 2, 3}, timing));
+        }
+        List<LogRecord> back = readAll(LogFile.open(write(in)));
+        assertThat(back).isEqualTo(in);
+        assertThat(back.get(1).marks().get("out").getAsLong()).isEqualTo(2_001);
+        assertThat(back.get(0).marks().isEmpty()).isTrue();
+    }
+
+    @Test
+    void aVersion1FileWithoutTimingStillReads() throws Exception {
+        List<LogRecord> in = records(200, 0);
+        Path f = write(in);
+        byte[] b = Files.readAllBytes(f);
+        // what an older orbitkv-pd wrote: version 1 (no record carries timing), its header CRC and SHA-256 made for it
+        int v = LogFile.MAGIC.length;
+        b[v + 1] = 1;
+        int len = ByteBuffer.wrap(b, v + 2, 4).getInt();
+        CRC32C crc = new CRC32C();
+        crc.update(b, v, 6 + len);
+        ByteBuffer.wrap(b, v + 6 + len, 4).putInt((int) crc.getValue());
+        byte[] sha = java.security.MessageDigest.getInstance("SHA-256").digest(Arrays.copyOf(b, b.length - 40));
+        System.arraycopy(sha, 0, b, b.length - 40, 32);
+        Files.write(f, b);
+        assertThat(readAll(LogFile.open(f))).isEqualTo(in);
     }
 
     @Test

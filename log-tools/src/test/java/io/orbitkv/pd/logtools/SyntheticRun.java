@@ -106,14 +106,14 @@ public final class SyntheticRun {
     public void editDecision(LogRecord r, UnaryOperator<Decision> edit) {
         Decision d = edit.apply(Decision.newBuilder(decision(r)).build());
         remove(r);
-        add(new LogRecord(r.role(), r.topic(), r.partition(), r.offset(), d.getStreamTimeMs(), r.key(), encode(d), false));
+        add(new LogRecord(r.role(), r.topic(), r.partition(), r.offset(), d.getStreamTimeMs(), r.key(), encode(d), false, r.timing()));
     }
 
     public void editFact(LogRecord r, UnaryOperator<RequestEvent> edit) {
         RequestEvent e = edit.apply(RequestEvent.newBuilder(fact(r)).build());
         remove(r);
         add(new LogRecord(r.role(), r.topic(), r.partition(), r.offset(), e.getEventTimeMs(), r.key(), TOPICS.requestEvents().valueSerde()
-                .serializer().serialize(r.topic(), e), false));
+                .serializer().serialize(r.topic(), e), false, r.timing()));
     }
 
     /** Appends a decision of request {@code id} (in its partition, at its stream time). */

@@ -23,6 +23,11 @@ public final class MetricNames {
     public static final String TRANSFER_SIZE = "orbitkv.transfer.size";
     /** Counter, tags {@code transport}, {@code reason} (a reason class, see the dashboard docs), {@code retriable}. */
     public static final String TRANSFER_FAILURES = "orbitkv.transfer.failures";
+    /**
+     * Timer, tag {@code hop} (a {@code io.orbitkv.pd.tracing.Hop} key): one hop of a handoff on the wall clock, measured by
+     * the process that sees its end (a Kafka hop by its consumer, from the producer's {@code out} mark).
+     */
+    public static final String HOP = "orbitkv.hop";
     /** Counter, tag {@code kind}: COMPLETED, CANCELLED, TIMED_OUT, FAILED. */
     public static final String OUTCOMES = "orbitkv.outcomes";
     /** Gauge, tag {@code engine}: requests admitted to the engine that have no outcome yet. */

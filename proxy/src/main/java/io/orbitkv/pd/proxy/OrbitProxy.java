@@ -8,6 +8,7 @@ import io.orbitkv.pd.proxy.internal.EngineList;
 import io.orbitkv.pd.proxy.internal.ProxiedRequest;
 import io.orbitkv.pd.proxy.internal.ProxyMetrics;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import io.orbitkv.pd.proxy.internal.UpstreamErrors;
@@ -142,6 +143,7 @@ public final class OrbitProxy implements AutoCloseable {
     }
 
     private void handle(HttpServerRequest req, HttpClient client) {
+        long in = Marks.nowMicros();
         String path = req.path();
         HttpServerResponse resp = req.response();
         if (req.method() == HttpMethod.GET && path.equals("/health")) {
@@ -162,7 +164,7 @@ public final class OrbitProxy implements AutoCloseable {
                 error(resp, 405, "use POST for " + path, "invalid_request_error", null);
                 return;
             }
-            readBody(req, body -> completion(req, path, body, client));
+            readBody(req, body -> completion(req, path, body, client, in));
         } else {
             error(resp, 404, "no such endpoint: " + req.method() + " " + path + " (try POST /v1/completions, /v1/chat/completions)",
                     "invalid_request_error", null);
@@ -196,7 +198,7 @@ public final class OrbitProxy implements AutoCloseable {
         });
     }
 
-    private void completion(HttpServerRequest req, String path, byte[] body, HttpClient client) {
+    private void completion(HttpServerRequest req, String path, byte[] body, HttpClient client, long inMicros) {
         HttpServerResponse resp = req.response();
         CompletionRequest r;
         try {
@@ -243,7 +245,7 @@ public final class OrbitProxy implements AutoCloseable {
                 localLoad.get(p.engineId()).decrementAndGet();
             }
             count(how.name().toLowerCase());
-        }).traced(trace, req.getHeader(TraceHeaders.TRACESTATE)).metered(meters);
+        }).traced(trace, req.getHeader(TraceHeaders.TRACESTATE)).metered(meters).receivedAt(inMicros);
         count(colocated ? "colocated" : "pd");
         if (colocated) {
             pr.dispatchColocated(decode);

@@ -3,6 +3,7 @@ package io.orbitkv.pd.schemas;
 import io.orbitkv.pd.events.DeadLetter;
 import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import java.io.IOException;
 import java.io.InputStream;
@@ -30,7 +31,7 @@ public final class EventSchemas {
     public static final String RELEASED_ROOT = "io/orbitkv/pd/schemas/released/";
 
     private static final List<Class<? extends SpecificRecord>> TOP_LEVEL =
-            List.of(EngineRegistration.class, RequestEvent.class, Decision.class, DeadLetter.class);
+            List.of(EngineRegistration.class, RequestEvent.class, Decision.class, DeadLetter.class, RequestAnswered.class);
 
     /** Durable internal records (state stores): resolvable by fingerprint, not part of the public contract. */
     private static final List<Class<? extends SpecificRecord>> INTERNAL = List.of(io.orbitkv.pd.state.DeciderState.class);

@@ -3,6 +3,7 @@ package io.orbitkv.pd.schemas;
 import io.orbitkv.pd.events.DeadLetter;
 import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.schemas.internal.ConfluentFormat;
 import io.orbitkv.pd.schemas.internal.SingleObjectFormat;
@@ -24,6 +25,7 @@ public final class EventSerdes implements AutoCloseable {
     private final AvroEventSerde<RequestEvent> requestEvent;
     private final AvroEventSerde<Decision> decision;
     private final AvroEventSerde<DeadLetter> deadLetter;
+    private final AvroEventSerde<RequestAnswered> requestAnswered;
 
     private EventSerdes(SerdeConfig config, WireFormat format, SchemaRegistryClient client) {
         this.config = config;
@@ -33,6 +35,7 @@ public final class EventSerdes implements AutoCloseable {
         this.requestEvent = forType(RequestEvent.class);
         this.decision = forType(Decision.class);
         this.deadLetter = forType(DeadLetter.class);
+        this.requestAnswered = forType(RequestAnswered.class);
     }
 
     public static EventSerdes create(SerdeConfig config) {
@@ -76,6 +79,10 @@ public final class EventSerdes implements AutoCloseable {
 
     public AvroEventSerde<DeadLetter> deadLetter() {
         return deadLetter;
+    }
+
+    public AvroEventSerde<RequestAnswered> requestAnswered() {
+        return requestAnswered;
     }
 
     @Override

@@ -3,6 +3,7 @@ package io.orbitkv.pd.schemas;
 import io.orbitkv.pd.events.DeadLetter;
 import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import java.util.List;
 import java.util.Map;
@@ -21,6 +22,7 @@ public final class Topics {
     private final Topic<String, Decision> decisions;
     private final Topic<String, Decision> engineCommands;
     private final Topic<String, DeadLetter> deadLetters;
+    private final Topic<String, RequestAnswered> answers;
 
     public Topics(TopicsConfig config, EventSerdes serdes) {
         this.config = config;
@@ -44,6 +46,9 @@ public final class Topics {
         this.deadLetters = new Topic<>(config.prefix() + "dead-letters", "original key", key, serdes.deadLetter(),
                 new TopicSpec(1, rf, log),
                 "Records any component refused, with the original bytes, where they came from and why.");
+        this.answers = new Topic<>(config.prefix() + "answers", "request id", key, serdes.requestAnswered(),
+                new TopicSpec(config.partitions(), rf, log),
+                "What each client got from the proxy (status, route, TTFT, handoff), keyed by request id; observations, not read by the decider.");
     }
 
 
@@ -71,8 +76,12 @@ public final class Topics {
         return deadLetters;
     }
 
+    public Topic<String, RequestAnswered> answers() {
+        return answers;
+    }
+
     /** Every topic, in a stable order. */
     public List<Topic<String, ?>> all() {
-        return List.of(engines, requestEvents, decisions, engineCommands, deadLetters);
+        return List.of(engines, requestEvents, decisions, engineCommands, deadLetters, answers);
     }
 }

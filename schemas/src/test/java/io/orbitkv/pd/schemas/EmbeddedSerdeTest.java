@@ -104,8 +104,8 @@ class EmbeddedSerdeTest {
     void everyReleasedV1FingerprintResolvesAndV1DataDecodes() throws IOException {
         // given the released versions on the class path
         List<Released> v1 = EventSchemas.get().released().stream().filter(r -> r.version().equals("v1")).toList();
-        assertThat(v1).extracting(Released::name)
-                .containsExactlyInAnyOrderElementsOf(EventSchemas.topLevelTypes().stream().map(Class::getSimpleName).toList());
+        // (types added later, like RequestAnswered in v2, are held to their own releases by SchemaCompatibilityTest)
+        assertThat(v1).extracting(Released::name).containsExactlyInAnyOrder("EngineRegistration", "RequestEvent", "Decision", "DeadLetter");
         for (Released r : v1) {
             long fp = EventSchemas.fingerprint(r.schema());
             // when
@@ -113,9 +113,13 @@ class EmbeddedSerdeTest {
             // then
             assertThat(SchemaNormalization.toParsingForm(resolved)).isEqualTo(SchemaNormalization.toParsingForm(r.schema()));
         }
-        // and records written by a v1 writer decode
+        // and records written by a v1 writer decode (every type v1 has)
         for (SpecificRecord sample : Samples.all()) {
-            Schema v1Writer = v1.stream().filter(r -> r.name().equals(sample.getSchema().getName())).findFirst().orElseThrow().schema();
+            java.util.Optional<Released> released = v1.stream().filter(r -> r.name().equals(sample.getSchema().getName())).findFirst();
+            if (released.isEmpty()) {
+                continue;
+            }
+            Schema v1Writer = released.get().schema();
             byte[] bytes = frame(v1Writer, encode(v1Writer, sample));
             assertThat(serdeFor(sample).deserialize(TOPIC, bytes)).isEqualTo(sample);
         }

@@ -27,6 +27,7 @@ import io.orbitkv.pd.events.RecomputeDecided;
 import io.orbitkv.pd.events.ReleaseDecided;
 import io.orbitkv.pd.events.ReleaseSide;
 import io.orbitkv.pd.events.RequestAdmitted;
+import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.events.RequestOutcome;
 import io.orbitkv.pd.events.Tick;
@@ -144,6 +145,12 @@ public final class Samples {
                 .setReason("cannot decode record").setErrorType("UNDECODABLE").setDeadLetteredAtMs(1_733_000_002_000L).build();
     }
 
+    public static RequestAnswered requestAnswered() {
+        return RequestAnswered.newBuilder().setRequestId("req-0001").setProxyId("proxy-1").setRoute("pd").setStatus(200).setEnd("ANSWERED")
+                .setPrefillEngineId("prefill-0").setDecodeEngineId("decode-0").setPromptTokens(120).setStream(true).setTtftUs(38_000L)
+                .setHandoffUs(18_000L).setTotalUs(70_000L).setAnsweredAtMs(1_733_000_003_000L).build();
+    }
+
     /** Every sample of every top-level type. */
     public static List<SpecificRecord> all() {
         List<SpecificRecord> out = new ArrayList<>();
@@ -151,6 +158,7 @@ public final class Samples {
         out.addAll(requestEvents());
         out.addAll(decisions());
         out.add(deadLetter());
+        out.add(requestAnswered());
         return out;
     }
 }

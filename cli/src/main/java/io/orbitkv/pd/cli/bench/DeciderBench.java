@@ -161,43 +161,7 @@ public final class DeciderBench {
      * a decider, whose own warm-up settles the heap).
      */
     LatencyStats rawHop(String topic, int rate, Duration warmup, Duration measure, boolean settle) throws Exception {
-        createTopics(1, topic);
-        Histogram h = LatencyStats.histogram();
-        AtomicLong stopAt = new AtomicLong(Long.MAX_VALUE);
-        long measureFrom = System.nanoTime() + warmup.toNanos();
-        long end = measureFrom + measure.toNanos();
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerConfig(), new ByteArraySerializer(), new ByteArraySerializer());
-             KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerConfig("raw-" + System.nanoTime(), "read_uncommitted"),
-                     new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
-            consumer.subscribe(List.of(topic));
-            Thread reader = Thread.ofPlatform().name("raw-hop-reader").start(() -> {
-                while (System.nanoTime() < stopAt.get()) {
-                    for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(50))) {
-                        long sent = ByteBuffer.wrap(r.value()).getLong();
-                        long now = System.nanoTime();
-                        if (sent >= measureFrom) {
-                            h.recordValue(Math.max(0, (now - sent) / 1000));
-                        }
-                    }
-                }
-            });
-            Pacer pacer = new Pacer(rate);
-            byte[] pad = new byte[150]; // about the size of a request fact
-            long settleAt = settle ? settleAt(measureFrom, warmup) : Long.MAX_VALUE;
-            while (System.nanoTime() < end) {
-                pacer.awaitNext();
-                if (System.nanoTime() >= settleAt) {
-                    GcPauses.settleHeap();
-                    settleAt = Long.MAX_VALUE;
-                }
-                byte[] v = ByteBuffer.allocate(8 + pad.length).putLong(System.nanoTime()).put(pad).array();
-                producer.send(new ProducerRecord<>(topic, v));
-            }
-            producer.flush();
-            stopAt.set(System.nanoTime() + 2_000_000_000L);
-            reader.join();
-        }
-        return LatencyStats.of(h);
+        return RawHop.measure(bootstrap, topic, rate, warmup, measure, settle);
     }
 
     /** Creates {@code names} with {@code partitions} each and waits until the broker serves them (a first write must not race the creation). */
@@ -356,10 +320,7 @@ public final class DeciderBench {
      * warm-up, whose pause would land in the measured window.
      */
     static long settleAt(long measureFrom, Duration warmup) {
-        if (warmup.isZero() || warmup.isNegative()) {
-            return Long.MAX_VALUE;
-        }
-        return measureFrom - Math.min(3_000_000_000L, warmup.toNanos() / 2);
+        return RawHop.settleAt(measureFrom, warmup);
     }
 
     /** Requests each client has sent to the broker so far (client metrics {@code request-total}), by client role. */

@@ -312,6 +312,11 @@ public final class Pipeline implements AutoCloseable {
         return List.copyOf(engines);
     }
 
+    /** The embedded broker's process (its CPU time for the benchmark), if this pipeline started one. */
+    public java.util.Optional<ProcessHandle> brokerProcess() {
+        return kafka == null ? java.util.Optional.empty() : kafka.processHandle(kafka.nodeIds().get(0));
+    }
+
     public List<Child> children() {
         return List.copyOf(children);
     }

@@ -5,14 +5,17 @@ import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.OutcomeKind;
 import io.orbitkv.pd.events.ReleaseDecided;
 import io.orbitkv.pd.events.RequestAdmitted;
+import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.events.RequestOutcome;
 import io.orbitkv.pd.events.TransferCompleted;
 import io.orbitkv.pd.events.TransferStarted;
+import io.orbitkv.pd.logtools.trace.HandoffAnatomy;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import java.time.Duration;
@@ -50,9 +53,18 @@ public final class PipelineLog {
         /** The decode engine reported the request done before any cancel was logged (a cancel then comes too late). */
         public boolean decodeCompletedBeforeCancel;
         public boolean cancelled;
+        /** Every record of the request with its timing marks, answers included: what {@link #anatomy()} is built from. */
+        public final List<HandoffAnatomy.Observation> observations = new ArrayList<>();
+        /** What the proxy answered (null: no answer record). */
+        public RequestAnswered answer;
 
         Story(String requestId) {
             this.requestId = requestId;
+        }
+
+        /** The request's handoff on the wall clock, hop by hop. */
+        public HandoffAnatomy anatomy() {
+            return HandoffAnatomy.of(observations);
         }
     }
 
@@ -62,7 +74,7 @@ public final class PipelineLog {
     public long transferMicros;
     public int transfers;
 
-    /** Reads both topics to their current end. */
+    /** Reads the facts, decisions and answers topics to their current end. */
     public static PipelineLog read(String bootstrap) {
         PipelineLog log = new PipelineLog();
         try (EventSerdes serdes = EventSerdes.embedded()) {
@@ -70,20 +82,26 @@ public final class PipelineLog {
             Map<String, Object> c = Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed",
                     ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 5000);
             try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(c, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
-                for (String topic : List.of(topics.requestEvents().name(), topics.decisions().name())) {
+                for (String topic : List.of(topics.requestEvents().name(), topics.decisions().name(), topics.answers().name())) {
                     List<TopicPartition> parts = consumer.partitionsFor(topic, Duration.ofSeconds(10)).stream()
                             .map(p -> new TopicPartition(topic, p.partition())).toList();
+                    if (parts.isEmpty()) {
+                        continue; // no answers topic: nothing answered through a proxy yet
+                    }
                     consumer.assign(parts);
                     consumer.seekToBeginning(parts);
                     Map<TopicPartition, Long> end = consumer.endOffsets(parts);
                     while (parts.stream().anyMatch(p -> consumer.position(p) < end.get(p))) {
                         for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                            Marks marks = Marks.read(r.headers());
                             if (topic.equals(topics.requestEvents().name())) {
                                 log.fact(RecordDecoding.decodeValue(r, topics.requestEvents().valueSerde().deserializer()),
-                                        TraceHeaders.read(r.headers()).orElse(null));
-                            } else {
+                                        TraceHeaders.read(r.headers()).orElse(null), marks);
+                            } else if (topic.equals(topics.decisions().name())) {
                                 log.decision(RecordDecoding.decodeValue(r, topics.decisions().valueSerde().deserializer()),
-                                        TraceHeaders.read(r.headers()).orElse(null));
+                                        TraceHeaders.read(r.headers()).orElse(null), marks);
+                            } else {
+                                log.answer(RecordDecoding.decodeValue(r, topics.answers().valueSerde().deserializer()), marks);
                             }
                         }
                     }
@@ -97,7 +115,15 @@ public final class PipelineLog {
         return stories.computeIfAbsent(id, Story::new);
     }
 
-    private void fact(RequestEvent e, TraceContext trace) {
+    private void answer(RequestAnswered a, Marks marks) {
+        if (a != null) {
+            Story s = story(a.getRequestId());
+            s.answer = a;
+            s.observations.add(new HandoffAnatomy.Observation(a, marks));
+        }
+    }
+
+    private void fact(RequestEvent e, TraceContext trace, Marks marks) {
         if (e == null || e.getPayload() instanceof io.orbitkv.pd.events.Tick || e.getPayload() instanceof io.orbitkv.pd.events.EngineEpochChanged) {
             return; // the decider's own clock and engine-epoch facts: about a partition or an engine, not a request
         }
@@ -105,6 +131,7 @@ public final class PipelineLog {
         Object p = e.getPayload();
         s.facts.add(p);
         s.factTraces.add(trace);
+        s.observations.add(new HandoffAnatomy.Observation(e, marks));
         switch (p) {
             case CancelRequested c -> s.cancelled = true;
             case TransferStarted t when !s.cancelled -> s.transferStartedBeforeCancel = true;
@@ -121,11 +148,12 @@ public final class PipelineLog {
         }
     }
 
-    private void decision(Decision d, TraceContext trace) {
+    private void decision(Decision d, TraceContext trace, Marks marks) {
         if (d == null) {
             return;
         }
         Story s = story(d.getRequestId());
+        s.observations.add(new HandoffAnatomy.Observation(d, marks));
         s.decisions.add(d.getPayload());
         s.decisionTraces.add(trace);
         if (d.getPayload() instanceof RequestOutcome o) {

@@ -41,6 +41,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -269,87 +270,112 @@ public final class EngineClient implements AutoCloseable {
 
     /** Prefill done: the prompt's KV is in {@code sourceBlocks} (token order), held until a release names the request. */
     public CompletableFuture<Void> prefillCompleted(String requestId, int[] sourceBlocks, int numTokens, Integer firstToken) {
-        return prefillCompleted(requestId, sourceBlocks, numTokens, firstToken, null);
+        return prefillCompleted(requestId, sourceBlocks, numTokens, firstToken, null, null);
     }
 
-    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
-    public CompletableFuture<Void> prefillCompleted(String requestId, int[] sourceBlocks, int numTokens, Integer firstToken, TraceContext trace) {
+    /**
+     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
+     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
+     */
+    public CompletableFuture<Void> prefillCompleted(String requestId, int[] sourceBlocks, int numTokens, Integer firstToken, TraceContext trace,
+                                                    Marks marks) {
         return fact(requestId, requestId + "/prefill-completed", PrefillCompleted.newBuilder().setEngineId(config.engineId())
                 .setInstanceEpoch(instanceEpoch.get()).setSourceBlocks(BlockRuns.fromBlocks(sourceBlocks)).setNumTokens(numTokens)
-                .setFirstToken(firstToken).setLayout(layout()).build(), trace);
+                .setFirstToken(firstToken).setLayout(layout()).build(), trace, marks);
     }
 
     /** Prefill impossible; the engine holds no pages for the request. */
     public CompletableFuture<Void> prefillFailed(String requestId, String reason, boolean retriable) {
-        return prefillFailed(requestId, reason, retriable, null);
+        return prefillFailed(requestId, reason, retriable, null, null);
     }
 
-    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
-    public CompletableFuture<Void> prefillFailed(String requestId, String reason, boolean retriable, TraceContext trace) {
+    /**
+     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
+     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
+     */
+    public CompletableFuture<Void> prefillFailed(String requestId, String reason, boolean retriable, TraceContext trace, Marks marks) {
         return fact(requestId, requestId + "/prefill-failed", PrefillFailed.newBuilder().setEngineId(config.engineId())
-                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).setRetriable(retriable).build(), trace);
+                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).setRetriable(retriable).build(), trace, marks);
     }
 
     /** Destination pages held under a lease; register {@link #awaitKv} before calling this, so no signal is missed. */
     public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs) {
-        return decodeReady(requestId, leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, null);
+        return decodeReady(requestId, leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, null, null);
     }
 
-    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
-    public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs, TraceContext trace) {
+    /**
+     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
+     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
+     */
+    public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs, TraceContext trace,
+                                               Marks marks) {
         List<BlockRun> runs = BlockRuns.fromBlocks(destBlocks);
         return fact(requestId, requestId + "/decode-ready", DecodeReady.newBuilder().setEngineId(config.engineId())
                 .setInstanceEpoch(instanceEpoch.get()).setLeaseId(leaseId).setLeaseEpoch(leaseEpoch).setDestBlocks(runs)
-                .setLeaseDeadlineMs(leaseDeadlineMs).setLayout(layout()).build(), trace);
+                .setLeaseDeadlineMs(leaseDeadlineMs).setLayout(layout()).build(), trace, marks);
     }
 
     public CompletableFuture<Void> decodeRejected(String requestId, String reason) {
-        return decodeRejected(requestId, reason, null);
+        return decodeRejected(requestId, reason, null, null);
     }
 
-    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
-    public CompletableFuture<Void> decodeRejected(String requestId, String reason, TraceContext trace) {
+    /**
+     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
+     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
+     */
+    public CompletableFuture<Void> decodeRejected(String requestId, String reason, TraceContext trace, Marks marks) {
         return fact(requestId, requestId + "/decode-rejected", DecodeRejected.newBuilder().setEngineId(config.engineId())
-                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).build(), trace);
+                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).build(), trace, marks);
     }
 
     /** Still holding the lease; {@code seq} makes the event id unique per heartbeat. */
     public CompletableFuture<Void> heartbeat(String requestId, String leaseId, long leaseEpoch, long extendToMs, int seq) {
-        return heartbeat(requestId, leaseId, leaseEpoch, extendToMs, seq, null);
+        return heartbeat(requestId, leaseId, leaseEpoch, extendToMs, seq, null, null);
     }
 
-    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
-    public CompletableFuture<Void> heartbeat(String requestId, String leaseId, long leaseEpoch, long extendToMs, int seq, TraceContext trace) {
+    /**
+     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
+     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
+     */
+    public CompletableFuture<Void> heartbeat(String requestId, String leaseId, long leaseEpoch, long extendToMs, int seq, TraceContext trace,
+                                             Marks marks) {
         return fact(requestId, requestId + "/heartbeat/" + seq, LeaseHeartbeat.newBuilder().setEngineId(config.engineId()).setLeaseId(leaseId)
-                .setLeaseEpoch(leaseEpoch).setExtendToMs(extendToMs).build(), trace);
+                .setLeaseEpoch(leaseEpoch).setExtendToMs(extendToMs).build(), trace, marks);
     }
 
     public CompletableFuture<Void> decodeCompleted(String requestId, int outputTokens, boolean recomputed) {
-        return decodeCompleted(requestId, outputTokens, recomputed, null);
+        return decodeCompleted(requestId, outputTokens, recomputed, null, null);
     }
 
-    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
-    public CompletableFuture<Void> decodeCompleted(String requestId, int outputTokens, boolean recomputed, TraceContext trace) {
+    /**
+     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
+     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
+     */
+    public CompletableFuture<Void> decodeCompleted(String requestId, int outputTokens, boolean recomputed, TraceContext trace, Marks marks) {
         return fact(requestId, requestId + "/decode-completed", DecodeCompleted.newBuilder().setEngineId(config.engineId())
-                .setOutputTokens(outputTokens).setRecomputed(recomputed).build(), trace);
+                .setOutputTokens(outputTokens).setRecomputed(recomputed).build(), trace, marks);
     }
 
     /** The engine itself asks to stop the request (e.g. the KV it received does not verify). */
     public CompletableFuture<Void> cancel(String requestId, String reason) {
-        return cancel(requestId, reason, null);
+        return cancel(requestId, reason, null, null);
     }
 
-    /** {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it. */
-    public CompletableFuture<Void> cancel(String requestId, String reason, TraceContext trace) {
-        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build(), trace);
+    /**
+     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
+     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
+     */
+    public CompletableFuture<Void> cancel(String requestId, String reason, TraceContext trace, Marks marks) {
+        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build(), trace, marks);
     }
 
     private io.orbitkv.pd.events.KvLayout layout() {
         return identity.geometry().toLayout(identity.tpRank(), identity.tpSize());
     }
 
-    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace) {
+    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace, Marks marks) {
         ProducerRecord<String, byte[]> record = factRecord(topics, source, requestId, eventId, payload, trace);
+        (marks == null ? Marks.empty() : marks).writeOut(record.headers());
         CompletableFuture<Void> done = new CompletableFuture<>();
         producer.send(record, (md, err) -> {
             if (err != null) {
@@ -402,11 +428,11 @@ public final class EngineClient implements AutoCloseable {
         kvWaiters.remove(requestId);
     }
 
-    private void onDecision(Decision d) {
+    private void onDecision(Decision d, long receivedMicros, Marks marks) {
         String rid = d.getRequestId();
         switch (d.getPayload()) {
             case KvReady k -> {
-                complete(rid, new KvSignal.Ready(k.getOrderId(), k.getBytes()));
+                complete(rid, new KvSignal.Ready(k.getOrderId(), k.getBytes(), receivedMicros, marks.get(Marks.OUT).orElse(0)));
                 listener.onKvReady(d, k);
             }
             case RecomputeDecided r -> {

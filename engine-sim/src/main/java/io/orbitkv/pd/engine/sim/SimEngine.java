@@ -8,6 +8,8 @@ import io.orbitkv.pd.engine.client.DecisionListener;
 import io.orbitkv.pd.engine.client.EngineClient;
 import io.orbitkv.pd.engine.client.KvSignal;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.tracing.Hop;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
@@ -54,9 +56,9 @@ import org.slf4j.LoggerFactory;
  *       of the {@link ComputeModel}), report {@code PrefillCompleted}, answer with the first token; free the pages when
  *       a {@code ReleaseDecided} names them;</li>
  *   <li><b>decode</b> ({@code do_remote_prefill}): allocate destination pages under a lease, report
- *       {@code DecodeReady} (and heartbeats), wait for {@code KvReady}, verify every page against the model (refuse to
- *       decode on corruption: report a cancel and answer 502), then stream the tokens and report
- *       {@code DecodeCompleted}; on {@code RecomputeDecided}, compute the prefill here; free the pages on release;</li>
+ *       {@code DecodeReady} (and heartbeats), wait for {@code KvReady}, then stream the tokens at once while every
+ *       received page is verified against the model beside the decode (the answer ends only on verified KV; on
+ *       corruption: report a cancel and answer 502, or break the stream) and report {@code DecodeCompleted}; on {@code RecomputeDecided}, compute the prefill here; free the pages on release;</li>
  *   <li><b>colocated</b> (no parameters): prefill and decode here, no events; pages freed at the end.</li>
  * </ul>
  * All request state lives on one Vert.x event loop; KV computation and verification run on worker threads.
@@ -73,6 +75,7 @@ public final class SimEngine implements AutoCloseable {
     private final BlockAllocator allocator;
     private final ComponentMetrics metrics;
     private final EngineMetrics meters;
+    private final Hop.Meters hops;
     private final AtomicLong leaseEpochs = new AtomicLong();
     private final Map<String, Job> jobs = new ConcurrentHashMap<>();
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -110,6 +113,7 @@ public final class SimEngine implements AutoCloseable {
         this.allocator = new BlockAllocator(config.geometry().numBlocks());
         this.metrics = ComponentMetrics.create("engine", config.engineId());
         this.meters = new EngineMetrics(metrics.registry(), config.engineId(), allocator);
+        this.hops = Hop.meters(metrics.registry(), Hop.KV_READY_TO_ENGINE, Hop.ENGINE_FIRST_TOKEN);
         this.limits = new CompletionRequest.Limits(config.maxPromptTokens() * 64, 1_000_000, 4096);
     }
 
@@ -167,6 +171,7 @@ public final class SimEngine implements AutoCloseable {
     // ------------------------------------------------------------------------------------------------ HTTP
 
     private void handle(HttpServerRequest req) {
+        long in = Marks.nowMicros();
         String path = req.path();
         try {
             if (req.method() == HttpMethod.GET && path.equals("/health")) {
@@ -187,7 +192,7 @@ public final class SimEngine implements AutoCloseable {
                     return;
                 }
                 readBody(req, body -> completion(req, path.equals("/v1/completions") ? CompletionRequest.Kind.COMPLETION
-                        : CompletionRequest.Kind.CHAT, body));
+                        : CompletionRequest.Kind.CHAT, body, in));
             } else {
                 error(req.response(), 404, "no such endpoint: " + req.method() + " " + path, "invalid_request_error", null);
             }
@@ -223,7 +228,7 @@ public final class SimEngine implements AutoCloseable {
         });
     }
 
-    private void completion(HttpServerRequest req, CompletionRequest.Kind kind, byte[] body) {
+    private void completion(HttpServerRequest req, CompletionRequest.Kind kind, byte[] body, long inMicros) {
         CompletionRequest r;
         try {
             r = CompletionRequest.parse(kind, body, limits);
@@ -244,7 +249,7 @@ public final class SimEngine implements AutoCloseable {
         KvTransferParams kv = r.kv();
         String rid = kv != null && kv.requestId() != null ? kv.requestId()
                 : req.getHeader("x-request-id") != null ? req.getHeader("x-request-id") : "sim-" + UUID.randomUUID();
-        Job job = new Job(rid, r, tokens, req.response(), TraceHeaders.fromHttp(req::getHeader).orElse(null));
+        Job job = new Job(rid, r, tokens, req.response(), TraceHeaders.fromHttp(req::getHeader).orElse(null), inMicros);
         req.response().putHeader("x-orbitkv-request-id", rid).putHeader("x-orbitkv-engine-id", config.engineId());
         req.response().closeHandler(v -> job.clientGone());
         if (kv == null || kv.colocated()) {
@@ -282,6 +287,14 @@ public final class SimEngine implements AutoCloseable {
         /** The trace the request came with (its {@code traceparent}), or null: facts about it carry a child of it. */
         final TraceContext trace;
         final long startNanos = System.nanoTime();
+        /** Wall-clock marks (µs): HTTP request in, compute start/end, KvReady read, first token out; 0 = not yet. */
+        final long inMicros;
+        long computeStartMicros;
+        long computeEndMicros;
+        long kvReadyMicros;
+        long firstTokenMicros;
+        /** Completes with null once the received KV verified (or when nothing is verified), else with the mismatch. */
+        Future<SimModel.Mismatch> verified = Future.succeededFuture(null);
         long decodeStartNanos = -1;
         boolean gone;
         boolean finished;
@@ -297,8 +310,9 @@ public final class SimEngine implements AutoCloseable {
         long kvBytes;
         String mode;
 
-        Job(String rid, CompletionRequest request, int[] tokens, HttpServerResponse response, TraceContext trace) {
+        Job(String rid, CompletionRequest request, int[] tokens, HttpServerResponse response, TraceContext trace, long inMicros) {
             this.rid = rid;
+            this.inMicros = inMicros;
             this.trace = trace;
             this.request = request;
             this.tokens = tokens;
@@ -336,6 +350,21 @@ public final class SimEngine implements AutoCloseable {
             stopTimers();
             jobs.remove(rid + "/" + mode);
         }
+
+        /** What this engine did for the request so far, as {@link Marks} (HTTP request in, compute, KvReady, first token). */
+        Marks marks() {
+            Marks m = Marks.receivedAt(inMicros);
+            if (computeStartMicros > 0) {
+                m.at(Marks.COMPUTE_START, computeStartMicros).at(Marks.COMPUTE_END, computeEndMicros);
+            }
+            if (kvReadyMicros > 0) {
+                m.at(Marks.KV_READY, kvReadyMicros);
+            }
+            if (firstTokenMicros > 0) {
+                m.at(Marks.FIRST_TOKEN, firstTokenMicros);
+            }
+            return m;
+        }
     }
 
     // ------------------------------------------------------------------------------------------------ prefill
@@ -351,14 +380,14 @@ public final class SimEngine implements AutoCloseable {
         }
         if (blocks == null) {
             counters.rejected.increment();
-            client.prefillFailed(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)", true, job.trace);
+            client.prefillFailed(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)", true, job.trace, job.marks());
             job.finish();
             error(job.response, 503, "engine " + config.engineId() + " has no free KV blocks for " + need + " blocks", "service_unavailable", null);
             return;
         }
         compute(job, blocks, () -> {
             int first = model.generate(job.tokens, 1)[0];
-            client.prefillCompleted(job.rid, blocks, job.tokens.length, first, job.trace).whenComplete((v, err) -> ctx.runOnContext(x -> {
+            client.prefillCompleted(job.rid, blocks, job.tokens.length, first, job.trace, job.marks()).whenComplete((v, err) -> ctx.runOnContext(x -> {
                 job.finish();
                 if (err != null) {
                     // The fact did not reach the log, so the decider will never release these pages: free them here.
@@ -376,6 +405,7 @@ public final class SimEngine implements AutoCloseable {
                 }
                 orbitkv(out, job);
                 if (!job.gone) {
+                    job.response.putHeader(Marks.HTTP_HEADER, job.marks().mark(Marks.OUT).format());
                     send(job.response, 200, out);
                 }
             }));
@@ -387,6 +417,7 @@ public final class SimEngine implements AutoCloseable {
         job.computing = true;
         acquire(() -> {
             long t0 = System.nanoTime();
+            job.computeStartMicros = Marks.nowMicros();
             Promise<Void> timer = Promise.promise();
             long ms = Math.round(config.compute().prefillNanos(job.tokens.length) / 1e6);
             if (ms <= 0) {
@@ -401,6 +432,7 @@ public final class SimEngine implements AutoCloseable {
             Future.all(timer.future(), fill).onComplete(ar -> {
                 release();
                 job.computing = false;
+                job.computeEndMicros = Marks.nowMicros();
                 job.prefillNanos = System.nanoTime() - t0;
                 if (ar.succeeded()) {
                     meters.prefill(job.prefillNanos, job.tokens.length);
@@ -428,7 +460,7 @@ public final class SimEngine implements AutoCloseable {
         }
         if (blocks == null) {
             counters.rejected.increment();
-            client.decodeRejected(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)", job.trace);
+            client.decodeRejected(job.rid, "no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free() + " free)", job.trace, job.marks());
             job.finish();
             error(job.response, 503, "engine " + config.engineId() + " has no free KV blocks for " + need + " blocks", "service_unavailable", null);
             return;
@@ -442,9 +474,9 @@ public final class SimEngine implements AutoCloseable {
             onKvSignal(job, blocks, signal);
         }));
         long leaseMs = config.leaseDuration().toMillis();
-        client.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace);
+        client.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace, job.marks());
         job.heartbeatTimer = vertx.setPeriodic(config.heartbeat().toMillis(), id -> client.heartbeat(job.rid, job.leaseId, job.leaseEpoch,
-                System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace));
+                System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace, null));
         job.timeoutTimer = vertx.setTimer(config.kvTimeout().toMillis(), id -> {
             job.timeoutTimer = -1;
             if (!job.finished && !job.gone) {
@@ -466,28 +498,23 @@ public final class SimEngine implements AutoCloseable {
         switch (signal) {
             case KvSignal.Ready ready -> {
                 job.kvBytes = ready.bytes();
-                long t0 = System.nanoTime();
-                Future<SimModel.Mismatch> check = config.verify() ? vertx.executeBlocking(() -> model.verifyKv(pool, blocks, job.tokens), false)
-                        : Future.succeededFuture(null);
-                check.onComplete(ar -> {
-                    job.verifyNanos = System.nanoTime() - t0;
-                    if (job.gone) {
-                        return;
-                    }
-                    if (ar.failed() || ar.result() != null) {
-                        String why = ar.failed() ? "verification failed: " + ar.cause() : ar.result().toString();
-                        counters.corrupt.increment();
-                        log.atError().addKeyValue("requestId", job.rid).addKeyValue("orderId", ready.orderId())
-                                .log("refusing to decode: the received KV does not verify: " + why);
-                        client.cancel(job.rid, "KV verification failed on " + config.engineId() + ": " + why, job.trace);
-                        job.finish();
-                        error(job.response, 502, "the KV received for request " + job.rid + " does not verify (" + why + "); not decoding",
-                                "kv_verification_failed", null);
-                        return;
-                    }
-                    counters.verifiedPages.add((long) blocks.length * config.geometry().regionCount());
-                    generate(job, false, () -> client.decodeCompleted(job.rid, job.request.maxTokens(), false, job.trace));
-                });
+                job.kvReadyMicros = ready.receivedMicros();
+                hops.record(Hop.KV_READY_TO_ENGINE, ready.decidedMicros(), ready.receivedMicros());
+                if (config.verify()) {
+                    // A real engine never checks received KV before its first token: verify beside the decode, and let
+                    // only the end of the answer wait for it, so a corrupt handoff is still refused (never answered in full).
+                    long t0 = System.nanoTime();
+                    job.verified = vertx.executeBlocking(() -> model.verifyKv(pool, blocks, job.tokens), false);
+                    job.verified.onComplete(ar -> {
+                        job.verifyNanos = System.nanoTime() - t0;
+                        if (ar.succeeded() && ar.result() == null) {
+                            counters.verifiedPages.add((long) blocks.length * config.geometry().regionCount());
+                        } else if (!job.gone && !job.finished) {
+                            refuseCorrupt(job, ready, ar.failed() ? "verification failed: " + ar.cause() : ar.result().toString());
+                        }
+                    });
+                }
+                generate(job, false, () -> client.decodeCompleted(job.rid, job.request.maxTokens(), false, job.trace, job.marks()));
             }
             case KvSignal.Recompute rc -> {
                 // The worker fences the request's pushes on the same decision; a new lease epoch marks our own writes.
@@ -496,7 +523,7 @@ public final class SimEngine implements AutoCloseable {
                 log.atInfo().addKeyValue("requestId", job.rid).log("recomputing the prefill here: " + rc.reason());
                 compute(job, blocks, () -> {
                     if (!job.gone) {
-                        generate(job, true, () -> client.decodeCompleted(job.rid, job.request.maxTokens(), true, job.trace));
+                        generate(job, true, () -> client.decodeCompleted(job.rid, job.request.maxTokens(), true, job.trace, job.marks()));
                     }
                 });
             }
@@ -508,6 +535,17 @@ public final class SimEngine implements AutoCloseable {
                         end.kind() == OutcomeKind.CANCELLED ? "request_cancelled" : "handoff_failed", null);
             }
         }
+    }
+
+    /** The received KV does not verify: stop the answer (a 502, or a broken stream once it started) and cancel the request. */
+    private void refuseCorrupt(Job job, KvSignal.Ready ready, String why) {
+        counters.corrupt.increment();
+        log.atError().addKeyValue("requestId", job.rid).addKeyValue("orderId", ready.orderId())
+                .log("refusing to decode: the received KV does not verify: " + why);
+        client.cancel(job.rid, "KV verification failed on " + config.engineId() + ": " + why, job.trace, null);
+        job.finish();
+        error(job.response, 502, "the KV received for request " + job.rid + " does not verify (" + why + "); not decoding",
+                "kv_verification_failed", null);
     }
 
     /** Null when the pool is full; a request id that already holds pages here is refused (409): ids must be unique. */
@@ -563,27 +601,16 @@ public final class SimEngine implements AutoCloseable {
         }
         long stepMs = Math.max(0, Math.round(config.compute().decodeStepNanos() / 1e6));
         if (!r.stream()) {
-            Runnable finish = () -> {
-                if (job.gone) {
-                    return;
-                }
-                job.finish();
-                counters.completed.increment();
-                meters.decode(System.nanoTime() - job.decodeStartNanos, out.length);
-                ObjectNode json = completionJson(job, out);
-                orbitkv(json, job);
-                send(job.response, 200, json);
-                done.run();
-            };
             long total = stepMs * (out.length - 1);
             if (total <= 0) {
-                finish.run();
+                answerWhole(job, out, done);
             } else {
-                vertx.setTimer(total, id -> finish.run());
+                vertx.setTimer(total, id -> answerWhole(job, out, done));
             }
             return;
         }
         HttpServerResponse resp = job.response;
+        firstToken(job);
         resp.setStatusCode(200).putHeader("content-type", "text/event-stream").putHeader("cache-control", "no-cache").setChunked(true);
         if (r.kind() == CompletionRequest.Kind.CHAT) {
             ObjectNode first = chunk(job);
@@ -594,13 +621,43 @@ public final class SimEngine implements AutoCloseable {
         emit(job, out, 0, stepMs, done);
     }
 
+    /** The first token is going out now: mark it, and tell the proxy this engine's marks (headers go with it). */
+    private void firstToken(Job job) {
+        job.firstTokenMicros = Marks.nowMicros();
+        hops.record(Hop.ENGINE_FIRST_TOKEN, job.kvReadyMicros, job.firstTokenMicros);
+        job.response.putHeader(Marks.HTTP_HEADER, job.marks().format());
+    }
+
+    /** A non-streamed answer, all tokens at once, once the received KV verified. */
+    private void answerWhole(Job job, int[] out, Runnable done) {
+        if (job.gone || job.finished) {
+            return;
+        }
+        if (!job.verified.isComplete()) {
+            job.verified.onComplete(ar -> answerWhole(job, out, done));
+            return;
+        }
+        firstToken(job);
+        job.finish();
+        counters.completed.increment();
+        meters.decode(System.nanoTime() - job.decodeStartNanos, out.length);
+        ObjectNode json = completionJson(job, out);
+        orbitkv(json, job);
+        send(job.response, 200, json);
+        done.run();
+    }
+
     private void emit(Job job, int[] out, int i, long stepMs, Runnable done) {
-        if (job.gone) {
+        if (job.gone || job.finished) {
             return;
         }
         CompletionRequest r = job.request;
         HttpServerResponse resp = job.response;
         boolean last = i == out.length - 1;
+        if (last && !job.verified.isComplete()) {
+            job.verified.onComplete(ar -> emit(job, out, i, stepMs, done)); // the answer ends only on verified KV
+            return;
+        }
         ObjectNode c = chunk(job);
         ObjectNode choice = c.withArray("choices").addObject().put("index", 0);
         String text = " " + SimModel.word(out[i]);

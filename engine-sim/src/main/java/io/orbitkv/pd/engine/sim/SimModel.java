@@ -202,16 +202,23 @@ public final class SimModel {
 
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
 
+    /*
+     * A token slot's bytes are an additive stream from the slot's seed: long k is seed + (k + 1) * GOLDEN. The seed (one
+     * SplitMix64 mix per slot) makes every slot of every prompt, layer and part distinct, so a page in the wrong place, a
+     * stale page or a shifted write never verifies; the step makes every long of a slot distinct, so a shift inside a
+     * slot does not either; and an exact compare catches any flipped bit. One add per 8 bytes instead of a mix per 8
+     * bytes: materialising and checking KV costs about a pass over memory (both paths pay the write; only P/D pays the
+     * check), not a hash per word.
+     */
     private static void fill(MemorySegment s, long off, int len, long state) {
         long x = state;
         int i = 0;
         for (; i + 8 <= len; i += 8) {
             x += GOLDEN;
-            s.set(LONG, off + i, mix(x));
+            s.set(LONG, off + i, x);
         }
         if (i < len) {
-            x += GOLDEN;
-            long v = mix(x);
+            long v = x + GOLDEN;
             for (; i < len; i++, v >>>= 8) {
                 s.set(ValueLayout.JAVA_BYTE, off + i, (byte) v);
             }
@@ -221,19 +228,25 @@ public final class SimModel {
     /** Offset of the first wrong byte, or -1. */
     private static long check(MemorySegment s, long off, int len, long state) {
         long x = state;
-        int i = 0;
-        for (; i + 8 <= len; i += 8) {
+        long diff = 0;
+        int words = len & ~7;
+        for (int i = 0; i < words; i += 8) {
             x += GOLDEN;
-            long want = mix(x);
-            long got = s.get(LONG, off + i);
-            if (got != want) {
-                return off + i + Long.numberOfTrailingZeros(got ^ want) / 8;
+            diff |= s.get(LONG, off + i) ^ x; // no branch per word: the common case (all equal) runs at memory speed
+        }
+        if (diff != 0) {
+            x = state;
+            for (int i = 0; i < words; i += 8) {
+                x += GOLDEN;
+                long got = s.get(LONG, off + i);
+                if (got != x) {
+                    return off + i + Long.numberOfTrailingZeros(got ^ x) / 8;
+                }
             }
         }
-        if (i < len) {
-            x += GOLDEN;
-            long v = mix(x);
-            for (; i < len; i++, v >>>= 8) {
+        if (words < len) {
+            long v = x + GOLDEN;
+            for (int i = words; i < len; i++, v >>>= 8) {
                 if (s.get(ValueLayout.JAVA_BYTE, off + i) != (byte) v) {
                     return off + i;
                 }

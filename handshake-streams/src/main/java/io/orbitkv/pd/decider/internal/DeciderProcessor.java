@@ -13,6 +13,11 @@ import io.orbitkv.pd.events.Tick;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.state.DeciderState;
+import io.orbitkv.pd.events.KvReady;
+import io.orbitkv.pd.events.TransferCompleted;
+import io.orbitkv.pd.events.TransferOrder;
+import io.orbitkv.pd.tracing.Hop;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -52,6 +57,8 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
      * or null (no header: decisions of timers, and of facts that carry none). Computed at most once per fact.
      */
     private Headers traceHeaders;
+    /** When the stream thread took up the record being processed (wall clock, µs): the {@code in} mark of its decisions. */
+    private long inMicros;
     private ProcessorContext<String, Object> context;
     /** Request states as live objects, written to the Streams store once per commit (see {@link RequestStore}). */
     private RequestStore requests;
@@ -121,6 +128,7 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     @Override
     public void process(Record<byte[], byte[]> record) {
         long start = System.nanoTime();
+        inMicros = Marks.nowMicros();
         String eventId = null;
         try {
             // A step mutates the request's state in place; queries from other threads read under the same lock.
@@ -160,6 +168,8 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
                     + "': facts about a request must be keyed by its id so they share one partition");
         } else if (!(event.getPayload() instanceof Tick)) {
             metrics.fact(event.getPayload());
+            long factOut = Marks.read(record.headers()).get(Marks.OUT).orElse(0);
+            metrics.hop(event.getPayload() instanceof TransferCompleted ? Hop.REPORT_TO_DECIDER : Hop.FACT_TO_DECIDER, factOut, inMicros);
             traceHeaders = TraceHeaders.read(record.headers()).map(t -> TraceHeaders.write(new RecordHeaders(), t.newChild())).orElse(null);
             DeciderState before = state(key);
             Step step = machine.onEvent(before, event, streamTime);
@@ -222,6 +232,11 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
                     context.forward(new Record<>(engine, command, streamTime, traceHeaders()), DeciderTopology.COMMANDS_SINK);
                 }
             }
+            if (emit.payload() instanceof TransferOrder) {
+                metrics.hop(Hop.DECIDER_ORDER, inMicros, Marks.nowMicros());
+            } else if (emit.payload() instanceof KvReady) {
+                metrics.hop(Hop.DECIDER_KV_READY, inMicros, Marks.nowMicros());
+            }
         }
         if (after == null) {
             if (oldTimer > 0) {
@@ -244,9 +259,14 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
         requests.put(key, after);
     }
 
-    /** A fresh copy of the current fact's trace headers (empty when there is none). */
+    /**
+     * A fresh copy of the current fact's trace headers (empty when there is none), with the timing marks: when the
+     * record that led to the decision was taken up, and now, as the decision is handed to Kafka. Marks are
+     * observations, not decisions: a re-sent decision carries other marks, and replay compares values only.
+     */
     private Headers traceHeaders() {
-        return traceHeaders == null ? new RecordHeaders() : new RecordHeaders(traceHeaders.toArray());
+        Headers h = traceHeaders == null ? new RecordHeaders() : new RecordHeaders(traceHeaders.toArray());
+        return Marks.receivedAt(inMicros).writeOut(h);
     }
 
     private DeciderState state(String key) {

@@ -10,6 +10,7 @@ import io.orbitkv.pd.events.KvReady;
 import io.orbitkv.pd.events.PhaseTimings;
 import io.orbitkv.pd.events.PrefillCompleted;
 import io.orbitkv.pd.events.RequestAdmitted;
+import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.events.RequestOutcome;
 import io.orbitkv.pd.events.TransferOrder;
@@ -48,8 +49,8 @@ import org.apache.kafka.common.serialization.Deserializer;
  */
 public final class RequestTrace {
 
-    /** What an entry is. */
-    public enum Kind { FACT, DECISION, DEAD_LETTER }
+    /** What an entry is: a fact, a decision, a dead letter of one of its records, or what the proxy answered. */
+    public enum Kind { FACT, DECISION, DEAD_LETTER, ANSWER }
 
     /**
      * One record of the story.
@@ -95,7 +96,7 @@ public final class RequestTrace {
         LogSlice slice = source.slice();
         byte[] key = requestId.getBytes(StandardCharsets.UTF_8);
         Map<TopicRole, Integer> partitions = new LinkedHashMap<>();
-        for (TopicRole role : new TopicRole[] {TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS}) {
+        for (TopicRole role : new TopicRole[] {TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.ANSWERS}) {
             int n = topicPartitions(slice, role);
             if (n > 0 && !allPartitions) {
                 partitions.put(role, Partitioning.partitionOf(key, n));
@@ -107,7 +108,7 @@ public final class RequestTrace {
             @Override
             public boolean wantsPartition(TopicRole role, int partition) {
                 return switch (role) {
-                    case REQUEST_EVENTS, DECISIONS -> !partitions.containsKey(role) || partitions.get(role) == partition;
+                    case REQUEST_EVENTS, DECISIONS, ANSWERS -> !partitions.containsKey(role) || partitions.get(role) == partition;
                     case DEAD_LETTERS, ENGINES -> true;
                     case ENGINE_COMMANDS -> false;
                 };
@@ -136,6 +137,12 @@ public final class RequestTrace {
                     if (dl != null) {
                         entries.add(new Entry(Kind.DEAD_LETTER, r, dl, dl.getComponent(), "DeadLetter", dl.getErrorType() + " of "
                                 + dl.getTopic() + "-" + dl.getPartition() + "@" + dl.getOffset() + ": " + dl.getReason()));
+                    }
+                }
+                case ANSWERS -> {
+                    RequestAnswered a = decode(r, serdes.requestAnswered().deserializer(), entries, Kind.ANSWER);
+                    if (a != null) {
+                        entries.add(new Entry(Kind.ANSWER, r, a, a.getProxyId(), "RequestAnswered", EventText.describe(a)));
                     }
                 }
                 case ENGINES -> {
@@ -224,6 +231,17 @@ public final class RequestTrace {
             }
         }
         return null;
+    }
+
+    /** The request's handoff on the wall clock, hop by hop, from its records' timing marks. */
+    public HandoffAnatomy anatomy() {
+        List<HandoffAnatomy.Observation> obs = new ArrayList<>();
+        for (Entry e : entries) {
+            if (e.event() != null && e.kind() != Kind.DEAD_LETTER) {
+                obs.add(new HandoffAnatomy.Observation(e.event(), e.record().marks()));
+            }
+        }
+        return HandoffAnatomy.of(obs);
     }
 
     /** The phases, from the outcome's timings or, while the request is in flight, from the records. */
@@ -343,6 +361,42 @@ public final class RequestTrace {
             String bar = d == null || p.name().equals("total") ? "" : "█".repeat((int) Math.max(d > 0 ? 1 : 0, Math.round(30.0 * Math.max(0, d) / longest)));
             out.printf(Locale.ROOT, "    %-13s %-38s %10s  %s%n", p.name(), p.meaning(), d == null ? "—" : d + " ms", bar);
         }
+        writeHops(out);
+    }
+
+    /** The wall-clock hops (timing marks), when the records carry them. */
+    private void writeHops(PrintStream out) {
+        HandoffAnatomy a = anatomy();
+        if (a.spans().isEmpty()) {
+            out.println();
+            out.println("  hops (wall clock): none — the records carry no timing marks (written by an older orbitkv-pd?)");
+            return;
+        }
+        long t0 = a.startMicros() > 0 ? a.startMicros() : a.spans().get(0).fromMicros();
+        out.println();
+        out.println("  hops (wall clock, from the records' timing marks; T+ from the first process receiving the request):");
+        out.printf("  %9s %9s  %-22s %s%n", "T+ms", "took ms", "HOP", "FROM → TO");
+        long longest = a.spans().stream().mapToLong(HandoffAnatomy.Span::micros).max().orElse(1);
+        for (HandoffAnatomy.Span s : a.spans()) {
+            String bar = "█".repeat((int) Math.max(s.micros() > 0 ? 1 : 0, Math.round(24.0 * Math.max(0, s.micros()) / Math.max(1, longest))));
+            out.printf(Locale.ROOT, "  %9.2f %9.2f%s %-22s %-42s %s%n", (s.fromMicros() - t0) / 1e3, s.micros() / 1e3,
+                    s.hop().crossProcess() ? "*" : " ", s.hop().key(), s.hop().label(), bar);
+        }
+        StringBuilder sum = new StringBuilder("  ");
+        if (a.ttftMicros() >= 0) {
+            sum.append(String.format(Locale.ROOT, "TTFT at the proxy %.2f ms", a.ttftMicros() / 1e3));
+        }
+        if (a.handoffMicros() >= 0) {
+            sum.append(String.format(Locale.ROOT, " · handoff at the proxy (prefill answered → first token) %.2f ms", a.handoffMicros() / 1e3));
+        }
+        if (a.transferMicros() > 0) {
+            sum.append(String.format(Locale.ROOT, " · push of %s in %.2f ms (%.2f GB/s)", bytes(a.transferBytes()), a.transferMicros() / 1e3,
+                    a.transferBytes() / (a.transferMicros() * 1e3)));
+        }
+        if (sum.length() > 2) {
+            out.println(sum);
+        }
+        out.println("  * between two processes: two clocks (one on one host; across hosts the hop includes their skew, see docs/log-tools.md)");
     }
 
     private static String kindName(Kind k) {
@@ -350,6 +404,7 @@ public final class RequestTrace {
             case FACT -> "fact";
             case DECISION -> "decision";
             case DEAD_LETTER -> "DEAD";
+            case ANSWER -> "answer";
         };
     }
 
@@ -384,6 +439,21 @@ public final class RequestTrace {
                 g.writeEndObject();
             }
             g.writeEndArray();
+            HandoffAnatomy a = anatomy();
+            g.writeArrayFieldStart("hops");
+            for (HandoffAnatomy.Span s : a.spans()) {
+                g.writeStartObject();
+                g.writeStringField("hop", s.hop().key());
+                g.writeStringField("label", s.hop().label());
+                g.writeBooleanField("cross_process", s.hop().crossProcess());
+                g.writeNumberField("from_us", s.fromMicros());
+                g.writeNumberField("to_us", s.toMicros());
+                g.writeNumberField("us", s.micros());
+                g.writeEndObject();
+            }
+            g.writeEndArray();
+            writeLong(g, "ttft_us", a.ttftMicros() < 0 ? null : a.ttftMicros());
+            writeLong(g, "handoff_us", a.handoffMicros() < 0 ? null : a.handoffMicros());
             g.writeArrayFieldStart("engines");
             for (EngineRegistration e : engines.values()) {
                 EventJson.write(g, e);
@@ -402,6 +472,13 @@ public final class RequestTrace {
                 g.writeNumberField("offset", e.record().offset());
                 g.writeStringField("type", e.type());
                 g.writeStringField("text", e.text());
+                if (e.record().timing() != null) {
+                    g.writeObjectFieldStart("marks_us");
+                    for (Map.Entry<String, Long> m : e.record().marks().asMap().entrySet()) {
+                        g.writeNumberField(m.getKey(), m.getValue());
+                    }
+                    g.writeEndObject();
+                }
                 g.writeFieldName("event");
                 EventJson.write(g, e.event());
                 g.writeEndObject();

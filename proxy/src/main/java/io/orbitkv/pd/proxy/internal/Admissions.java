@@ -4,11 +4,13 @@ import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.events.CancelRequested;
 import io.orbitkv.pd.events.FailurePolicy;
 import io.orbitkv.pd.events.RequestAdmitted;
+import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.schemas.Topics;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -16,9 +18,16 @@ import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
-/** The facts the proxy reports: a request admitted (with its engines), a request cancelled (client gone, timeout). */
+/**
+ * What the proxy writes: the facts a request admitted (with its engines) and a request cancelled (client gone,
+ * timeout), and, once a request ended, what its client got ({@code RequestAnswered}).
+ */
 public final class Admissions implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(Admissions.class);
 
     private final Producer<String, byte[]> producer;
     private final Topics topics;
@@ -38,15 +47,38 @@ public final class Admissions implements AutoCloseable {
 
     public CompletableFuture<Void> admitted(String requestId, String model, int promptTokens, int maxTokens, String prefillEngine,
                                             String decodeEngine, boolean recompute, Long deadlineMs) {
-        return admitted(requestId, model, promptTokens, maxTokens, prefillEngine, decodeEngine, recompute, deadlineMs, null);
+        return admitted(requestId, model, promptTokens, maxTokens, prefillEngine, decodeEngine, recompute, deadlineMs, null, null);
     }
 
-    /** {@code trace}: the proxy's span of this request (or null); written as the record's {@code traceparent}. */
+    /**
+     * {@code trace}: the proxy's span of this request (or null); written as the record's {@code traceparent}.
+     * {@code marks}: when the proxy received the request (or null); the record carries them with {@code out} added.
+     */
     public CompletableFuture<Void> admitted(String requestId, String model, int promptTokens, int maxTokens, String prefillEngine,
-                                            String decodeEngine, boolean recompute, Long deadlineMs, TraceContext trace) {
+                                            String decodeEngine, boolean recompute, Long deadlineMs, TraceContext trace, Marks marks) {
         return fact(requestId, requestId + "/admitted", RequestAdmitted.newBuilder().setModel(model).setPromptTokens(promptTokens)
                 .setMaxTokens(maxTokens).setPrefillEngineId(prefillEngine).setDecodeEngineId(decodeEngine)
-                .setFailurePolicy(recompute ? FailurePolicy.RECOMPUTE : FailurePolicy.FAIL).setDeadlineMs(deadlineMs).build(), trace);
+                .setFailurePolicy(recompute ? FailurePolicy.RECOMPUTE : FailurePolicy.FAIL).setDeadlineMs(deadlineMs).build(), trace, marks);
+    }
+
+    /**
+     * What the client got ({@code orbitkv.answers}), with the proxy's marks of the request: off the handoff's path,
+     * written once the request ended here. A failed write is logged, never fails anything.
+     */
+    public void answered(RequestAnswered answer, Marks marks) {
+        byte[] value = topics.answers().valueSerde().serializer().serialize(topics.answers().name(), answer);
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(topics.answers().name(), answer.getRequestId(), value);
+        marks.writeOut(record.headers());
+        producer.send(record, (md, err) -> {
+            if (err != null) {
+                log.atWarn().addKeyValue("requestId", answer.getRequestId()).log("could not write the answer's record: " + err.getMessage());
+            }
+        });
+    }
+
+    /** The proxy id this writes as (the {@code source} of its facts). */
+    public String source() {
+        return source;
     }
 
     public CompletableFuture<Void> cancelled(String requestId, String reason) {
@@ -55,10 +87,10 @@ public final class Admissions implements AutoCloseable {
 
     public CompletableFuture<Void> cancelled(String requestId, String reason, TraceContext trace) {
         return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build(),
-                trace);
+                trace, null);
     }
 
-    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace) {
+    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace, Marks marks) {
         RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(source)
                 .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
         byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
@@ -67,6 +99,7 @@ public final class Admissions implements AutoCloseable {
         if (trace != null) {
             TraceHeaders.write(record.headers(), trace);
         }
+        (marks == null ? Marks.empty() : marks).writeOut(record.headers());
         producer.send(record, (md, err) -> {
             if (err != null) {
                 done.completeExceptionally(err);

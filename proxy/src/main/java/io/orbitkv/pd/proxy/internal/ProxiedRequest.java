@@ -14,6 +14,9 @@ import io.vertx.core.http.HttpClientResponse;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServerResponse;
 import io.vertx.core.http.RequestOptions;
+import io.orbitkv.pd.events.RequestAnswered;
+import io.orbitkv.pd.tracing.Hop;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import java.time.Duration;
@@ -58,6 +61,7 @@ public final class ProxiedRequest {
     private HttpClientResponse decodeResp;
     private long prefillDoneNanos = -1;
     private boolean prefillFailed;
+    private int promptTokens;
     private long timer = -1;
     private TraceContext trace;
     private String traceState;
@@ -65,6 +69,13 @@ public final class ProxiedRequest {
     private long prefillSentNanos = -1;
     private long decodeSentNanos = -1;
     private boolean firstByte;
+    /** Wall-clock marks (µs): the client's request in, prefill answered, the decode's first byte; 0 = not (yet). */
+    private long inMicros = Marks.nowMicros();
+    private long prefillDoneMicros;
+    private long firstByteMicros;
+    private long firstByteNanos = -1;
+    private int status;
+    private Hop.Meters hops = Hop.Meters.none();
 
     public ProxiedRequest(Vertx vertx, HttpClient client, Admissions admissions, String requestId, CompletionRequest request, String path,
                           HttpServerResponse response, Duration timeout, Consumer<End> onEnd) {
@@ -91,6 +102,13 @@ public final class ProxiedRequest {
 
     public ProxiedRequest metered(ProxyMetrics m) {
         this.metrics = m;
+        this.hops = m.hops();
+        return this;
+    }
+
+    /** When the proxy received the client's request (wall clock, µs): the first mark of everything it writes about it. */
+    public ProxiedRequest receivedAt(long micros) {
+        this.inMicros = micros;
         return this;
     }
 
@@ -101,14 +119,17 @@ public final class ProxiedRequest {
         prefill = prefillEngine;
         decode = decodeEngine;
         arm();
+        Marks admitted = Marks.receivedAt(inMicros);
         admissions.admitted(requestId, request.model(), promptTokens, request.maxTokens(), prefill.engineId(), decode.engineId(), recomputeOnFailure,
-                        System.currentTimeMillis() + timeout.toMillis(), trace)
+                        System.currentTimeMillis() + timeout.toMillis(), trace, admitted)
                 .whenComplete((v, err) -> {
                     if (err != null) {
                         vertx.runOnContext(x -> fail(new UpstreamErrors.Mapped(503, "service_unavailable",
                                 "cannot admit request " + requestId + ": Kafka did not take the admission (" + err.getMessage() + ")"), End.UPSTREAM_ERROR));
                     }
                 });
+        hops.record(Hop.ADMIT, inMicros, admitted.get(Marks.OUT).orElse(0));
+        this.promptTokens = promptTokens;
         KvTransferParams both = KvTransferParams.forPrefill(requestId, prefill.engineId(), decode.engineId());
         send(prefill, request.forward(both, false, 1)).onComplete(ar -> {
             if (ended) {
@@ -125,6 +146,7 @@ public final class ProxiedRequest {
                 }
                 if (r.statusCode() / 100 == 2 && body.succeeded()) {
                     prefillDoneNanos = System.nanoTime();
+                    prefillDoneMicros = Marks.nowMicros();
                     metrics.upstream("prefill", prefillDoneNanos - prefillSentNanos);
                 } else {
                     prefillFailed(body.failed() ? UpstreamErrors.fromFailure("prefill", prefill.engineId(), body.cause())
@@ -247,9 +269,14 @@ public final class ProxiedRequest {
             if (!firstByte) {
                 firstByte = true;
                 long now = System.nanoTime();
+                firstByteNanos = now;
+                firstByteMicros = Marks.nowMicros();
                 metrics.ttft(now - startNanos);
                 if (pd && prefillDoneNanos > 0) {
                     metrics.handoff(now - prefillDoneNanos);
+                }
+                if (pd) {
+                    hops.record(Hop.FIRST_TOKEN_TO_PROXY, Marks.parse(r.getHeader(Marks.HTTP_HEADER)).get(Marks.FIRST_TOKEN).orElse(0), firstByteMicros);
                 }
             }
             response.write(buf);
@@ -267,6 +294,7 @@ public final class ProxiedRequest {
         r.endHandler(v -> {
             if (!ended) {
                 metrics.upstream(side, System.nanoTime() - decodeSentNanos);
+                status = r.statusCode();
                 finish(End.ANSWERED);
                 response.end();
             }
@@ -277,6 +305,7 @@ public final class ProxiedRequest {
         if (ended) {
             return;
         }
+        status = 499;
         cancelFact("client disconnected");
         finish(End.CLIENT_GONE);
         resetUpstreams();
@@ -297,6 +326,7 @@ public final class ProxiedRequest {
         if (ended) {
             return;
         }
+        status = response.headWritten() ? 502 : m.status();
         finish(how);
         resetUpstreams();
         if (response.ended() || response.closed()) {
@@ -321,7 +351,28 @@ public final class ProxiedRequest {
             vertx.cancelTimer(timer);
             timer = -1;
         }
+        answered(how);
         onEnd.accept(how);
+    }
+
+    /** What the client got, with the proxy's marks, for the log ({@code orbitkv.answers}). */
+    private void answered(End how) {
+        long now = System.nanoTime();
+        Marks m = Marks.receivedAt(inMicros);
+        if (prefillDoneMicros > 0) {
+            m.at(Marks.PREFILL_ANSWERED, prefillDoneMicros);
+        }
+        if (firstByteMicros > 0) {
+            m.at(Marks.FIRST_TOKEN, firstByteMicros);
+        }
+        m.mark(Marks.END);
+        String route = !pd ? "colocated" : prefillFailed ? "recomputed" : "pd";
+        admissions.answered(RequestAnswered.newBuilder().setRequestId(requestId).setProxyId(admissions.source()).setRoute(route)
+                .setStatus(status).setEnd(how.name()).setPrefillEngineId(prefill == null ? null : prefill.engineId())
+                .setDecodeEngineId(decode == null ? null : decode.engineId()).setPromptTokens(promptTokens).setStream(request.stream())
+                .setTtftUs(firstByteNanos < 0 ? null : (firstByteNanos - startNanos) / 1000)
+                .setHandoffUs(pd && prefillDoneNanos > 0 && firstByteNanos > 0 ? (firstByteNanos - prefillDoneNanos) / 1000 : null)
+                .setTotalUs((now - startNanos) / 1000).setAnsweredAtMs(System.currentTimeMillis()).build(), m);
     }
 
     private void resetUpstreams() {

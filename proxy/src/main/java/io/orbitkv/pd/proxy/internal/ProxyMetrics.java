@@ -7,6 +7,7 @@ import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.metrics.MetricNames;
+import io.orbitkv.pd.tracing.Hop;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -29,6 +30,7 @@ public final class ProxyMetrics {
     private final Timer colocatedUpstream;
     private final Counter cancels;
     private final Counter[] byStatus = new Counter[600];
+    private final Hop.Meters hops;
 
     public ProxyMetrics(MeterRegistry registry, AtomicInteger inFlight) {
         this.registry = registry;
@@ -45,6 +47,12 @@ public final class ProxyMetrics {
         for (int s : STATUSES) {
             byStatus[s] = statusCounter(s);
         }
+        hops = Hop.meters(registry, Hop.ADMIT, Hop.FIRST_TOKEN_TO_PROXY);
+    }
+
+    /** The proxy's hop timers ({@code orbitkv_hop_seconds{hop}}: admit, first_token_to_proxy). */
+    public Hop.Meters hops() {
+        return hops;
     }
 
     public static ProxyMetrics noop() {

@@ -9,6 +9,7 @@ import io.orbitkv.pd.metrics.MetricNames;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import java.util.Map;
@@ -29,7 +30,7 @@ class ProxyTraceTest {
         Admissions a = new Admissions(producer, new Topics(TopicsConfig.defaults(), EventSerdes.embedded()), "proxy-1");
         TraceContext client = TraceContext.parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").orElseThrow();
         TraceContext proxy = TraceHeaders.continueOrStart(TraceHeaders.fromHttp(Map.of(TraceHeaders.TRACEPARENT, client.format())::get));
-        a.admitted("r1", "m", 10, 5, "p", "d", false, null, proxy);
+        a.admitted("r1", "m", 10, 5, "p", "d", false, null, proxy, Marks.receivedAt(1_700_000_000_000_000L));
         a.cancelled("r1", "client disconnected", proxy);
         a.admitted("r2", "m", 10, 5, "p", "d", false, null);
         assertEquals(3, producer.history().size());
@@ -40,6 +41,11 @@ class ProxyTraceTest {
             assertEquals(proxy, t);
         }
         assertEquals(Optional.empty(), TraceHeaders.read(producer.history().get(2).headers()));
+        // Every fact carries the proxy's timing marks: when the request came in (if known) and when the fact went out.
+        Marks admitted = Marks.read(producer.history().get(0).headers());
+        assertEquals(1_700_000_000_000_000L, admitted.get(Marks.IN).getAsLong());
+        assertTrue(admitted.get(Marks.OUT).getAsLong() > 1_700_000_000_000_000L);
+        assertTrue(Marks.read(producer.history().get(2).headers()).get(Marks.OUT).isPresent());
     }
 
     @Test

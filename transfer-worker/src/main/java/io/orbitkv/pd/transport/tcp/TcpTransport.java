@@ -3,6 +3,7 @@ package io.orbitkv.pd.transport.tcp;
 import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.kv.TransferPlan;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.transport.KvTransport;
 import io.orbitkv.pd.transport.PeerConnectionPool;
 import io.orbitkv.pd.transport.PeerEndpoint;
@@ -251,6 +252,10 @@ public final class TcpTransport implements KvTransport {
         private final CompletableFuture<TransferResult> result = new CompletableFuture<>();
         private final AtomicLong acked = new AtomicLong();
         private final long t0 = System.nanoTime();
+        /** Latest stripe's step marks (µs): every connection ready, every stripe admitted, last byte written. */
+        private final AtomicLong connected = new AtomicLong();
+        private final AtomicLong admitted = new AtomicLong();
+        private final AtomicLong written = new AtomicLong();
         private AtomicInteger pending;
         private int stripes;
         private volatile String cancelled;
@@ -311,7 +316,9 @@ public final class TcpTransport implements KvTransport {
                     c = l.connection();
                     try {
                         c.busy(true);
+                        connected.accumulateAndGet(Marks.nowMicros(), Math::max);
                         c.begin(stream, request, plan.source(), to - from);
+                        admitted.accumulateAndGet(Marks.nowMicros(), Math::max);
                         break;
                     } catch (IOException e) {
                         c.close();
@@ -339,6 +346,7 @@ public final class TcpTransport implements KvTransport {
                     c.sendFrame(stream, n, payload);
                     sent += payload;
                 }
+                written.accumulateAndGet(Marks.nowMicros(), Math::max);
                 long ack = c.end(stream, to - from);
                 if (ack != to - from) {
                     throw new TransferException(TransferError.PROTOCOL, peer + " acknowledged " + ack + " of " + (to - from) + " bytes");
@@ -402,7 +410,9 @@ public final class TcpTransport implements KvTransport {
                 if (f != null) {
                     result.completeExceptionally(f);
                 } else {
-                    result.complete(new TransferResult(acked.get(), System.nanoTime() - t0, "tcp", stripes));
+                    Marks m = Marks.empty().at(TransferResult.CONNECTED, connected.get()).at(TransferResult.ADMITTED, admitted.get())
+                            .at(TransferResult.WRITTEN, written.get()).mark(TransferResult.ACKED);
+                    result.complete(new TransferResult(acked.get(), System.nanoTime() - t0, "tcp", stripes, m));
                 }
             }
         }

@@ -9,6 +9,7 @@ import io.orbitkv.pd.events.TransferOrder;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topic;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import io.orbitkv.pd.transport.PushGate;
 import java.nio.charset.StandardCharsets;
@@ -100,8 +101,10 @@ public final class CommandLoop implements Runnable, AutoCloseable {
         boolean paused = false;
         try {
             while (running) {
-                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {
-                    handle(r);
+                var records = consumer.poll(Duration.ofMillis(100));
+                long received = Marks.nowMicros();
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    handle(r, received);
                 }
                 if (!paused && runner.queued() >= queueLimit) {
                     consumer.pause(List.of(partition));
@@ -138,7 +141,7 @@ public final class CommandLoop implements Runnable, AutoCloseable {
         }
     }
 
-    private void handle(ConsumerRecord<byte[], byte[]> r) {
+    private void handle(ConsumerRecord<byte[], byte[]> r, long receivedMicros) {
         offsets.track(r.offset());
         Runnable done = () -> offsets.done(r.offset());
         String key = r.key() == null ? null : new String(r.key(), StandardCharsets.UTF_8);
@@ -170,7 +173,9 @@ public final class CommandLoop implements Runnable, AutoCloseable {
                                 + o.getSourceEngineId() + "': orders go to the source engine's worker").whenComplete((v, err) -> done.run());
                         return;
                     }
-                    runner.submit(d.getRequestId(), o, TraceHeaders.read(r.headers()).orElse(null), r.timestamp(), done);
+                    Marks orderMarks = Marks.read(r.headers());
+                    runner.submit(d.getRequestId(), o, TraceHeaders.read(r.headers()).orElse(null), r.timestamp(), done,
+                            orderMarks.get(Marks.OUT).orElse(0), receivedMicros);
                     return;
                 }
                 case AbortTransfer a -> {

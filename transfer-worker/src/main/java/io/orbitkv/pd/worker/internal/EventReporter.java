@@ -8,6 +8,7 @@ import io.orbitkv.pd.events.TransferFailed;
 import io.orbitkv.pd.events.TransferStarted;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import java.nio.charset.StandardCharsets;
@@ -44,34 +45,39 @@ public final class EventReporter {
     }
 
     public CompletableFuture<Void> started(String requestId, String orderId, int attempt, String transport) {
-        return started(requestId, orderId, attempt, transport, null);
+        return started(requestId, orderId, attempt, transport, null, null);
     }
 
-    /** {@code trace}: the order's trace context (or null); the report carries a child of it as its {@code traceparent}. */
-    public CompletableFuture<Void> started(String requestId, String orderId, int attempt, String transport, TraceContext trace) {
+    /**
+     * {@code trace}: the order's trace context (or null); the report carries a child of it as its {@code traceparent}.
+     * {@code marks}: what the worker did for the order so far (or null); the report carries them with {@code out} added.
+     */
+    public CompletableFuture<Void> started(String requestId, String orderId, int attempt, String transport, TraceContext trace, Marks marks) {
         return fact(requestId, orderId + "/started", TransferStarted.newBuilder().setOrderId(orderId).setAttempt(attempt)
-                .setWorkerId(workerId).setTransport(transport).build(), trace);
+                .setWorkerId(workerId).setTransport(transport).build(), trace, marks);
     }
 
     public CompletableFuture<Void> completed(String requestId, String orderId, int attempt, long bytes, long durationUs) {
-        return completed(requestId, orderId, attempt, bytes, durationUs, null);
+        return completed(requestId, orderId, attempt, bytes, durationUs, null, null);
     }
 
-    public CompletableFuture<Void> completed(String requestId, String orderId, int attempt, long bytes, long durationUs, TraceContext trace) {
+    public CompletableFuture<Void> completed(String requestId, String orderId, int attempt, long bytes, long durationUs, TraceContext trace,
+                                             Marks marks) {
         return fact(requestId, orderId + "/completed", TransferCompleted.newBuilder().setOrderId(orderId).setAttempt(attempt)
-                .setWorkerId(workerId).setBytes(bytes).setDurationUs(durationUs).build(), trace);
+                .setWorkerId(workerId).setBytes(bytes).setDurationUs(durationUs).build(), trace, marks);
     }
 
     public CompletableFuture<Void> failed(String requestId, String orderId, int attempt, String reason, boolean retriable) {
-        return failed(requestId, orderId, attempt, reason, retriable, null);
+        return failed(requestId, orderId, attempt, reason, retriable, null, null);
     }
 
-    public CompletableFuture<Void> failed(String requestId, String orderId, int attempt, String reason, boolean retriable, TraceContext trace) {
+    public CompletableFuture<Void> failed(String requestId, String orderId, int attempt, String reason, boolean retriable, TraceContext trace,
+                                          Marks marks) {
         return fact(requestId, orderId + "/failed", TransferFailed.newBuilder().setOrderId(orderId).setAttempt(attempt)
-                .setWorkerId(workerId).setReason(reason).setRetriable(retriable).build(), trace);
+                .setWorkerId(workerId).setReason(reason).setRetriable(retriable).build(), trace, marks);
     }
 
-    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace) {
+    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace, Marks marks) {
         RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(component())
                 .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
         byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
@@ -79,6 +85,7 @@ public final class EventReporter {
         if (trace != null) {
             TraceHeaders.write(record.headers(), trace.newChild());
         }
+        (marks == null ? Marks.empty() : marks).writeOut(record.headers());
         return send(record, eventId);
     }
 

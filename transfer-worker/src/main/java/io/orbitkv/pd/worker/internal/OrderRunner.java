@@ -6,6 +6,8 @@ import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.kv.TransferPlan;
+import io.orbitkv.pd.tracing.Hop;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.transport.KvTransport;
 import io.orbitkv.pd.transport.PeerEndpoint;
@@ -115,14 +117,18 @@ public final class OrderRunner implements AutoCloseable {
      * duplicate, which is not executed again).
      */
     public void submit(String requestId, TransferOrder o, Runnable done) {
-        submit(requestId, o, null, 0, done);
+        submit(requestId, o, null, 0, done, 0, Marks.nowMicros());
     }
 
     /**
      * As {@link #submit(String, TransferOrder, Runnable)}, continuing {@code trace} (the order's, or null) on the
-     * reports; {@code orderTimestampMs} is the order record's timestamp (0 if unknown), for the wait histogram.
+     * reports; {@code orderTimestampMs} is the order record's timestamp (0 if unknown), for the wait histogram;
+     * {@code decidedMicros} the order's {@code out} mark (0 if none) and {@code receivedMicros} when this worker read it,
+     * the first marks of the reports.
      */
-    public void submit(String requestId, TransferOrder o, TraceContext trace, long orderTimestampMs, Runnable done) {
+    public void submit(String requestId, TransferOrder o, TraceContext trace, long orderTimestampMs, Runnable done, long decidedMicros,
+                       long receivedMicros) {
+        metrics.hop(Hop.ORDER_TO_WORKER, decidedMicros, receivedMicros);
         String k = key(o.getOrderId(), o.getAttempt());
         Attempt e;
         synchronized (orders) {
@@ -143,8 +149,10 @@ public final class OrderRunner implements AutoCloseable {
         executor.execute(() -> {
             queued.decrementAndGet();
             metrics.started(orderTimestampMs);
+            Marks marks = Marks.receivedAt(receivedMicros).mark(Marks.RUN);
+            metrics.hop(Hop.WORKER_QUEUE, receivedMicros, marks.get(Marks.RUN).getAsLong());
             try {
-                run(requestId, o, entry, trace, done);
+                run(requestId, o, entry, trace, done, marks);
             } finally {
                 metrics.finished();
             }
@@ -169,11 +177,13 @@ public final class OrderRunner implements AutoCloseable {
         }
     }
 
-    private void run(String requestId, TransferOrder o, Attempt entry, TraceContext trace, Runnable done) {
+    private void run(String requestId, TransferOrder o, Attempt entry, TraceContext trace, Runnable done, Marks marks) {
         long t0 = System.nanoTime();
         CompletableFuture<Void> report;
         try {
-            TransferResult r = execute(requestId, o, entry, trace);
+            TransferResult r = execute(requestId, o, entry, trace, marks);
+            marks.addAll("", r.marks());
+            hops(marks);
             metrics.completed(r.transport(), r.durationNanos(), r.bytes());
             synchronized (orders) {
                 entry.state = State.COMPLETED;
@@ -183,7 +193,8 @@ public final class OrderRunner implements AutoCloseable {
             log.atInfo().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("bytes", r.bytes())
                     .addKeyValue("ms", r.durationNanos() / 1_000_000).addKeyValue("GBps", String.format("%.2f", r.gigabytesPerSecond()))
                     .addKeyValue("transport", r.transport()).log("transfer completed");
-            report = reporter.completed(requestId, o.getOrderId(), o.getAttempt(), r.bytes(), r.durationNanos() / 1000, trace);
+            report = reporter.completed(requestId, o.getOrderId(), o.getAttempt(), r.bytes(), r.durationNanos() / 1000, trace, marks);
+            metrics.hop(Hop.TRANSFER_REPORT, marks.get(TransferResult.ACKED).orElse(0), marks.get(Marks.OUT).orElse(0));
         } catch (TransferException e) {
             synchronized (orders) {
                 entry.state = e.kind() == TransferError.ABORTED ? State.ABORTED : State.FAILED;
@@ -193,7 +204,7 @@ public final class OrderRunner implements AutoCloseable {
             metrics.failed(entry.transport, e.kind(), e.retriable());
             log.atWarn().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("retriable", e.retriable())
                     .addKeyValue("ms", (System.nanoTime() - t0) / 1_000_000).log("transfer failed: " + e.reason());
-            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), e.reason(), e.retriable(), trace);
+            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), e.reason(), e.retriable(), trace, marks);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             log.atWarn().addKeyValue("orderId", o.getOrderId()).log("worker stopping: order left for the next start");
@@ -205,7 +216,7 @@ public final class OrderRunner implements AutoCloseable {
             failed.incrementAndGet();
             metrics.failed(entry.transport, TransferError.INTERNAL, true);
             log.atError().setCause(e).addKeyValue("orderId", o.getOrderId()).log("transfer failed unexpectedly");
-            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), TransferError.INTERNAL + ": " + e, true, trace);
+            report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), TransferError.INTERNAL + ": " + e, true, trace, marks);
         }
         report.whenComplete((v, err) -> {
             if (err == null) {
@@ -215,7 +226,19 @@ public final class OrderRunner implements AutoCloseable {
         });
     }
 
-    private TransferResult execute(String requestId, TransferOrder o, Attempt entry, TraceContext trace) throws InterruptedException {
+    /** The push's hops on this worker's clock: queue is recorded at the start, the report when it is sent. */
+    private void hops(Marks m) {
+        long run = m.get(Marks.RUN).orElse(0);
+        long conn = m.get(TransferResult.CONNECTED).orElse(0);
+        long adm = m.get(TransferResult.ADMITTED).orElse(0);
+        long w1 = m.get(TransferResult.WRITTEN).orElse(0);
+        metrics.hop(Hop.TRANSFER_SETUP, run, conn);
+        metrics.hop(Hop.TRANSFER_ADMISSION, conn, adm);
+        metrics.hop(Hop.TRANSFER_WIRE, adm, w1);
+        metrics.hop(Hop.TRANSFER_APPLY, w1, m.get(TransferResult.ACKED).orElse(0));
+    }
+
+    private TransferResult execute(String requestId, TransferOrder o, Attempt entry, TraceContext trace, Marks marks) throws InterruptedException {
         synchronized (orders) {
             if (entry.abortReason != null) {
                 throw new TransferException(TransferError.ABORTED, "aborted before it started: " + entry.abortReason);
@@ -263,7 +286,7 @@ public final class OrderRunner implements AutoCloseable {
         }
         Choice c = choose(o, dest);
         entry.transport = c.transport().name();
-        reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace);
+        reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace, marks.copy());
         Transfer t = c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer());
         String abort;
         synchronized (orders) {

@@ -9,6 +9,7 @@ import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.metrics.MetricNames;
+import io.orbitkv.pd.tracing.Hop;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.TransferError;
 import java.util.Map;
@@ -34,6 +35,7 @@ public final class WorkerMetrics {
     private final Map<String, PerTransport> transports = new ConcurrentHashMap<>();
     private final Map<FailureKey, Counter> failures = new ConcurrentHashMap<>();
     private final Map<String, Timer> receives = new ConcurrentHashMap<>();
+    private final Hop.Meters hops;
 
     private record FailureKey(String transport, TransferError kind, boolean retriable) { }
 
@@ -42,6 +44,13 @@ public final class WorkerMetrics {
         this.orderWait = ComponentMetrics.latency(registry, MetricNames.WORKER_ORDER_WAIT, "an order's record timestamp to the worker starting it");
         Gauge.builder(MetricNames.WORKER_ORDERS_INFLIGHT, inflight, AtomicInteger::get).description("orders this worker is executing")
                 .register(registry);
+        hops = Hop.meters(registry, Hop.ORDER_TO_WORKER, Hop.WORKER_QUEUE, Hop.TRANSFER_SETUP, Hop.TRANSFER_ADMISSION, Hop.TRANSFER_WIRE,
+                Hop.TRANSFER_APPLY, Hop.TRANSFER_REPORT);
+    }
+
+    /** One hop of a handoff seen by this worker (wall clock, µs; see {@link Hop}). */
+    public void hop(Hop hop, long fromMicros, long toMicros) {
+        hops.record(hop, fromMicros, toMicros);
     }
 
     public static WorkerMetrics noop() {

@@ -4,13 +4,13 @@ import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topic;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.worker.internal.CommandLoop;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
@@ -33,7 +33,7 @@ public final class CommandReader implements Runnable, AutoCloseable {
     private final KafkaConsumer<byte[], byte[]> consumer;
     private final Topic<String, Decision> topic;
     private final String engineId;
-    private final Consumer<Decision> sink;
+    private final Sink sink;
     private final Map<String, Boolean> seen = new LinkedHashMap<>(4096, 0.75f, false) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
@@ -43,7 +43,13 @@ public final class CommandReader implements Runnable, AutoCloseable {
     private volatile boolean running = true;
     private volatile long delivered;
 
-    public CommandReader(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, Consumer<Decision> sink) {
+    /** Where decisions go, with when this engine read them ({@link Marks#nowMicros()} after the poll) and the marks they carry. */
+    @FunctionalInterface
+    public interface Sink {
+        void accept(Decision decision, long receivedMicros, Marks marks);
+    }
+
+    public CommandReader(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, Sink sink) {
         this.consumer = consumer;
         this.topic = topic;
         this.engineId = engineId;
@@ -65,8 +71,10 @@ public final class CommandReader implements Runnable, AutoCloseable {
     public void run() {
         try {
             while (running) {
-                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
-                    handle(r);
+                var records = consumer.poll(Duration.ofMillis(200));
+                long received = Marks.nowMicros();
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    handle(r, received);
                 }
             }
         } catch (WakeupException e) {
@@ -78,7 +86,7 @@ public final class CommandReader implements Runnable, AutoCloseable {
         }
     }
 
-    private void handle(ConsumerRecord<byte[], byte[]> r) {
+    private void handle(ConsumerRecord<byte[], byte[]> r, long receivedMicros) {
         String key = r.key() == null ? null : new String(r.key(), StandardCharsets.UTF_8);
         if (!engineId.equals(key)) {
             return; // another engine whose id hashes to this partition (its worker dead-letters what is malformed)
@@ -96,7 +104,7 @@ public final class CommandReader implements Runnable, AutoCloseable {
         }
         delivered++;
         try {
-            sink.accept(d);
+            sink.accept(d, receivedMicros, Marks.read(r.headers()));
         } catch (RuntimeException e) {
             log.atError().setCause(e).addKeyValue("requestId", d.getRequestId()).addKeyValue("decisionId", d.getDecisionId())
                     .log("acting on a decision failed");

@@ -1,0 +1,202 @@
+package io.orbitkv.pd.logtools.trace;
+
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.DecodeCompleted;
+import io.orbitkv.pd.events.KvReady;
+import io.orbitkv.pd.events.PrefillCompleted;
+import io.orbitkv.pd.events.RequestAdmitted;
+import io.orbitkv.pd.events.RequestAnswered;
+import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.events.TransferCompleted;
+import io.orbitkv.pd.events.TransferOrder;
+import io.orbitkv.pd.events.TransferStarted;
+import io.orbitkv.pd.tracing.Hop;
+import io.orbitkv.pd.tracing.Marks;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+
+/**
+ * One request's handoff laid out on the wall clock, hop by hop ({@link Hop}), from the timing marks its records carry
+ * (docs/topics.md, "Timing marks"): the proxy's admission and answer, the engines' facts, the decider's decisions
+ * and the worker's reports. Each hop runs from a mark of one record to a mark of the next, so the hops from the fact
+ * that completed the pair to the first token at the proxy add up exactly to that span. A hop whose marks are missing
+ * (an older component, a request that ended early) is left out, never guessed.
+ */
+public final class HandoffAnatomy {
+
+    /** One record of the request as far as timing goes: its decoded value and its marks. */
+    public record Observation(Object event, Marks marks) { }
+
+    /** One hop: from one mark to another (µs since the epoch, each on the clock of the process that marked it). */
+    public record Span(Hop hop, long fromMicros, long toMicros) {
+        public long micros() {
+            return toMicros - fromMicros;
+        }
+    }
+
+    private final List<Span> spans;
+    private final long ttftMicros;
+    private final long handoffMicros;
+    private final long transferMicros;
+    private final long transferBytes;
+    private final long startMicros;
+    private final String route;
+
+    private HandoffAnatomy(List<Span> spans, long ttftMicros, long handoffMicros, long transferMicros, long transferBytes, long startMicros,
+                           String route) {
+        this.spans = List.copyOf(spans);
+        this.ttftMicros = ttftMicros;
+        this.handoffMicros = handoffMicros;
+        this.transferMicros = transferMicros;
+        this.transferBytes = transferBytes;
+        this.startMicros = startMicros;
+        this.route = route;
+    }
+
+    /** The anatomy of the request whose records (facts, decisions, its answer; any order) are {@code records}. */
+    public static HandoffAnatomy of(List<Observation> records) {
+        Map<Class<?>, Observation> first = new HashMap<>();
+        Map<String, Observation> factsById = new HashMap<>();
+        Map<String, Observation> orders = new HashMap<>();
+        Map<String, Observation> started = new HashMap<>();
+        for (Observation o : records) {
+            switch (o.event()) {
+                case RequestEvent e -> {
+                    factsById.putIfAbsent(e.getEventId(), o);
+                    first.putIfAbsent(e.getPayload().getClass(), o);
+                    if (e.getPayload() instanceof TransferStarted s) {
+                        started.putIfAbsent(s.getOrderId() + "#" + s.getAttempt(), o);
+                    }
+                }
+                case Decision d -> {
+                    first.putIfAbsent(d.getPayload().getClass(), o);
+                    if (d.getPayload() instanceof TransferOrder t) {
+                        orders.put(t.getOrderId() + "#" + t.getAttempt(), o);
+                    }
+                }
+                case RequestAnswered a -> first.putIfAbsent(RequestAnswered.class, o);
+                case null, default -> { }
+            }
+        }
+        Observation admitted = first.get(RequestAdmitted.class);
+        Observation prefill = first.get(PrefillCompleted.class);
+        Observation completed = first.get(TransferCompleted.class);
+        Observation kvReady = first.get(KvReady.class);
+        Observation decoded = first.get(DecodeCompleted.class);
+        Observation answer = first.get(RequestAnswered.class);
+        // The attempt that moved the KV (the only one, unless earlier attempts failed).
+        Observation order = null;
+        TransferCompleted done = completed == null ? null : (TransferCompleted) ((RequestEvent) completed.event()).getPayload();
+        if (done != null) {
+            order = orders.get(done.getOrderId() + "#" + done.getAttempt());
+        } else if (!orders.isEmpty()) {
+            order = orders.values().stream().max((a, b) -> Long.compare(((Decision) a.event()).getSeq(), ((Decision) b.event()).getSeq())).get();
+        }
+        Observation cause = order == null ? null : factsById.get(((Decision) order.event()).getCauseEventId());
+
+        List<Span> spans = new ArrayList<>();
+        add(spans, Hop.ADMIT, admitted, Marks.IN, admitted, Marks.OUT);
+        add(spans, Hop.PREFILL_REQUEST, admitted, Marks.OUT, prefill, Marks.IN);
+        add(spans, Hop.PREFILL_QUEUE, prefill, Marks.IN, prefill, Marks.COMPUTE_START);
+        add(spans, Hop.PREFILL_COMPUTE, prefill, Marks.COMPUTE_START, prefill, Marks.COMPUTE_END);
+        add(spans, Hop.PREFILL_REPORT, prefill, Marks.COMPUTE_END, prefill, Marks.OUT);
+        add(spans, Hop.PREFILL_ANSWER, prefill, Marks.OUT, answer, Marks.PREFILL_ANSWERED);
+        add(spans, Hop.FACT_TO_DECIDER, cause, Marks.OUT, order, Marks.IN);
+        add(spans, Hop.DECIDER_ORDER, order, Marks.IN, order, Marks.OUT);
+        Observation worker = completed != null ? completed : order == null ? null : started.get(key(order));
+        add(spans, Hop.ORDER_TO_WORKER, order, Marks.OUT, worker, Marks.IN);
+        add(spans, Hop.WORKER_QUEUE, worker, Marks.IN, worker, Marks.RUN);
+        add(spans, Hop.TRANSFER_SETUP, completed, Marks.RUN, completed, Marks.CONNECTED);
+        add(spans, Hop.TRANSFER_ADMISSION, completed, Marks.CONNECTED, completed, Marks.ADMITTED);
+        add(spans, Hop.TRANSFER_WIRE, completed, Marks.ADMITTED, completed, Marks.WRITTEN);
+        add(spans, Hop.TRANSFER_APPLY, completed, Marks.WRITTEN, completed, Marks.ACKED);
+        add(spans, Hop.TRANSFER_REPORT, completed, Marks.ACKED, completed, Marks.OUT);
+        add(spans, Hop.REPORT_TO_DECIDER, completed, Marks.OUT, kvReady, Marks.IN);
+        add(spans, Hop.DECIDER_KV_READY, kvReady, Marks.IN, kvReady, Marks.OUT);
+        add(spans, Hop.KV_READY_TO_ENGINE, kvReady, Marks.OUT, decoded, Marks.KV_READY);
+        add(spans, Hop.ENGINE_FIRST_TOKEN, decoded, Marks.KV_READY, decoded, Marks.FIRST_TOKEN);
+        add(spans, Hop.FIRST_TOKEN_TO_PROXY, decoded, Marks.FIRST_TOKEN, answer, Marks.FIRST_TOKEN);
+
+        long ttft = -1;
+        long handoff = -1;
+        String route = null;
+        if (answer != null) {
+            RequestAnswered a = (RequestAnswered) answer.event();
+            ttft = a.getTtftUs() == null ? -1 : a.getTtftUs();
+            handoff = a.getHandoffUs() == null ? -1 : a.getHandoffUs();
+            route = a.getRoute();
+        }
+        long start = Long.MAX_VALUE;
+        for (Observation o : records) {
+            OptionalLong in = o.marks().get(Marks.IN);
+            if (in.isPresent()) {
+                start = Math.min(start, in.getAsLong());
+            }
+        }
+        return new HandoffAnatomy(spans, ttft, handoff, done == null ? -1 : done.getDurationUs(), done == null ? -1 : done.getBytes(),
+                start == Long.MAX_VALUE ? -1 : start, route);
+    }
+
+    private static String key(Observation order) {
+        TransferOrder t = (TransferOrder) ((Decision) order.event()).getPayload();
+        return t.getOrderId() + "#" + t.getAttempt();
+    }
+
+    private static void add(List<Span> spans, Hop hop, Observation from, String fromMark, Observation to, String toMark) {
+        if (from == null || to == null) {
+            return;
+        }
+        OptionalLong a = from.marks().get(fromMark);
+        OptionalLong b = to.marks().get(toMark);
+        if (a.isPresent() && b.isPresent() && a.getAsLong() > 0 && b.getAsLong() > 0) {
+            spans.add(new Span(hop, a.getAsLong(), b.getAsLong()));
+        }
+    }
+
+    /** The hops that could be measured, in the order the request crossed them. */
+    public List<Span> spans() {
+        return spans;
+    }
+
+    /** The hop's span, if measured. */
+    public OptionalLong micros(Hop hop) {
+        for (Span s : spans) {
+            if (s.hop() == hop) {
+                return OptionalLong.of(s.micros());
+            }
+        }
+        return OptionalLong.empty();
+    }
+
+    /** Time to first token as the proxy measured it (µs), or -1 without an answer record. */
+    public long ttftMicros() {
+        return ttftMicros;
+    }
+
+    /** Prefill answered → the decode engine's first byte at the proxy (µs), or -1. */
+    public long handoffMicros() {
+        return handoffMicros;
+    }
+
+    /** The push as the worker timed it (start → every byte acknowledged, µs), or -1 without a completed transfer. */
+    public long transferMicros() {
+        return transferMicros;
+    }
+
+    public long transferBytes() {
+        return transferBytes;
+    }
+
+    /** The earliest {@code in} mark of the request's records (µs since the epoch), or -1. */
+    public long startMicros() {
+        return startMicros;
+    }
+
+    /** The proxy's route (pd, colocated, recomputed), or null without an answer record. */
+    public String route() {
+        return route;
+    }
+}
