@@ -55,8 +55,12 @@ public final class E2eBenchCommand implements Callable<Integer> {
     @Option(names = "--decode-ms-per-token", defaultValue = "2", description = "Compute model (default: ${DEFAULT-VALUE}).")
     double decodeMs;
 
-    @Option(names = "--warmup", defaultValue = "150", description = "Warm-up requests each way, discarded (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--warmup", defaultValue = "200", description = "Warm-up requests each way per round, discarded (default: ${DEFAULT-VALUE}).")
     int warmup;
+
+    @Option(names = "--warmup-rounds", defaultValue = "12", description = "Warm-up rounds at most: they stop once the JIT compilers of"
+            + " every process used under 3 %% of the round's CPU (default: ${DEFAULT-VALUE}).")
+    int warmupRounds;
 
     @Option(names = "--decider", description = "Extra decider property key=value (repeatable), e.g. decider.guarantee=at_least_once.")
     Map<String, String> deciderProps = new LinkedHashMap<>();
@@ -102,10 +106,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
         References refs;
         try (Pipeline pipeline = Pipeline.start(spec, work, s -> System.out.println("  " + s));
              LoadClient client = new LoadClient(pipeline.proxyUrl(), "orbitkv-sim-" + p.key())) {
-            System.out.printf("warm-up (discarded): %d requests each way ...%n", warmup);
-            List<LoadClient.Request> warm = LoadClient.workload(5, warmup, words.get(0), words.get(1), 16, true);
-            client.run(warm, 8, () -> { });
-            client.run(warm.stream().map(LoadClient.Request::colocatedTwin).toList(), 8, () -> { });
+            warmUp(pipeline, client);
             refs = references(pipeline, p);
             int seed = 100;
             for (int c : levels) {
@@ -139,6 +140,65 @@ public final class E2eBenchCommand implements Callable<Integer> {
         System.out.println(text);
         write(text, rows, refs, p, load0, load1);
         return rows.stream().allMatch(r -> r.wrong == 0) ? 0 : 1;
+    }
+
+    /**
+     * Warm-up rounds (discarded) until the JIT is done: on two cores every process's C1/C2 compiler threads compete with
+     * the handoff for minutes after start (measured: ~10 % of the machine after 400 requests, under 3 % after a few
+     * thousand), and a production pipeline runs warm. A round is {@code --warmup} requests each way at 8 in flight.
+     */
+    private void warmUp(Pipeline pipeline, LoadClient client) throws Exception {
+        for (int round = 1; round <= warmupRounds; round++) {
+            JitShare before = JitShare.of(pipeline);
+            List<LoadClient.Request> warm = LoadClient.workload(5 + round, warmup, words.get(0), words.get(1), 16, true);
+            client.run(warm, 8, () -> { });
+            client.run(warm.stream().map(LoadClient.Request::colocatedTwin).toList(), 8, () -> { });
+            double share = JitShare.of(pipeline).since(before);
+            System.out.printf(Locale.ROOT, "warm-up round %d: %d requests each way, JIT compilers %.1f %% of the pipeline's CPU%n", round, warmup,
+                    100 * share);
+            if (share < 0.03) {
+                return;
+            }
+        }
+        System.out.println("warm-up: the JIT is still busy after " + warmupRounds + " rounds; measuring anyway");
+    }
+
+    /** CPU (clock ticks) of every pipeline process, and of their JIT compiler threads, from /proc (Linux). */
+    private record JitShare(long compiler, long total) {
+        static JitShare of(Pipeline pipeline) {
+            long compiler = 0;
+            long total = 0;
+            List<ProcessHandle> procs = new ArrayList<>();
+            pipeline.brokerProcess().ifPresent(procs::add);
+            pipeline.children().forEach(c -> procs.add(c.process().toHandle()));
+            procs.add(ProcessHandle.current());
+            for (ProcessHandle h : procs) {
+                try (var tasks = Files.list(Path.of("/proc", Long.toString(h.pid()), "task"))) {
+                    for (Path t : tasks.toList()) {
+                        try {
+                            String stat = Files.readString(t.resolve("stat"));
+                            String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+                            long ticks = Long.parseLong(f[11]) + Long.parseLong(f[12]); // utime, stime
+                            total += ticks;
+                            if (Files.readString(t.resolve("comm")).startsWith("C")
+                                    && Files.readString(t.resolve("comm")).contains("CompilerThre")) {
+                                compiler += ticks;
+                            }
+                        } catch (java.io.IOException | RuntimeException e) {
+                            // a thread that ended meanwhile
+                        }
+                    }
+                } catch (java.io.IOException e) {
+                    // not Linux, or the process ended: no JIT figure
+                }
+            }
+            return new JitShare(compiler, total);
+        }
+
+        double since(JitShare before) {
+            long t = total - before.total;
+            return t <= 0 ? 0 : (compiler - before.compiler) / (double) t;
+        }
     }
 
     /**

@@ -5,10 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.engine.sim.SimModel;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.InputStreamReader;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -18,11 +15,10 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A client of the proxy for the demo, the benchmark and the end-to-end tests: sends OpenAI requests (completion or
@@ -91,6 +87,8 @@ public final class LoadClient implements AutoCloseable {
     private final ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> Thread.ofPlatform().daemon().name("load-cancel")
             .unstarted(r));
     private final String base;
+    private final String host;
+    private final int port;
     private final String model;
     private final String deciderUrl;
     private final String nonce = Long.toString(System.nanoTime() % 1_000_000, 36);
@@ -102,6 +100,9 @@ public final class LoadClient implements AutoCloseable {
     /** With the decider's query URL, {@link Cancel#WHILE_TRANSFERRING} watches the request's phase there. */
     public LoadClient(String proxyUrl, String model, String deciderUrl) {
         this.base = proxyUrl;
+        URI u = URI.create(proxyUrl);
+        this.host = u.getHost();
+        this.port = u.getPort();
         this.model = model;
         this.deciderUrl = deciderUrl;
     }
@@ -128,98 +129,79 @@ public final class LoadClient implements AutoCloseable {
         return out;
     }
 
-    /** Sends one request and waits for the whole answer (or for the walk-away). */
+    /** Sends one request and waits for the whole answer (or for the walk-away), on a connection of its own. */
     public Result send(Request r) {
-        ObjectNode body = JSON.createObjectNode().put("model", model).put("max_tokens", r.maxTokens()).put("stream", r.stream());
-        if (r.chat()) {
-            body.putArray("messages").addObject().put("role", "user").put("content", r.prompt());
-        } else {
-            body.put("prompt", r.prompt());
-        }
-        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + (r.chat() ? "/v1/chat/completions" : "/v1/completions")))
-                .timeout(Duration.ofSeconds(120)).header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body.toString()));
-        if (r.colocated()) {
-            b.header("x-orbitkv-route", "colocated");
-        }
+        return send(r, new HttpConnection[1]);
+    }
+
+    /**
+     * Sends one request on {@code slot}'s keep-alive connection (opened if there is none, dropped unless the answer was
+     * read to its end) and waits for the whole answer, or for the walk-away.
+     *
+     * <p>A plain blocking HTTP/1.1 client (one socket per slot, chunked and sized bodies, server-sent events read line
+     * by line): the load generator shares the benchmark's cores with the system under test, and the JDK's
+     * asynchronous client cost ~7 ms of CPU per streamed answer here (selector thread, executor hand-offs), more
+     * than the proxy itself.
+     */
+    Result send(Request r, HttpConnection[] slot) {
+        byte[] body = requestBody(r);
         String id = nextId(r);
-        b.header("x-request-id", id);
+        StringBuilder head = new StringBuilder(256).append("POST ").append(r.chat() ? "/v1/chat/completions" : "/v1/completions")
+                .append(" HTTP/1.1\r\nhost: ").append(host).append(':').append(port).append("\r\ncontent-type: application/json\r\n")
+                .append("content-length: ").append(body.length).append("\r\nx-request-id: ").append(id).append("\r\n");
+        if (r.colocated()) {
+            head.append("x-orbitkv-route: colocated\r\n");
+        }
+        head.append("\r\n");
         long t0 = System.nanoTime();
-        CompletableFuture<HttpResponse<InputStream>> f = http.sendAsync(b.build(), HttpResponse.BodyHandlers.ofInputStream());
-        AtomicReference<InputStream> stream = new AtomicReference<>();
-        boolean[] walked = new boolean[1];
-        if (r.cancel() == Cancel.AFTER_DELAY) {
-            timer.schedule(() -> {
-                synchronized (walked) {
-                    walked[0] = true;
-                    InputStream in = stream.get();
-                    if (in == null) {
-                        f.cancel(true);
-                    } else {
-                        close(in);
-                    }
-                }
-            }, r.cancelMs(), TimeUnit.MILLISECONDS);
-        } else if (r.cancel() == Cancel.WHILE_TRANSFERRING && deciderUrl != null) {
-            Thread.ofVirtual().start(() -> {
-                HttpRequest q = HttpRequest.newBuilder(URI.create(deciderUrl + "/requests/" + id)).timeout(Duration.ofSeconds(2)).build();
-                long until = System.nanoTime() + 10_000_000_000L;
-                while (!f.isDone() && System.nanoTime() < until) {
-                    try {
-                        HttpResponse<String> s = http.send(q, HttpResponse.BodyHandlers.ofString());
-                        if (s.statusCode() == 200 && s.body().contains("\"TRANSFERRING\"")) {
-                            synchronized (walked) {
-                                walked[0] = true;
-                                f.cancel(true);
-                            }
-                            return;
-                        }
-                        Thread.sleep(2);
-                    } catch (Exception e) {
-                        return;
-                    }
-                }
-            });
-        }
-        HttpResponse<InputStream> resp;
+        HttpConnection c = slot[0];
+        AtomicBoolean walked = new AtomicBoolean();
+        AtomicBoolean answered = new AtomicBoolean();
+        java.util.concurrent.ScheduledFuture<?> cancelTask = null;
         try {
-            resp = f.get(150, TimeUnit.SECONDS);
-        } catch (Exception e) {
-            // No response: the request id is the one this client named (the proxy takes x-request-id as it is).
-            return new Result(r, 0, "", -1, System.nanoTime() - t0, id, Double.NaN, 0, null, walked[0] ? null : e.toString(), walked[0]);
-        }
-        synchronized (walked) {
-            stream.set(resp.body());
-            if (walked[0]) {
-                close(resp.body());
-            }
-        }
-        String rid = resp.headers().firstValue("x-orbitkv-request-id").orElse(null);
-        double handoff = resp.headers().firstValue("x-orbitkv-handoff-ms").map(Double::parseDouble).orElse(Double.NaN);
-        StringBuilder text = new StringBuilder();
-        long ttft = -1;
-        long kvBytes = 0;
-        String mode = null;
-        try (BufferedReader in = new BufferedReader(new InputStreamReader(resp.body(), StandardCharsets.UTF_8))) {
-            if (resp.statusCode() != 200 || !r.stream()) {
-                StringBuilder all = new StringBuilder();
-                String line;
-                while ((line = in.readLine()) != null) {
-                    all.append(line).append('\n');
+            if (c == null || !c.reusable()) {
+                if (c != null) {
+                    c.close();
                 }
+                c = HttpConnection.open(host, port);
+                slot[0] = c;
+            }
+            HttpConnection conn = c;
+            if (r.cancel() == Cancel.AFTER_DELAY) {
+                cancelTask = timer.schedule(() -> {
+                    if (!answered.get()) {
+                        walked.set(true);
+                        conn.close();
+                    }
+                }, r.cancelMs(), TimeUnit.MILLISECONDS);
+            } else if (r.cancel() == Cancel.WHILE_TRANSFERRING && deciderUrl != null) {
+                Thread.ofVirtual().start(() -> walkAwayWhileTransferring(id, conn, walked, answered));
+            }
+            c.write(head.toString().getBytes(StandardCharsets.US_ASCII), body);
+            HttpConnection.Response resp = c.readHead();
+            String rid = resp.header("x-orbitkv-request-id");
+            String h = resp.header("x-orbitkv-handoff-ms");
+            double handoff = h == null ? Double.NaN : Double.parseDouble(h);
+            if (resp.status() != 200 || !r.stream()) {
+                String all = resp.bodyText();
                 long t = System.nanoTime() - t0;
-                if (resp.statusCode() != 200) {
-                    return new Result(r, resp.statusCode(), "", -1, t, rid, handoff, 0, null, all.toString().strip(), walked[0]);
+                answered.set(true);
+                if (resp.status() != 200) {
+                    return new Result(r, resp.status(), "", -1, t, rid, handoff, 0, null, all.strip(), walked.get());
                 }
-                JsonNode n = JSON.readTree(all.toString());
+                JsonNode n = JSON.readTree(all);
                 JsonNode choice = n.path("choices").path(0);
-                text.append(r.chat() ? choice.path("message").path("content").asText() : choice.path("text").asText());
-                kvBytes = n.path("orbitkv").path("kv_bytes").asLong(0);
-                mode = n.path("orbitkv").path("mode").asText(null);
-                return new Result(r, 200, text.toString(), t, t, rid, handoff, kvBytes, mode, null, walked[0]);
+                String text = r.chat() ? choice.path("message").path("content").asText() : choice.path("text").asText();
+                return new Result(r, 200, text, t, t, rid, handoff, n.path("orbitkv").path("kv_bytes").asLong(0),
+                        n.path("orbitkv").path("mode").asText(null), null, walked.get());
             }
-            String line;
+            StringBuilder text = new StringBuilder();
+            long ttft = -1;
+            long kvBytes = 0;
+            String mode = null;
             boolean done = false;
-            while ((line = in.readLine()) != null) {
+            String line;
+            while ((line = resp.readLine()) != null) {
                 if (!line.startsWith("data: ")) {
                     continue;
                 }
@@ -235,10 +217,8 @@ public final class LoadClient implements AutoCloseable {
                     if (ttft < 0) {
                         ttft = System.nanoTime() - t0;
                         if (r.cancel() == Cancel.AFTER_FIRST_TOKEN) {
-                            synchronized (walked) {
-                                walked[0] = true;
-                            }
-                            close(resp.body());
+                            walked.set(true);
+                            c.close();
                             return new Result(r, 200, piece, ttft, System.nanoTime() - t0, rid, handoff, 0, null, null, true);
                         }
                     }
@@ -249,39 +229,80 @@ public final class LoadClient implements AutoCloseable {
                     mode = n.path("orbitkv").path("mode").asText(null);
                 }
             }
+            if (done) {
+                resp.drain(); // the chunked body's end, so the connection can carry the next request
+            }
+            answered.set(true);
             String err = done ? null : "stream ended without [DONE]";
-            return new Result(r, 200, text.toString(), ttft, System.nanoTime() - t0, rid, handoff, kvBytes, mode, walked[0] ? null : err, walked[0]);
-        } catch (IOException e) {
-            return new Result(r, resp.statusCode(), text.toString(), ttft, System.nanoTime() - t0, rid, handoff, kvBytes, mode,
-                    walked[0] ? null : e.toString(), walked[0]);
+            return new Result(r, 200, text.toString(), ttft, System.nanoTime() - t0, rid, handoff, kvBytes, mode, walked.get() ? null : err,
+                    walked.get());
+        } catch (IOException | RuntimeException e) {
+            answered.set(true);
+            if (c != null) {
+                c.close();
+            }
+            // No (whole) response: the request id is the one this client named (the proxy takes x-request-id as it is).
+            return new Result(r, 0, "", -1, System.nanoTime() - t0, id, Double.NaN, 0, null, walked.get() ? null : e.toString(), walked.get());
+        } finally {
+            if (cancelTask != null) {
+                cancelTask.cancel(false);
+            }
         }
     }
 
-    private static void close(InputStream in) {
-        try {
-            in.close();
-        } catch (IOException e) {
-            // walking away anyway
+    private byte[] requestBody(Request r) {
+        ObjectNode body = JSON.createObjectNode().put("model", model).put("max_tokens", r.maxTokens()).put("stream", r.stream());
+        if (r.chat()) {
+            body.putArray("messages").addObject().put("role", "user").put("content", r.prompt());
+        } else {
+            body.put("prompt", r.prompt());
+        }
+        return body.toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** Walks away (closes the connection) as soon as the decider reports the request TRANSFERRING. */
+    private void walkAwayWhileTransferring(String id, HttpConnection conn, AtomicBoolean walked, AtomicBoolean answered) {
+        HttpRequest q = HttpRequest.newBuilder(URI.create(deciderUrl + "/requests/" + id)).timeout(Duration.ofSeconds(2)).build();
+        long until = System.nanoTime() + 10_000_000_000L;
+        while (!answered.get() && System.nanoTime() < until) {
+            try {
+                HttpResponse<String> s = http.send(q, HttpResponse.BodyHandlers.ofString());
+                if (s.statusCode() == 200 && s.body().contains("\"TRANSFERRING\"")) {
+                    if (!answered.get()) {
+                        walked.set(true);
+                        conn.close();
+                    }
+                    return;
+                }
+                Thread.sleep(2);
+            } catch (Exception e) {
+                return;
+            }
         }
     }
 
-    /** Runs {@code requests} with at most {@code concurrency} in flight; results in request order. */
+    /** Runs {@code requests} with at most {@code concurrency} in flight (one thread and connection each); results in request order. */
     public List<Result> run(List<Request> requests, int concurrency, Runnable onEach) throws InterruptedException {
         Result[] out = new Result[requests.size()];
-        java.util.concurrent.Semaphore slots = new java.util.concurrent.Semaphore(concurrency);
-        try (var exec = Executors.newVirtualThreadPerTaskExecutor()) {
-            for (int i = 0; i < requests.size(); i++) {
-                int k = i;
-                slots.acquire();
-                exec.submit(() -> {
-                    try {
-                        out[k] = send(requests.get(k));
+        java.util.concurrent.atomic.AtomicInteger next = new java.util.concurrent.atomic.AtomicInteger();
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < Math.max(1, Math.min(concurrency, requests.size())); t++) {
+            threads.add(Thread.ofPlatform().daemon().name("load-" + t).start(() -> {
+                HttpConnection[] slot = new HttpConnection[1];
+                try {
+                    for (int k = next.getAndIncrement(); k < requests.size(); k = next.getAndIncrement()) {
+                        out[k] = send(requests.get(k), slot);
                         onEach.run();
-                    } finally {
-                        slots.release();
                     }
-                });
-            }
+                } finally {
+                    if (slot[0] != null) {
+                        slot[0].close();
+                    }
+                }
+            }));
+        }
+        for (Thread t : threads) {
+            t.join();
         }
         return List.of(out);
     }

@@ -19,6 +19,7 @@ import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.events.OutcomeKind;
 import io.orbitkv.pd.events.ReleaseDecided;
 import io.orbitkv.pd.events.ReleaseSide;
+import io.orbitkv.pd.kv.BulkPriority;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvPool;
 import io.vertx.core.Context;
@@ -426,6 +427,7 @@ public final class SimEngine implements AutoCloseable {
                 vertx.setTimer(ms, id -> timer.complete());
             }
             Future<Void> fill = vertx.executeBlocking(() -> {
+                BulkPriority.apply(BulkPriority.DEFAULT_NICE);
                 model.writeKv(pool, blocks, job.tokens);
                 return null;
             }, false);
@@ -504,7 +506,10 @@ public final class SimEngine implements AutoCloseable {
                     // A real engine never checks received KV before its first token: verify beside the decode, and let
                     // only the end of the answer wait for it, so a corrupt handoff is still refused (never answered in full).
                     long t0 = System.nanoTime();
-                    job.verified = vertx.executeBlocking(() -> model.verifyKv(pool, blocks, job.tokens), false);
+                    job.verified = vertx.executeBlocking(() -> {
+                        BulkPriority.apply(BulkPriority.DEFAULT_NICE);
+                        return model.verifyKv(pool, blocks, job.tokens);
+                    }, false);
                     job.verified.onComplete(ar -> {
                         job.verifyNanos = System.nanoTime() - t0;
                         if (ar.succeeded() && ar.result() == null) {

@@ -224,14 +224,16 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             // Serialized once per topic (a registry may give each topic's subject its own id), not once per copy.
             metrics.decision(emit.payload());
             // Each forward gets its own Headers instance: a sink may add to them (serializers can), copies never share.
-            context.forward(new Record<>(key, topics.decisions().valueSerde().serializer().serialize(topics.decisions().name(), d),
-                    streamTime, traceHeaders()), DeciderTopology.DECISIONS_SINK);
+            // The actors' copies go first: a broker serves one connection's requests in order, so the copy an engine or
+            // worker waits for does not queue behind the append of the log copy (measured: order → worker hop).
             if (!emit.engines().isEmpty()) {
                 byte[] command = topics.engineCommands().valueSerde().serializer().serialize(topics.engineCommands().name(), d);
                 for (String engine : emit.engines()) {
                     context.forward(new Record<>(engine, command, streamTime, traceHeaders()), DeciderTopology.COMMANDS_SINK);
                 }
             }
+            context.forward(new Record<>(key, topics.decisions().valueSerde().serializer().serialize(topics.decisions().name(), d),
+                    streamTime, traceHeaders()), DeciderTopology.DECISIONS_SINK);
             if (emit.payload() instanceof TransferOrder) {
                 metrics.hop(Hop.DECIDER_ORDER, inMicros, Marks.nowMicros());
             } else if (emit.payload() instanceof KvReady) {

@@ -53,11 +53,14 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         DeciderState state;
         final long sinceNanos;
         long ack;
+        /** The store below holds a value for the key: a delete must be written; else there is nothing to delete. */
+        final boolean below;
 
-        Dirty(DeciderState state, long sinceNanos, long ack) {
+        Dirty(DeciderState state, long sinceNanos, long ack, boolean below) {
             this.state = state;
             this.sinceNanos = sinceNanos;
             this.ack = ack;
+            this.below = below;
         }
     }
 
@@ -139,14 +142,15 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
 
     @Override
     public synchronized void put(String key, DeciderState value) {
-        clean.remove(key);
+        boolean wasClean = clean.remove(key) != null;
         DeciderState state = value == null ? DELETED : value;
         FlushAtCommitClients.Acks a = acks();
         // The processor forwards a step's decisions before it puts the state: they are all counted in sent().
         long ack = a == null ? -1 : a.sent();
         Dirty d = dirty.get(key);
         if (d == null) {
-            dirty.put(key, new Dirty(state, System.nanoTime(), ack)); // keeps its place (first change) until written
+            // keeps its place (first change) until written
+            dirty.put(key, new Dirty(state, System.nanoTime(), ack, wasClean || wrapped().get(key) != null));
         } else {
             d.state = state;
             d.ack = ack;
@@ -234,7 +238,7 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
         while (it.hasNext()) {
             Map.Entry<String, Dirty> e = it.next();
             if (acknowledged(e.getValue(), a)) {
-                writeBelow(e.getKey(), e.getValue().state);
+                writeBelow(e.getKey(), e.getValue());
                 it.remove();
             }
         }
@@ -254,16 +258,21 @@ public final class RequestStore extends WrappedStateStore<KeyValueStore<String, 
             if (e.getValue().sinceNanos > cutoffNanos || !acknowledged(e.getValue(), a)) {
                 break; // younger than the cutoff, or its decisions still in flight (at-least-once): it and the rest wait
             }
-            writeBelow(e.getKey(), e.getValue().state);
+            writeBelow(e.getKey(), e.getValue());
             it.remove();
             written++;
         }
         return written;
     }
 
-    private void writeBelow(String key, DeciderState state) {
+    private void writeBelow(String key, Dirty d) {
+        DeciderState state = d.state;
         if (state == DELETED) {
-            wrapped().delete(key);
+            // A request that began and ended between two writes never reached the store below: no tombstone for it
+            // (most requests at low load live shorter than the write-behind, and each tombstone is a changelog record).
+            if (d.below) {
+                wrapped().delete(key);
+            }
         } else {
             wrapped().put(key, state);
             if (!RequestStateMachine.isTerminal(state.getPhase())) {
