@@ -49,17 +49,6 @@ public final class BulkPriority {
         GETTID = tid;
     }
 
-    /** Experiment knob until configured: the niceness bulk work asks for (env ORBITKV_BULK_NICE, default 0 = none). */
-    public static final int DEFAULT_NICE = parseNice(System.getenv("ORBITKV_BULK_NICE"));
-
-    private static int parseNice(String v) {
-        try {
-            return v == null ? 0 : Math.max(0, Math.min(19, Integer.parseInt(v.trim())));
-        } catch (NumberFormatException e) {
-            return 0;
-        }
-    }
-
     private BulkPriority() { }
 
     /**

@@ -118,7 +118,9 @@ public final class TransportBench {
                 for (int c : options.connections()) {
                     senders.add(TcpTransport.start(cfg.withConnections(c), "bench-tx-" + c, null));
                 }
-                PeerEndpoint peer = new PeerEndpoint("bench-decode", 1, "tcp", "127.0.0.1:" + receiver.localAddress().getPort(), null);
+                // As a worker's registration announces it: the push uses every wire feature the receiver offers.
+                PeerEndpoint peer = new PeerEndpoint("bench-decode", 1, "tcp", "127.0.0.1:" + receiver.localAddress().getPort(),
+                        receiver.endpoint().orElseThrow().getAttributes());
                 ByteBuffer[] pages = new ByteBuffer[blocks];
                 for (int i = 0; i < blocks; i++) {
                     pages[i] = src.page(0, srcBlocks[i]).asByteBuffer();

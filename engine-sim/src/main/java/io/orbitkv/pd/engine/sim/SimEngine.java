@@ -427,7 +427,7 @@ public final class SimEngine implements AutoCloseable {
                 vertx.setTimer(ms, id -> timer.complete());
             }
             Future<Void> fill = vertx.executeBlocking(() -> {
-                BulkPriority.apply(BulkPriority.DEFAULT_NICE);
+                BulkPriority.apply(config.kvNice());
                 model.writeKv(pool, blocks, job.tokens);
                 return null;
             }, false);
@@ -507,7 +507,7 @@ public final class SimEngine implements AutoCloseable {
                     // only the end of the answer wait for it, so a corrupt handoff is still refused (never answered in full).
                     long t0 = System.nanoTime();
                     job.verified = vertx.executeBlocking(() -> {
-                        BulkPriority.apply(BulkPriority.DEFAULT_NICE);
+                        BulkPriority.apply(config.kvNice());
                         return model.verifyKv(pool, blocks, job.tokens);
                     }, false);
                     job.verified.onComplete(ar -> {

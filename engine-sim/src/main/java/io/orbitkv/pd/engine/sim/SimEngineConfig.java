@@ -29,14 +29,23 @@ import java.time.Duration;
  * @param leaseDuration  lease asked for on decode-ready / heartbeat ({@code engine.lease.duration})
  * @param heartbeat      heartbeat period while a lease is held and the request is served ({@code engine.lease.heartbeat})
  * @param kvTimeout      how long a decode waits for its KV before answering 504 ({@code engine.kv.timeout})
- * @param verify         verify every received page before decoding ({@code engine.kv.verify})
+ * @param verify         verify every received page beside the decode; the answer ends only on verified KV ({@code engine.kv.verify})
+ * @param kvNice         CPU niceness of the simulated KV work (materialising a prompt's KV, checking received KV):
+ *                       it stands for GPU work, so it yields the cores to the control plane ({@code engine.kv.nice},
+ *                       0..19, 0 = as the rest of the engine)
  * @param control        Kafka settings, or null when {@code bootstrap.servers} is unset: a standalone engine that serves
  *                       colocated requests only
  */
 public record SimEngineConfig(String engineId, EngineRole role, String model, ModelPreset preset, KvGeometry geometry, int tpSize, Path poolPath,
                               String httpHost, int httpPort, String advertisedUrl, long seed, ComputeModel compute, int maxBatch,
                               int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration kvTimeout,
-                              boolean verify, EngineClientConfig control) {
+                              boolean verify, int kvNice, EngineClientConfig control) {
+
+    /**
+     * The default {@code engine.kv.nice}: measured at 4 requests in flight on 2 cores, the engines' KV passes at normal
+     * priority made every Kafka hop of the handoff 2.4–3.3× a raw hop; at 10 they are 1.2–1.8× (docs/bench/e2e.md).
+     */
+    public static final int DEFAULT_KV_NICE = 10;
 
     public SimEngineConfig {
         if (engineId == null || !engineId.matches("[A-Za-z0-9._:-]+")) {
@@ -54,6 +63,7 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
         positive("engine.lease.duration", leaseDuration);
         positive("engine.lease.heartbeat", heartbeat);
         positive("engine.kv.timeout", kvTimeout);
+        range("engine.kv.nice", kvNice, 0, 19);
         if (heartbeat.compareTo(leaseDuration) >= 0) {
             throw new IllegalArgumentException("engine.lease.heartbeat: must be shorter than engine.lease.duration (" + leaseDuration + "), got "
                     + heartbeat);
@@ -102,7 +112,8 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
                 new ComputeModel(dbl(p, "engine.compute.prefill-ms-per-token", 0.05), dbl(p, "engine.compute.decode-ms-per-token", 2.0)),
                 p.integer("engine.max-batch", 256), p.integer("engine.max-prompt-tokens", 32_768), p.integer("engine.http.max-body-bytes", 4 << 20),
                 p.duration("engine.lease.duration", Duration.ofSeconds(30)), p.duration("engine.lease.heartbeat", Duration.ofSeconds(10)),
-                p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.bool("engine.kv.verify", true), control);
+                p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.bool("engine.kv.verify", true),
+                p.integer("engine.kv.nice", DEFAULT_KV_NICE), control);
     }
 
     private static double dbl(ConfigProps p, String key, double def) {

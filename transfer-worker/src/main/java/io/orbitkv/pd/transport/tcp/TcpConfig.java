@@ -20,10 +20,13 @@ import java.time.Duration;
  * @param maxBytesPerSecond  send rate limit over all pushes of this worker (0 = none), to share a link with
  *                           inference traffic
  * @param socketBufferBytes  SO_SNDBUF / SO_RCVBUF; 0 keeps the kernel's auto-tuning
+ * @param nice               CPU niceness of the threads that copy page bytes through the kernel (0..19; 0 = normal):
+ *                           raise it where pushes share cores with latency-critical work and a slower push is the
+ *                           better trade (docs/worker.md)
  */
 public record TcpConfig(String bindHost, String advertisedHost, int port, int connections, int maxConnections, int frameBytes,
                         int maxSegments, int maxPayloadBytes, Duration ioTimeout, Duration connectTimeout, long maxBytesPerSecond,
-                        int socketBufferBytes) {
+                        int socketBufferBytes, int nice) {
 
     public TcpConfig {
         if (bindHost == null || bindHost.isBlank()) {
@@ -48,6 +51,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
             throw new IllegalArgumentException("transfer.tcp.max-bytes-per-second: must be >= 0 (0 = unlimited), got " + maxBytesPerSecond);
         }
         ConfigProps.requireRange("transfer.tcp.socket-buffer-bytes", socketBufferBytes, 0, 1 << 30);
+        ConfigProps.requireRange("transfer.tcp.nice", nice, 0, 19);
     }
 
     /**
@@ -55,7 +59,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
      * docs/bench/transport.md, even on 2 cores), 4 MiB frames of at most 1,024 runs.
      */
     public static TcpConfig defaults() {
-        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0);
+        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0, 0);
     }
 
     public static TcpConfig from(ConfigProps p) {
@@ -65,36 +69,37 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
                 p.integer("transfer.tcp.max-connections", d.maxConnections()), p.integer("transfer.tcp.frame-bytes", d.frameBytes()),
                 p.integer("transfer.tcp.max-segments", d.maxSegments()), p.integer("transfer.tcp.max-payload-bytes", d.maxPayloadBytes()),
                 p.duration("transfer.tcp.io-timeout", d.ioTimeout()), p.duration("transfer.tcp.connect-timeout", d.connectTimeout()),
-                p.longValue("transfer.tcp.max-bytes-per-second", 0), p.integer("transfer.tcp.socket-buffer-bytes", 0));
+                p.longValue("transfer.tcp.max-bytes-per-second", 0), p.integer("transfer.tcp.socket-buffer-bytes", 0),
+                p.integer("transfer.tcp.nice", d.nice()));
     }
 
     public TcpConfig withPort(int p) {
         return new TcpConfig(bindHost, advertisedHost, p, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice);
     }
 
     public TcpConfig withConnections(int c) {
         return new TcpConfig(bindHost, advertisedHost, port, c, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice);
     }
 
     public TcpConfig withFrame(int bytes, int segments) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, bytes, segments, Math.max(bytes, maxPayloadBytes),
-                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes);
+                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes, nice);
     }
 
     public TcpConfig withMaxBytesPerSecond(long rate) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, rate, socketBufferBytes);
+                connectTimeout, rate, socketBufferBytes, nice);
     }
 
     public TcpConfig withIoTimeout(Duration t) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, t,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice);
     }
 
     public TcpConfig withSocketBuffer(int bytes) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, bytes);
+                connectTimeout, maxBytesPerSecond, bytes, nice);
     }
 }

@@ -62,6 +62,10 @@ public final class TcpTransport implements KvTransport {
     private static final Logger log = LoggerFactory.getLogger(TcpTransport.class);
     /** Pushes smaller than this per stripe are not striped: another connection costs more than it brings. */
     private static final long MIN_STRIPE_BYTES = 8L << 20;
+    /** A pooled connection idle longer than this gets a BEGIN that waits for its answer (the peer may have gone). */
+    private static final long PIPELINE_IDLE_NANOS = 1_000_000_000L;
+    /** Endpoint attribute: this receiver takes pipelined BEGINs ({@code Wire.FLAG_PIPELINED}). */
+    public static final String PIPELINED_BEGIN = "pipelined-begin";
 
     private final TcpConfig config;
     private final String senderId;
@@ -144,7 +148,7 @@ public final class TcpTransport implements KvTransport {
         String host = config.advertisedHost().contains(":") ? "[" + config.advertisedHost() + "]" : config.advertisedHost();
         return Optional.of(TransportEndpoint.newBuilder().setTransport("tcp").setAddress(host + ":" + a.getPort())
                 .setAttributes(Map.of("max-payload-bytes", Integer.toString(config.maxPayloadBytes()),
-                        "max-segments", Integer.toString(config.maxSegments()), "wire-version", "1"))
+                        "max-segments", Integer.toString(config.maxSegments()), "wire-version", "1", PIPELINED_BEGIN, "true"))
                 .build());
     }
 
@@ -191,7 +195,7 @@ public final class TcpTransport implements KvTransport {
             ReceiverConnection rc = new ReceiverConnection(ch, gate, config, watchdog, receivers::remove);
             receivers.add(rc);
             Thread t = Thread.ofPlatform().daemon().name("kv-rx-" + receiverCount.incrementAndGet()).unstarted(() -> {
-                BulkPriority.apply(BulkPriority.DEFAULT_NICE);
+                BulkPriority.apply(config.nice());
                 try {
                     rc.run();
                 } finally {
@@ -314,54 +318,66 @@ public final class TcpTransport implements KvTransport {
         }
 
         void runStripe(MemorySegment[] src, long from, long to) {
-            BulkPriority.apply(BulkPriority.DEFAULT_NICE);
+            BulkPriority.apply(config.nice());
             int stream = streams.incrementAndGet();
+            boolean peerPipelines = "true".equals(peer.attributes().get(PIPELINED_BEGIN));
             SenderConnection c = null;
             long sent = 0;
             try {
                 for (int tries = 0; ; tries++) {
                     PeerConnectionPool.Lease<SenderConnection> l = acquire(peer);
                     c = l.connection();
+                    sent = 0;
+                    // A receiver that announces it takes WRITE frames right behind the BEGIN (admission while they
+                    // travel, a refusal answered at END) costs no round trip before the first page byte. Only on a
+                    // connection known to be alive lately (new, or used within the last second).
+                    boolean pipelined = peerPipelines && (!l.reused() || c.idleNanos() < PIPELINE_IDLE_NANOS);
                     try {
                         c.busy(true);
                         connected.accumulateAndGet(Marks.nowMicros(), Math::max);
-                        c.begin(stream, request, plan.source(), to - from);
+                        if (pipelined) {
+                            c.beginPipelined(stream, request, plan.source(), to - from);
+                        } else {
+                            c.begin(stream, request, plan.source(), to - from);
+                        }
                         admitted.accumulateAndGet(Marks.nowMicros(), Math::max);
-                        break;
-                    } catch (IOException e) {
-                        c.close();
+                        PlanCursor cursor = new PlanCursor(plan, from, to);
+                        while (cursor.hasMore()) {
+                            checkGoOn(c, stream);
+                            c.startFrame();
+                            int n = 0;
+                            long payload = 0;
+                            while (n < c.maxSegments() && payload < c.maxPayload() && cursor.hasMore()) {
+                                long len = cursor.take(c.maxPayload() - payload);
+                                n = c.putSegment(n, cursor.region(), cursor.destOffset(), src[cursor.region()]
+                                        .asSlice(cursor.sourceOffset(), len).asByteBuffer());
+                                payload += len;
+                            }
+                            pacer.acquire(payload);
+                            c.busy(true);
+                            c.sendFrame(stream, n, payload);
+                            sent += payload;
+                        }
+                        written.accumulateAndGet(Marks.nowMicros(), Math::max);
+                        long ack = c.end(stream, to - from);
+                        if (ack != to - from) {
+                            throw new TransferException(TransferError.PROTOCOL, peer + " acknowledged " + ack + " of " + (to - from) + " bytes");
+                        }
+                        release(c);
                         c = null;
-                        if (!l.reused() || tries > 0 || e instanceof FrameException) {
+                        done(ack, null);
+                        return;
+                    } catch (IOException e) {
+                        // A pooled connection to a peer that restarted is dead on first use: one fresh try, if not a byte
+                        // of the stripe got through (a pipelined BEGIN shows it only at the first frame). Sending the
+                        // stripe again is safe: the same bytes for the same pages, admitted again by the receiver.
+                        if (!l.reused() || tries > 0 || sent > 0 || e instanceof FrameException || cancelled != null || c.timedOut()) {
                             throw e;
                         }
-                        // A pooled connection to a peer that restarted: dead on first use. One fresh try.
+                        c.close();
+                        c = null;
                     }
                 }
-                PlanCursor cursor = new PlanCursor(plan, from, to);
-                while (cursor.hasMore()) {
-                    checkGoOn(c, stream);
-                    c.startFrame();
-                    int n = 0;
-                    long payload = 0;
-                    while (n < c.maxSegments() && payload < c.maxPayload() && cursor.hasMore()) {
-                        long len = cursor.take(c.maxPayload() - payload);
-                        n = c.putSegment(n, cursor.region(), cursor.destOffset(), src[cursor.region()].asSlice(cursor.sourceOffset(), len)
-                                .asByteBuffer());
-                        payload += len;
-                    }
-                    pacer.acquire(payload);
-                    c.busy(true);
-                    c.sendFrame(stream, n, payload);
-                    sent += payload;
-                }
-                written.accumulateAndGet(Marks.nowMicros(), Math::max);
-                long ack = c.end(stream, to - from);
-                if (ack != to - from) {
-                    throw new TransferException(TransferError.PROTOCOL, peer + " acknowledged " + ack + " of " + (to - from) + " bytes");
-                }
-                release(c);
-                c = null;
-                done(ack, null);
             } catch (TransferException e) {
                 if (c != null && e.kind() == TransferError.ABORTED && cancelled != null && c.isOpen()) {
                     release(c); // ABORT was acknowledged: the connection is clean

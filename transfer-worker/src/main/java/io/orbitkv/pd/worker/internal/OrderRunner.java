@@ -286,8 +286,10 @@ public final class OrderRunner implements AutoCloseable {
         }
         Choice c = choose(o, dest);
         entry.transport = c.transport().name();
-        reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace, marks.copy());
         Transfer t = c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer());
+        // Reported once the push is under way (its stripes run on their own threads): the report's serialization and
+        // send are not on the push's path. Same producer, same partition: it still precedes the push's outcome.
+        reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace, marks.copy());
         String abort;
         synchronized (orders) {
             entry.transfer = t;

@@ -69,7 +69,13 @@ class TcpTransportIT {
         return new PushGate("decode-0", epoch::get, dst, Pushes.TOKENS, 65536, 1000);
     }
 
+    /** The receiver as its registration announces it (so pushes pipeline their BEGIN, as in production). */
     private static PeerEndpoint peer(TcpTransport t) {
+        return new PeerEndpoint("decode-0", 5, "tcp", "127.0.0.1:" + t.localAddress().getPort(), t.endpoint().orElseThrow().getAttributes());
+    }
+
+    /** The same receiver as an older one would announce it: no pipelined BEGIN, each stripe waits for BEGIN_OK. */
+    private static PeerEndpoint legacyPeer(TcpTransport t) {
         return new PeerEndpoint("decode-0", 5, "tcp", "127.0.0.1:" + t.localAddress().getPort(), null);
     }
 
@@ -125,6 +131,14 @@ class TcpTransportIT {
 
     @Test
     void refusalsNameTheirReasonAndTheWorkerKeepsServing() {
+        // pipelined (the refusal comes back at END, the stripe's frames dropped unwritten) and waiting for BEGIN_OK
+        for (PeerEndpoint peer : List.of(peer(receiver), legacyPeer(receiver))) {
+            KvTestData.sentinel(dst, SENTINEL);
+            refusalsNameTheirReason(peer);
+        }
+    }
+
+    private void refusalsNameTheirReason(PeerEndpoint peer) {
         TcpTransport s = sender(config);
         List<BlockRun> dstRuns = List.of(run(10, 20));
         TransferPlan plan = TransferPlan.build(g, List.of(run(0, 20)), g, dstRuns);

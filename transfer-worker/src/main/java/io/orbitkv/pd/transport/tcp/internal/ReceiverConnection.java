@@ -183,23 +183,22 @@ public final class ReceiverConnection implements Runnable {
         if (stripes.containsKey(h.stream()) || refused.containsKey(h.stream())) {
             throw new FrameException("BEGIN on stream " + h.stream() + ", which is already open");
         }
-        Wire.Begin begin;
         try {
-            begin = Wire.parseBegin(b, MAX_RUNS);
-        } catch (TransferException e) {
-            send(Wire.ERROR, h.stream(), Wire.error(e.kind(), e.getMessage()));
-            return;
-        }
-        if (stripes.size() >= MAX_SESSIONS) {
-            send(Wire.ERROR, h.stream(), Wire.error(TransferError.BUSY, MAX_SESSIONS + " pushes already open on this connection"));
-            return;
-        }
-        try {
+            Wire.Begin begin = Wire.parseBegin(b, MAX_RUNS);
+            if (stripes.size() >= MAX_SESSIONS) {
+                throw new TransferException(TransferError.BUSY, MAX_SESSIONS + " pushes already open on this connection");
+            }
             ReceiveSession s = gate.open("tcp", begin.request(), begin.geometry());
             stripes.put(h.stream(), new Stripe(s, begin.stripeBytes()));
-            send(Wire.BEGIN_OK, h.stream(), ByteBuffer.allocate(0));
+            if (!h.pipelined()) {
+                send(Wire.BEGIN_OK, h.stream(), ByteBuffer.allocate(0));
+            }
         } catch (TransferException e) {
-            send(Wire.ERROR, h.stream(), Wire.error(e.kind(), e.getMessage()));
+            if (h.pipelined()) {
+                refused.put(h.stream(), e); // its frames are already on the way: drop them, answer at END
+            } else {
+                send(Wire.ERROR, h.stream(), Wire.error(e.kind(), e.getMessage()));
+            }
         }
     }
 

@@ -32,6 +32,8 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
     private int maxSegments;
     private long peerInstanceEpoch;
     private ByteBuffer reply = ByteBuffer.allocateDirect(8192);
+    /** When the connection last finished a push ({@link System#nanoTime()}); its opening counts as one. */
+    private volatile long lastUsedNanos = System.nanoTime();
 
     private SenderConnection(SocketChannel ch, PeerEndpoint peer, long generation, Watchdog watchdog, TcpConfig config) {
         this.ch = ch;
@@ -64,7 +66,7 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
         SenderConnection c = new SenderConnection(ch, peer, generation, watchdog, config);
         try {
             c.activity.busy(true);
-            c.sendControl(Wire.HELLO, 0, Wire.hello(senderId, peer.engineId()));
+            c.sendControl(Wire.HELLO, 0, 0, Wire.hello(senderId, peer.engineId()));
             Wire.HelloOk ok = Wire.parseHelloOk(c.await(Wire.HELLO_OK, 0));
             if (!ok.engineId().equals(peer.engineId())) {
                 throw new TransferException(TransferError.WRONG_ENGINE, peer + " answers as engine '" + ok.engineId() + "'");
@@ -129,15 +131,31 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
         return activity.fired();
     }
 
-    /** Inside a push: stalls now count. */
+    /** Inside a push: stalls now count. Leaving one marks the connection as just used. */
     public void busy(boolean b) {
         activity.busy(b);
+        if (!b) {
+            lastUsedNanos = System.nanoTime();
+        }
+    }
+
+    /** How long since the connection was last known alive (opened, or finished a push). */
+    public long idleNanos() {
+        return System.nanoTime() - lastUsedNanos;
     }
 
     /** Announces a stripe; refused stripes throw the receiver's reason. */
     public void begin(int stream, PushRequest r, KvGeometry g, long stripeBytes) throws IOException {
-        sendControl(Wire.BEGIN, stream, Wire.begin(r, g, stripeBytes));
+        sendControl(Wire.BEGIN, 0, stream, Wire.begin(r, g, stripeBytes));
         await(Wire.BEGIN_OK, stream);
+    }
+
+    /**
+     * Announces a stripe whose frames follow at once ({@link Wire#FLAG_PIPELINED}): no round trip before the first
+     * page byte; the receiver's admission runs while the frames travel, and a refusal comes back at {@link #end}.
+     */
+    public void beginPipelined(int stream, PushRequest r, KvGeometry g, long stripeBytes) throws IOException {
+        sendControl(Wire.BEGIN, Wire.FLAG_PIPELINED, stream, Wire.begin(r, g, stripeBytes));
     }
 
     /** The buffer for a WRITE frame's segment table; fill with {@link #putSegment} after {@link #startFrame}. */
@@ -170,19 +188,19 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
 
     /** Ends a stripe; returns the bytes the receiver acknowledged as in place. */
     public long end(int stream, long bytes) throws IOException {
-        sendControl(Wire.END, stream, Wire.longBody(bytes));
+        sendControl(Wire.END, 0, stream, Wire.longBody(bytes));
         return Wire.parseLong(await(Wire.ACK, stream), "ACK");
     }
 
     /** Abandons a stripe; returns once the receiver dropped it (no later byte of it will be written). */
     public void abort(int stream, String reason) throws IOException {
-        sendControl(Wire.ABORT, stream, Wire.stringBody(reason.length() > 500 ? reason.substring(0, 500) : reason));
+        sendControl(Wire.ABORT, 0, stream, Wire.stringBody(reason.length() > 500 ? reason.substring(0, 500) : reason));
         await(Wire.ABORTED, stream);
     }
 
-    private void sendControl(byte type, int stream, ByteBuffer body) throws IOException {
+    private void sendControl(byte type, int flags, int stream, ByteBuffer body) throws IOException {
         control.clear();
-        Wire.putHeader(control, type, stream, body.remaining(), 0);
+        Wire.putHeader(control, type, flags, stream, body.remaining(), 0);
         if (body.remaining() <= control.remaining()) {
             control.put(body);
             Io.writeFully(ch, control.flip(), activity);

@@ -19,12 +19,18 @@ import java.util.List;
  * The tcp transport's wire format (documented in {@code docs/worker.md}). Every frame starts with a 24-byte
  * header, big-endian:
  * <pre>
- *   0  u32 magic 0x4F4B5654 ("OKVT")    4  u8 version (1)    5  u8 type    6  u16 flags (0)
+ *   0  u32 magic 0x4F4B5654 ("OKVT")    4  u8 version (1)    5  u8 type    6  u16 flags
  *   8  u32 stream id                   12  u32 body length  16  u64 payload length (WRITE only)
  * </pre>
  * followed by the body (control data) and, for WRITE frames only, the payload: the page bytes themselves,
  * which the receiver reads straight into its pool. Decoders check every length against the bytes present and
  * against the receiver's limits before trusting it.
+ *
+ * <p>Flags are 0 except bit 0 of a BEGIN, {@link #FLAG_PIPELINED}: the sender streams the stripe's WRITE frames right
+ * behind the BEGIN instead of waiting for BEGIN_OK; the receiver still admits before it writes a byte, sends no
+ * BEGIN_OK, and answers a refusal at END (discarding the stripe's frames) instead of at once. A sender sets it only
+ * for a receiver that announces {@code pipelined-begin=true} in its endpoint's attributes (older receivers refuse
+ * unknown flags).
  */
 public final class Wire {
 
@@ -55,11 +61,26 @@ public final class Wire {
         return type > 0 && type < NAMES.length ? NAMES[type] : "unknown type " + type;
     }
 
+    /** BEGIN flag: WRITE frames follow without waiting for BEGIN_OK; a refusal is answered at END. */
+    public static final int FLAG_PIPELINED = 1;
+
     /** A parsed frame header. */
-    public record Header(int type, int stream, int bodyLength, long payloadLength) { }
+    public record Header(int type, int stream, int bodyLength, long payloadLength, int flags) {
+        public Header(int type, int stream, int bodyLength, long payloadLength) {
+            this(type, stream, bodyLength, payloadLength, 0);
+        }
+
+        public boolean pipelined() {
+            return (flags & FLAG_PIPELINED) != 0;
+        }
+    }
 
     public static void putHeader(ByteBuffer b, byte type, int stream, int bodyLength, long payloadLength) {
-        b.putInt(MAGIC).put(VERSION).put(type).putShort((short) 0).putInt(stream).putInt(bodyLength).putLong(payloadLength);
+        putHeader(b, type, 0, stream, bodyLength, payloadLength);
+    }
+
+    public static void putHeader(ByteBuffer b, byte type, int flags, int stream, int bodyLength, long payloadLength) {
+        b.putInt(MAGIC).put(VERSION).put(type).putShort((short) flags).putInt(stream).putInt(bodyLength).putLong(payloadLength);
     }
 
     /** Reads a header from the next 24 bytes of {@code b}. */
@@ -74,8 +95,9 @@ public final class Wire {
         }
         int type = b.get() & 0xFF;
         int flags = b.getShort() & 0xFFFF;
-        if (flags != 0) {
-            throw new FrameException("flags " + flags + " set in a " + typeName(type) + " frame; version 1 defines none");
+        if (flags != 0 && !(type == BEGIN && flags == FLAG_PIPELINED)) {
+            throw new FrameException("flags " + flags + " set in a " + typeName(type) + " frame; version 1 defines only bit 0 of BEGIN"
+                    + " (pipelined)");
         }
         int stream = b.getInt();
         int body = b.getInt();
@@ -86,7 +108,7 @@ public final class Wire {
         if (payload < 0 || (payload != 0 && type != WRITE)) {
             throw new FrameException("payload length " + payload + " in a " + typeName(type) + " frame (only WRITE frames carry payload)");
         }
-        return new Header(type, stream, body, payload);
+        return new Header(type, stream, body, payload, flags);
     }
 
     // ---- strings -------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ class WireTest {
     }
 
     @Test
-    void headersAreCheckedBeforeAnythingIsTrusted() {
+    void headersAreCheckedBeforeAnythingIsTrusted() throws FrameException {
         ByteBuffer h = ByteBuffer.allocate(Wire.HEADER_BYTES);
         Wire.putHeader(h, Wire.WRITE, 3, 20, 4096);
         assertThat(parse(h)).isEqualTo(new Wire.Header(Wire.WRITE, 3, 20, 4096));
@@ -40,9 +40,15 @@ class WireTest {
         ByteBuffer v2 = header(Wire.BEGIN, 0, 0);
         v2.put(4, (byte) 2);
         assertThatThrownBy(() -> Wire.parseHeader(v2)).hasMessage("unsupported wire version 2 (this worker speaks 1)");
+        ByteBuffer pipelined = header(Wire.BEGIN, 0, 0);
+        pipelined.putShort(6, (short) Wire.FLAG_PIPELINED);
+        assertThat(Wire.parseHeader(pipelined).pipelined()).isTrue();
         ByteBuffer flags = header(Wire.BEGIN, 0, 0);
-        flags.putShort(6, (short) 1);
-        assertThatThrownBy(() -> Wire.parseHeader(flags)).hasMessage("flags 1 set in a BEGIN frame; version 1 defines none");
+        flags.putShort(6, (short) 2);
+        assertThatThrownBy(() -> Wire.parseHeader(flags)).hasMessage("flags 2 set in a BEGIN frame; version 1 defines only bit 0 of BEGIN (pipelined)");
+        ByteBuffer writeFlags = header(Wire.END, 8, 0);
+        writeFlags.putShort(6, (short) Wire.FLAG_PIPELINED);
+        assertThatThrownBy(() -> Wire.parseHeader(writeFlags)).hasMessageStartingWith("flags 1 set in a END frame");
         assertThatThrownBy(() -> Wire.parseHeader(header(Wire.BEGIN, -5, 0))).hasMessageContaining("negative body length");
         assertThatThrownBy(() -> Wire.parseHeader(header(Wire.END, 8, 100)))
                 .hasMessage("payload length 100 in a END frame (only WRITE frames carry payload)");
