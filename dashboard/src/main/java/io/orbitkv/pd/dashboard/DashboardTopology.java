@@ -30,6 +30,8 @@ public final class DashboardTopology {
     public static final String ORDERS_STORE = "dashboard-orders";
     public static final String INFLIGHT_STORE = "dashboard-inflight";
     public static final String FAILURES_STORE = "dashboard-failures";
+    /** Per request: the timing marks that start or end a hop between two records, until the other end is read. */
+    public static final String HOPS_STORE = "dashboard-hops";
 
     private DashboardTopology() { }
 
@@ -49,7 +51,7 @@ public final class DashboardTopology {
                             Serdes.String(), AggregateCodec.serde())
                     .withCachingEnabled(), PROCESSOR);
         }
-        for (String name : new String[] {ORDERS_STORE, INFLIGHT_STORE, FAILURES_STORE}) {
+        for (String name : new String[] {ORDERS_STORE, INFLIGHT_STORE, FAILURES_STORE, HOPS_STORE}) {
             t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(name), Serdes.String(), Serdes.String())
                     .withCachingEnabled(), PROCESSOR);
         }

@@ -95,6 +95,11 @@ public final class DashboardMetrics implements StatsObserver {
                 "reason", label(MetricNames.TRANSFER_FAILURES, reasonClass), "retriable", Boolean.toString(retriable)).increment();
     }
 
+    @Override
+    public void hop(String hop, long micros) {
+        timer(MetricNames.HOP, "one hop of a handoff on the wall clock", "hop", hop).record(micros, TimeUnit.MICROSECONDS);
+    }
+
     /** HTTP query latency by path. */
     public void query(String path, long nanos) {
         timer(MetricNames.DASHBOARD_QUERY, "dashboard HTTP queries", "path", label(MetricNames.DASHBOARD_QUERY, path))

@@ -101,6 +101,15 @@ public final class Overview {
         latency.set("decode_ready", summary(outcomes.histogram(H_DECODE_READY)));
         latency.set("decode", summary(outcomes.histogram(H_DECODE)));
         latency.set("end_to_end", summary(outcomes.histogram(H_END_TO_END)));
+        // The handoff hop by hop (wall clock, from the records' timing marks), in the order a request crosses them.
+        Aggregate hops = get(totals, HOPS);
+        ObjectNode hopNode = t.putObject("hops_ms");
+        for (io.orbitkv.pd.tracing.Hop h : io.orbitkv.pd.tracing.Hop.values()) {
+            LogHistogram hh = hops.histogram(h.key());
+            if (hh.count() > 0) {
+                hopNode.set(h.key(), summary(hh));
+            }
+        }
         ArrayNode reasons = t.putArray("failures_by_reason");
         List<Map.Entry<String, Long>> rs = new ArrayList<>(get(totals, FAILURES).counters().entrySet());
         rs.sort(Map.Entry.<String, Long>comparingByValue().reversed().thenComparing(Map.Entry.comparingByKey()));

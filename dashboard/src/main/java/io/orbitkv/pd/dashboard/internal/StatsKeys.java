@@ -20,6 +20,8 @@ public final class StatsKeys {
     public static final String FAILURES = "failures";
     /** Counter {@code rejected_inputs} (InputRejected decisions). */
     public static final String INPUTS = "inputs";
+    /** Histograms per hop of the handoff, named by {@code Hop} key (wall clock, from the records' timing marks). */
+    public static final String HOPS = "hops";
     /** Per engine: {@code as_prefill}, {@code as_decode}, outcome kinds, {@code kv_bytes}, {@code transfer_failed}, {@code fail|<class>}; histogram {@code handoff}. */
     public static final String ENGINE_PREFIX = "engine/";
 

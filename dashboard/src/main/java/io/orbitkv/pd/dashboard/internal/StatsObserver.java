@@ -27,4 +27,7 @@ public interface StatsObserver {
     default void transferCompleted(String transport, long durationUs, long bytes) { }
 
     default void transferFailed(String transport, String reasonClass, boolean retriable) { }
+
+    /** One hop of a handoff ({@code io.orbitkv.pd.tracing.Hop} key), from the records' timing marks. */
+    default void hop(String hop, long micros) { }
 }

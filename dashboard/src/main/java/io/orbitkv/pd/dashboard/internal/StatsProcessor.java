@@ -24,6 +24,7 @@ import io.orbitkv.pd.events.TransferStarted;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import java.nio.charset.StandardCharsets;
@@ -73,6 +74,7 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
     private KeyValueStore<String, String> orders;
     private KeyValueStore<String, String> inflight;
     private KeyValueStore<String, String> failures;
+    private KeyValueStore<String, String> hops;
     private long streamTime;
 
     public StatsProcessor(DashboardConfig config, Topics topics, StatsObserver observer) {
@@ -90,6 +92,7 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
         orders = context.getStateStore(DashboardTopology.ORDERS_STORE);
         inflight = context.getStateStore(DashboardTopology.INFLIGHT_STORE);
         failures = context.getStateStore(DashboardTopology.FAILURES_STORE);
+        hops = context.getStateStore(DashboardTopology.HOPS_STORE);
         // Housekeeping on stream time, so a replay purges exactly what the live run purged.
         context.schedule(Duration.ofSeconds(10), PunctuationType.STREAM_TIME, this::purge);
     }
@@ -114,6 +117,7 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
             return;
         }
         try {
+            hops(value, Marks.read(record.headers()), record.timestamp());
             if (value instanceof Decision d) {
                 observer.consumed("decisions", d.getPayload().getClass().getSimpleName());
                 onDecision(d, record.timestamp(), record.headers());
@@ -127,6 +131,29 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
             // A record that decodes but cannot be counted (a field out of any sensible range) is bad input too.
             log.atError().setCause(e).addKeyValue("topic", md.topic()).addKeyValue("offset", md.offset()).log("record could not be counted");
             deadLetter(raw, "UNPROCESSABLE", e.toString());
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------ hops
+
+    /** The hops this record completes, into the {@code hops} windows and the hop meters. */
+    private void hops(Object value, Marks marks, long ts) {
+        if (marks.isEmpty()) {
+            return;
+        }
+        String requestId = value instanceof Decision d ? d.getRequestId() : value instanceof RequestEvent e ? e.getRequestId() : null;
+        if (requestId == null) {
+            return;
+        }
+        HopJoin.Step step = HopJoin.apply(hops.get(requestId), value, marks, ts);
+        if (step.state() == null) {
+            hops.delete(requestId);
+        } else {
+            hops.put(requestId, step.state());
+        }
+        if (!step.hops().isEmpty()) {
+            update(HOPS, ts, a -> step.hops().forEach(h -> a.record(h.hop().key(), h.micros())));
+            step.hops().forEach(h -> observer.hop(h.hop().key(), h.micros()));
         }
     }
 
@@ -431,6 +458,16 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
         if (unfinished > 0) {
             log.atWarn().addKeyValue("requests", unfinished).log("admitted requests without an outcome for dashboard.inflight.ttl; no longer counted in flight");
         }
+
+        List<String> joins = new ArrayList<>();
+        try (KeyValueIterator<String, String> it = hops.all()) {
+            it.forEachRemaining(kv -> {
+                if (HopJoin.seen(kv.value) < inflightCutoff) {
+                    joins.add(kv.key); // a hop whose other end never came (the request ended early)
+                }
+            });
+        }
+        joins.forEach(hops::delete);
 
         List<String> keys = new ArrayList<>();
         try (KeyValueIterator<String, String> it = failures.all()) {

@@ -170,6 +170,14 @@
                td(m([...p, "p90"], lat[k].p90, ms), 1), td(m([...p, "p99"], lat[k].p99, ms), 1), td(m([...p, "max"], lat[k].max, ms), 1));
     }), "");
   }
+  function renderHops(d) {
+    const hops = d.totals.hops_ms || {};
+    table("hops", [["hop"], ["count", 1], ["p50", 1], ["p99", 1]], Object.entries(hops).map(([k, v]) => {
+      const p = ["totals", "hops_ms", k];
+      return h("tr", {}, td(h("code", { text: k })), td(m([...p, "count"], v.count, count), 1), td(m([...p, "p50"], v.p50, ms), 1),
+               td(m([...p, "p99"], v.p99, ms), 1));
+    }), "no timing marks in this range");
+  }
   function renderEngines(d) {
     const rows = Object.entries(d.engines).map(([id, e]) => {
       const p = ["engines", id];
@@ -208,7 +216,7 @@
 
   // ---------------------------------------------------------------- loop
   function render(d) {
-    renderTiles(d); renderCharts(d); renderMix(d); renderPhases(d); renderEngines(d); renderReasons(d); renderFailures(d);
+    renderTiles(d); renderCharts(d); renderMix(d); renderPhases(d); renderHops(d); renderEngines(d); renderReasons(d); renderFailures(d);
     const st = document.getElementById("status");
     const bad = d.instances.filter((i) => !i.ok).map((i) => i.server);
     st.className = "status" + (d.partial ? " err" : "");

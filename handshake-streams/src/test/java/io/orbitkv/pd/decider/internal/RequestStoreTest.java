@@ -196,6 +196,36 @@ class RequestStoreTest {
     }
 
     @Test
+    void aRequestThatBeganAndEndedBetweenTwoWritesLeavesNothingBelow() {
+        // given a store below that counts the deletes it is asked for (each one is a changelog tombstone)
+        int[] deletes = new int[1];
+        @SuppressWarnings("unchecked")
+        KeyValueStore<String, DeciderState> counting = (KeyValueStore<String, DeciderState>) java.lang.reflect.Proxy.newProxyInstance(
+                getClass().getClassLoader(), new Class<?>[] {KeyValueStore.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("delete")) {
+                        deletes[0]++;
+                    }
+                    try {
+                        return method.invoke(below, args);
+                    } catch (java.lang.reflect.InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        RequestStore s = new RequestStore(counting);
+        // when one request is admitted and ends before any write, and another was written before it ended
+        s.put("short", state("short"));
+        s.delete("short");
+        s.put("long", state("long"));
+        s.flushCache();
+        s.delete("long");
+        s.flushCache();
+        // then only the one that reached the store below gets a tombstone
+        assertThat(deletes[0]).isEqualTo(1);
+        assertThat(below.get("short")).isNull();
+        assertThat(below.get("long")).isNull();
+    }
+
+    @Test
     void allAndRangeLayPendingChangesOverTheStoreBelow() {
         store.putAll(List.of(KeyValue.pair("a", state("a")), KeyValue.pair("c", state("c")), KeyValue.pair("d", state("d"))));
         store.flushCache();
