@@ -40,7 +40,7 @@ final class ExportCommand implements Callable<Integer> {
     @Option(names = "--request", description = "Keep only this request (repeatable).")
     List<String> requests;
 
-    @Option(names = "--topics", defaultValue = "engines,request-events,decisions,dead-letters", split = ",",
+    @Option(names = "--topics", defaultValue = "engines,request-events,decisions,dead-letters,answers", split = ",",
             description = "Topics (roles) to export; 'engine-commands' too if wanted (default: ${DEFAULT-VALUE}).")
     List<String> topics;
 

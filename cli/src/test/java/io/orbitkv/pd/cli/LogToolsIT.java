@@ -149,7 +149,10 @@ class LogToolsIT {
         Run r = cli("trace", completedId, "--config", config());
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out()).contains("request " + completedId + " — COMPLETED").contains("proxy").contains("engine:").contains("worker")
-                .contains("decider").contains("TransferOrder").contains("phases").contains("transfer");
+                .contains("decider").contains("TransferOrder").contains("phases").contains("transfer")
+                // the wall-clock hops from the records' timing marks, through to the first token at the proxy
+                .contains("hops (wall clock").contains("fact_to_decider").contains("order_to_worker").contains("transfer_wire")
+                .contains("kv_ready_to_engine").contains("first_token_to_proxy").contains("TTFT at the proxy").contains("RequestAnswered");
         Run c = cli("trace", cancelledMidTransferId, "--config", config(), "--progress");
         assertThat(c.exit()).isZero();
         assertThat(c.out()).contains("CANCELLED").contains("CancelRequested").contains("AbortTransfer").contains("ReleaseDecided");
@@ -170,6 +173,9 @@ class LogToolsIT {
         Run replay = cli("replay", "--config", config(), "--file", one.toString());
         assertThat(replay.exit()).as(replay.out()).isZero();
         assertThat(replay.out()).contains("IDENTICAL: 1 request(s) compared");
+        // the export keeps every record's timing marks, and the proxy's answer
+        Run traced = cli("trace", cancelledMidTransferId, "--config", config(), "--file", one.toString());
+        assertThat(traced.out()).contains("hops (wall clock").contains("order_to_worker").contains("RequestAnswered");
 
         byte[] bytes = Files.readAllBytes(all);
         bytes[bytes.length / 2] ^= 0x10;

@@ -20,7 +20,9 @@ import io.orbitkv.pd.events.OutcomeKind;
 import io.orbitkv.pd.events.PrefillCompleted;
 import io.orbitkv.pd.events.ReleaseDecided;
 import io.orbitkv.pd.events.ReleaseSide;
+import io.orbitkv.pd.logtools.trace.HandoffAnatomy;
 import io.orbitkv.pd.testsupport.kafka.WithKafka;
+import io.orbitkv.pd.tracing.Hop;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import java.net.URI;
@@ -51,13 +53,16 @@ class PipelineE2EIT {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final double PREFILL_MS = 0.5;
     private static final double DECODE_MS = 4;
+    private static final String CORRUPT = "corrupt-kv-";
     private static Pipeline pipeline;
 
     @BeforeAll
     static void start(KraftCluster kafka) throws Exception {
         Path dir = Files.createDirectories(Path.of("target", "it", "PipelineE2EIT-" + System.nanoTime()).toAbsolutePath());
         Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(2, 2).withModel(ModelPreset.TINY, 512, PREFILL_MS, DECODE_MS)
-                .withExtra(Map.of("decider.timeout.transfer", "10s", "decider.drain.grace", "1s"), Map.of(),
+                .withExtra(Map.of("decider.timeout.transfer", "10s", "decider.drain.grace", "1s"),
+                        // Requests named corrupt-kv-* get one bit of their prefill KV flipped (a test of the decode side's check).
+                        Map.of("engine.fault.corrupt-kv-prefix", CORRUPT),
                         // A throttled transport stretches each push over tens of ms, so walking away mid-transfer is observable.
                         Map.of("transfer.tcp.max-bytes-per-second", "6000000"), Map.of());
         pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers());
@@ -148,6 +153,29 @@ class PipelineE2EIT {
                     assertThat(r.getEngineId()).isEqualTo(holder);
                 }
             }
+            // 3a. The proxy logged what each answered client got, and every answered handoff lies on the wall clock hop by hop,
+            // from the fact that completed the pair to the first token at the proxy, each hop marked by the processes at its
+            // two ends (eight processes: proxy, two engines, two workers, the decider — and back).
+            PipelineLog[] answered = {l};
+            await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(500)).until(() -> {
+                if (kept.stream().allMatch(r -> answered[0].stories.containsKey(r.requestId()) && answered[0].stories.get(r.requestId()).answer != null)) {
+                    return true;
+                }
+                answered[0] = PipelineLog.read(pipeline.bootstrapServers()); // the proxy writes an answer once its stream ended
+                return false;
+            });
+            for (Result r : kept) {
+                PipelineLog.Story withAnswer = answered[0].stories.get(r.requestId());
+                assertThat(withAnswer.answer).as("answer record of %s", r.requestId()).isNotNull();
+                assertThat(withAnswer.answer.getStatus()).as("answer record of %s", r.requestId()).isEqualTo(200);
+                assertThat(withAnswer.answer.getRoute()).isEqualTo("pd");
+                HandoffAnatomy a = withAnswer.anatomy();
+                List<Hop> path = java.util.Arrays.stream(Hop.values()).filter(h -> h.ordinal() >= Hop.FACT_TO_DECIDER.ordinal()).toList();
+                assertThat(a.spans()).extracting(HandoffAnatomy.Span::hop).as("hops of %s", r.requestId()).containsAll(path);
+                long sum = a.spans().stream().filter(x -> path.contains(x.hop())).mapToLong(HandoffAnatomy.Span::micros).sum();
+                assertThat(a.spans()).allSatisfy(x -> assertThat(x.micros()).as("%s of %s", x.hop(), r.requestId()).isNotNegative());
+                assertThat(sum).as("the path's hops add up to at most the TTFT of %s", r.requestId()).isLessThanOrEqualTo(a.ttftMicros());
+            }
             // 3b. Every admitted request whose client walked away ended as the cancel's timing says: CANCELLED when the
             // proxy's cancel (the disconnect) came before the decode completed, COMPLETED only when the decode had
             // completed first. How many walk-aways come too early or too late is timing; that each one is handled is not.
@@ -237,6 +265,56 @@ class PipelineE2EIT {
             assertThat(t).as("trace of decision %s", what).isNotNull();
             assertThat(t.traceId()).as("trace of decision %s", what).isEqualTo(client.traceId());
         }
+    }
+
+    /**
+     * A flipped bit in the KV a decode engine received is never answered in full: the decode starts at once (the check
+     * runs beside it), but the answer ends only on verified KV — a non-streamed answer is a 502, a stream breaks before
+     * its end — the engine counts it and cancels the request, and the log ends it CANCELLED with the reason.
+     */
+    @Test
+    @org.junit.jupiter.api.Order(3)
+    void kvThatDoesNotVerifyIsNeverAnsweredInFull() throws Exception {
+        SimModel model = new SimModel(42);
+        HttpClient http = HttpClient.newHttpClient();
+        long corruptBefore = corruptCount(http);
+        try (LoadClient client = new LoadClient(pipeline.proxyUrl(), "orbitkv-sim-tiny", pipeline.deciderUrl())) {
+            List<Request> two = LoadClient.workload(77, 2, 80, 120, 12, true);
+            List<Result> results = new ArrayList<>();
+            for (int i = 0; i < two.size(); i++) {
+                Request r = two.get(i);
+                // named so that the prefill engines corrupt them: one streamed, one not
+                results.add(client.sendAs(CORRUPT + i + "-" + System.nanoTime(), new Request(r.index(), r.chat(), r.prompt(), r.maxTokens(),
+                        i == 0, false, Cancel.NONE, 0)));
+            }
+            for (Result r : results) {
+                assertThat(r.ok()).as("a corrupt handoff answered in full: %s", r).isFalse();
+                assertThat(r.text()).isNotEqualTo(r.request().expected(model));
+            }
+            assertThat(results.get(1).status()).as("the non-streamed answer").isEqualTo(502);
+            assertThat(results.get(1).error()).contains("does not verify");
+            await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(300))
+                    .untilAsserted(() -> assertThat(corruptCount(http)).isEqualTo(corruptBefore + 2));
+            for (Result r : results) {
+                await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(300)).untilAsserted(() -> {
+                    PipelineLog.Story s = PipelineLog.read(pipeline.bootstrapServers()).stories.get(r.requestId());
+                    assertThat(s).isNotNull();
+                    assertThat(s.outcomes).singleElement().satisfies(o -> {
+                        assertThat(o.getKind()).isEqualTo(OutcomeKind.CANCELLED);
+                        assertThat(o.getReason()).contains("KV verification failed");
+                    });
+                });
+            }
+        }
+    }
+
+    private static long corruptCount(HttpClient http) throws Exception {
+        long n = 0;
+        for (Pipeline.Engine e : pipeline.engines()) {
+            n += JSON.readTree(http.send(HttpRequest.newBuilder(URI.create(e.url() + "/stats")).build(), HttpResponse.BodyHandlers.ofString()).body())
+                    .path("kv_corrupt").asLong();
+        }
+        return n;
     }
 
     /** Outcomes of the requests whose log holds a cancel (what the walk-aways became), for the failure message. */

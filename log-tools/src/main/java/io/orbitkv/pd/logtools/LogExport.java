@@ -56,7 +56,7 @@ public final class LogExport {
         requestIds.forEach(id -> keys.add(new ByteKey(id.getBytes(StandardCharsets.UTF_8))));
         Map<TopicRole, Set<Integer>> wanted = new HashMap<>();
         if (!allPartitions) {
-            for (TopicRole role : new TopicRole[] {TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.ENGINE_COMMANDS}) {
+            for (TopicRole role : new TopicRole[] {TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.ENGINE_COMMANDS, TopicRole.ANSWERS}) {
                 int n = in.partitionCount(role);
                 Set<Integer> ps = new HashSet<>();
                 for (String id : requestIds) {

@@ -131,7 +131,19 @@ public final class LoadClient implements AutoCloseable {
 
     /** Sends one request and waits for the whole answer (or for the walk-away), on a connection of its own. */
     public Result send(Request r) {
-        return send(r, new HttpConnection[1]);
+        return sendAs(nextId(r), r);
+    }
+
+    /** As {@link #send(Request)}, under the request id {@code id} (sent as {@code x-request-id}). */
+    public Result sendAs(String id, Request r) {
+        HttpConnection[] slot = new HttpConnection[1];
+        try {
+            return send(r, slot, id);
+        } finally {
+            if (slot[0] != null) {
+                slot[0].close();
+            }
+        }
     }
 
     /**
@@ -144,8 +156,11 @@ public final class LoadClient implements AutoCloseable {
      * than the proxy itself.
      */
     Result send(Request r, HttpConnection[] slot) {
+        return send(r, slot, nextId(r));
+    }
+
+    private Result send(Request r, HttpConnection[] slot, String id) {
         byte[] body = requestBody(r);
-        String id = nextId(r);
         StringBuilder head = new StringBuilder(256).append("POST ").append(r.chat() ? "/v1/chat/completions" : "/v1/completions")
                 .append(" HTTP/1.1\r\nhost: ").append(host).append(':').append(port).append("\r\ncontent-type: application/json\r\n")
                 .append("content-length: ").append(body.length).append("\r\nx-request-id: ").append(id).append("\r\n");

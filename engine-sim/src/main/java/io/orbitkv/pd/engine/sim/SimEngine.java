@@ -429,6 +429,12 @@ public final class SimEngine implements AutoCloseable {
             Future<Void> fill = vertx.executeBlocking(() -> {
                 BulkPriority.apply(config.kvNice());
                 model.writeKv(pool, blocks, job.tokens);
+                if (config.corruptKvPrefix() != null && job.rid.startsWith(config.corruptKvPrefix()) && "prefill".equals(job.mode)) {
+                    // engine.fault.corrupt-kv-prefix: silent corruption of one bit, for tests of the decode side's check
+                    java.lang.foreign.MemorySegment page = pool.hostRegion(0).orElseThrow().asSlice((long) blocks[0] * pool.geometry().pageBytes());
+                    page.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 3, (byte) (page.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 3) ^ 0x08));
+                    log.atWarn().addKeyValue("requestId", job.rid).log("engine.fault.corrupt-kv-prefix: flipped one bit of the computed KV");
+                }
                 return null;
             }, false);
             Future.all(timer.future(), fill).onComplete(ar -> {

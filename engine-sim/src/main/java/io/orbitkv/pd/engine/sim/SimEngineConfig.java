@@ -33,13 +33,16 @@ import java.time.Duration;
  * @param kvNice         CPU niceness of the simulated KV work (materialising a prompt's KV, checking received KV):
  *                       it stands for GPU work, so it yields the cores to the control plane ({@code engine.kv.nice},
  *                       0..19, 0 = as the rest of the engine)
+ * @param corruptKvPrefix fault injection for tests ({@code engine.fault.corrupt-kv-prefix}): a prefill engine flips one
+ *                       bit of the KV it computed for requests whose id starts with this (null: never), so a test can
+ *                       show that the decode side refuses what does not verify
  * @param control        Kafka settings, or null when {@code bootstrap.servers} is unset: a standalone engine that serves
  *                       colocated requests only
  */
 public record SimEngineConfig(String engineId, EngineRole role, String model, ModelPreset preset, KvGeometry geometry, int tpSize, Path poolPath,
                               String httpHost, int httpPort, String advertisedUrl, long seed, ComputeModel compute, int maxBatch,
                               int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration kvTimeout,
-                              boolean verify, int kvNice, EngineClientConfig control) {
+                              boolean verify, int kvNice, String corruptKvPrefix, EngineClientConfig control) {
 
     /**
      * The default {@code engine.kv.nice}: measured at 4 requests in flight on 2 cores, the engines' KV passes at normal
@@ -113,7 +116,7 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
                 p.integer("engine.max-batch", 256), p.integer("engine.max-prompt-tokens", 32_768), p.integer("engine.http.max-body-bytes", 4 << 20),
                 p.duration("engine.lease.duration", Duration.ofSeconds(30)), p.duration("engine.lease.heartbeat", Duration.ofSeconds(10)),
                 p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.bool("engine.kv.verify", true),
-                p.integer("engine.kv.nice", DEFAULT_KV_NICE), control);
+                p.integer("engine.kv.nice", DEFAULT_KV_NICE), p.string("engine.fault.corrupt-kv-prefix", null), control);
     }
 
     private static double dbl(ConfigProps p, String key, double def) {
