@@ -8,6 +8,7 @@ import io.orbitkv.pd.events.RequestAdmitted;
 import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.events.TransferCompleted;
+import io.orbitkv.pd.events.TransferFailed;
 import io.orbitkv.pd.events.TransferOrder;
 import io.orbitkv.pd.events.TransferStarted;
 import io.orbitkv.pd.tracing.Hop;
@@ -62,6 +63,7 @@ public final class HandoffAnatomy {
         Map<String, Observation> factsById = new HashMap<>();
         Map<String, Observation> orders = new HashMap<>();
         Map<String, Observation> started = new HashMap<>();
+        Map<String, Observation> failed = new HashMap<>();
         for (Observation o : records) {
             switch (o.event()) {
                 case RequestEvent e -> {
@@ -69,6 +71,8 @@ public final class HandoffAnatomy {
                     first.putIfAbsent(e.getPayload().getClass(), o);
                     if (e.getPayload() instanceof TransferStarted s) {
                         started.putIfAbsent(s.getOrderId() + "#" + s.getAttempt(), o);
+                    } else if (e.getPayload() instanceof TransferFailed f) {
+                        failed.putIfAbsent(f.getOrderId() + "#" + f.getAttempt(), o);
                     }
                 }
                 case Decision d -> {
@@ -106,7 +110,9 @@ public final class HandoffAnatomy {
         add(spans, Hop.PREFILL_ANSWER, prefill, Marks.OUT, answer, Marks.PREFILL_ANSWERED);
         add(spans, Hop.FACT_TO_DECIDER, cause, Marks.OUT, order, Marks.IN);
         add(spans, Hop.DECIDER_ORDER, order, Marks.IN, order, Marks.OUT);
-        Observation worker = completed != null ? completed : order == null ? null : started.get(key(order));
+        // The worker's record of the measured attempt: its completion, else its start, else its failure report.
+        Observation worker = completed != null ? completed : order == null ? null
+                : started.containsKey(key(order)) ? started.get(key(order)) : failed.get(key(order));
         add(spans, Hop.ORDER_TO_WORKER, order, Marks.OUT, worker, Marks.IN);
         add(spans, Hop.WORKER_QUEUE, worker, Marks.IN, worker, Marks.RUN);
         add(spans, Hop.TRANSFER_SETUP, completed, Marks.RUN, completed, Marks.CONNECTED);

@@ -133,6 +133,16 @@ class HandoffAnatomyTest {
     }
 
     @Test
+    void anAttemptThatNeverStartedIsMeasuredToItsFailureReport() {
+        List<Observation> o = new ArrayList<>(story());
+        o.removeIf(x -> x.event() instanceof RequestEvent e && (e.getPayload() instanceof TransferStarted || e.getPayload() instanceof TransferCompleted));
+        o.add(fact("o#1/failed", TransferFailed.newBuilder().setOrderId(R + "/o").setAttempt(1).setWorkerId("w").setReason("ABORTED: before it started")
+                .setRetriable(false).build(), "in=10800,run=10900,out=11000"));
+        Map<Hop, Long> s = spans(HandoffAnatomy.of(o));
+        assertThat(s).containsEntry(Hop.ORDER_TO_WORKER, 700L).containsEntry(Hop.WORKER_QUEUE, 100L).doesNotContainKey(Hop.TRANSFER_SETUP);
+    }
+
+    @Test
     void recordsWithoutMarksGiveNoHops() {
         List<Observation> bare = story().stream().map(x -> new Observation(x.event(), Marks.empty())).toList();
         HandoffAnatomy a = HandoffAnatomy.of(bare);

@@ -106,7 +106,8 @@ class RegistrySerdeIT {
                 new TopicEvent(TOPICS.requestEvents().name(), prefillCompleted()),
                 new TopicEvent(TOPICS.decisions().name(), transferOrder()),
                 new TopicEvent(TOPICS.decisions().name(), requestOutcome()),
-                new TopicEvent(TOPICS.deadLetters().name(), deadLetter()));
+                new TopicEvent(TOPICS.deadLetters().name(), deadLetter()),
+                new TopicEvent(TOPICS.answers().name(), io.orbitkv.pd.schemas.Samples.requestAnswered()));
     }
 
     @Test
