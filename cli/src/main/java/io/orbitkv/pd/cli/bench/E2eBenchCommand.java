@@ -307,13 +307,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
     }
 
     private static String anatomyTable(List<Level> rows, References refs) {
-        StringBuilder b = new StringBuilder("### Anatomy of a handoff (wall clock, from the records' timing marks; ms)\n\n| hop | where |");
-        StringBuilder sep = new StringBuilder("| --- | --- |");
-        for (Level r : rows) {
-            b.append(" c=").append(r.concurrency).append(" p50 | p99 |");
-            sep.append(" --- | --- |");
-        }
-        b.append('\n').append(sep).append('\n');
+        StringBuilder b = header("Anatomy of a handoff (wall clock, from the records' timing marks; ms)", "| hop | where |", 2, rows, " p50 | p99 |");
         for (Hop h : Hop.values()) {
             b.append("| ").append(h.key()).append(h.crossProcess() ? " *" : "").append(" | ").append(h.label()).append(" |");
             for (Level r : rows) {
@@ -340,13 +334,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
     }
 
     private static String targetsTable(List<Level> rows, References refs) {
-        StringBuilder b = new StringBuilder("### In-situ targets (docs/architecture.md), p50\n\n| target | limit |");
-        StringBuilder sep = new StringBuilder("| --- | --- |");
-        for (Level r : rows) {
-            b.append(" c=").append(r.concurrency).append(" |");
-            sep.append(" --- |");
-        }
-        b.append('\n').append(sep).append('\n');
+        StringBuilder b = header("In-situ targets (docs/architecture.md), p50", "| target | limit |", 2, rows, " |");
         double raw = refs.rawHop.p50ms();
         for (Hop h : KAFKA_HOPS) {
             b.append("| ").append(h.key()).append(" ≤ 2× raw hop | ").append(String.format(Locale.ROOT, "%.3f ms |", 2 * raw));
@@ -377,13 +365,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
     }
 
     private static String cpuTable(List<Level> rows) {
-        StringBuilder b = new StringBuilder("### CPU per handoff (ms of CPU per P/D request, each process, during the P/D phase)\n\n| process |");
-        StringBuilder sep = new StringBuilder("| --- |");
-        for (Level r : rows) {
-            b.append(" c=").append(r.concurrency).append(" |");
-            sep.append(" --- |");
-        }
-        b.append('\n').append(sep).append('\n');
+        StringBuilder b = header("CPU per handoff (ms of CPU per P/D request, each process, during the P/D phase)", "| process |", 1, rows, " |");
         List<String> names = rows.isEmpty() ? List.of() : new ArrayList<>(rows.get(0).cpuMsPerHandoff.keySet());
         double[] total = new double[rows.size()];
         for (String n : names) {
@@ -400,6 +382,18 @@ public final class E2eBenchCommand implements Callable<Integer> {
             b.append(String.format(Locale.ROOT, " **%.2f** |", t));
         }
         return b.append('\n').toString();
+    }
+
+    /** A table's title and header row: {@code first} columns, then one group per level ({@code perLevel}: its cells after "c=N"). */
+    private static StringBuilder header(String title, String first, int firstColumns, List<Level> rows, String perLevel) {
+        StringBuilder b = new StringBuilder("### ").append(title).append("\n\n").append(first);
+        StringBuilder sep = new StringBuilder("|" + " --- |".repeat(firstColumns));
+        int cells = perLevel.length() - perLevel.replace("|", "").length();
+        for (Level r : rows) {
+            b.append(" c=").append(r.concurrency).append(perLevel);
+            sep.append(" --- |".repeat(cells));
+        }
+        return b.append('\n').append(sep).append('\n');
     }
 
     private static String mark(boolean ok) {
