@@ -88,7 +88,8 @@ public final class E2eBenchCommand implements Callable<Integer> {
 
     /** One level's numbers (latencies in ms, sorted). */
     record Level(int concurrency, int requests, double[] pd, double[] colocated, double[] handoff, double pdRps, double colocatedRps, long kvBytes,
-                 int wrong, Map<Hop, double[]> hops, double[] transferMs, double[] transferGbps, Map<String, Double> cpuMsPerHandoff) {
+                 int wrong, Map<Hop, double[]> hops, double[] transferMs, double[] transferGbps, Map<String, Double> cpuMsPerHandoff,
+                 Map<String, Double> cpuMsPerColocated) {
         double overheadP50() {
             return pct(pd, 50) - pct(colocated, 50);
         }
@@ -120,13 +121,14 @@ public final class E2eBenchCommand implements Callable<Integer> {
                 t = System.nanoTime();
                 List<LoadClient.Result> col = client.run(work1.stream().map(LoadClient.Request::colocatedTwin).toList(), c, () -> { });
                 double colSecs = (System.nanoTime() - t) / 1e9;
+                Map<String, Double> cpuColocated = perRequest(cpu1, cpuMillis(pipeline), (int) col.stream().filter(LoadClient.Result::ok).count());
                 int wrong = 0;
                 for (LoadClient.Result r : concat(pd, col)) {
                     if (!r.ok() || !r.text().equals(r.request().expected(model))) {
                         wrong++;
                     }
                 }
-                Level row = level(c, pd, col, pdSecs, colSecs, wrong, PipelineLog.read(pipeline.bootstrapServers()), cpu0, cpu1);
+                Level row = level(c, pd, col, pdSecs, colSecs, wrong, PipelineLog.read(pipeline.bootstrapServers()), cpu0, cpu1, cpuColocated);
                 rows.add(row);
                 System.out.printf(Locale.ROOT, "  TTFT P/D p50 %.1f p99 %.1f ms | colocated p50 %.1f p99 %.1f ms | overhead p50 %.1f ms | "
                                 + "handoff p50 %.1f p99 %.1f ms | transfer p50 %.1f ms (%.2f GB/s) | wrong %d%n", pct(row.pd, 50), pct(row.pd, 99),
@@ -224,7 +226,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
     }
 
     private Level level(int c, List<LoadClient.Result> pd, List<LoadClient.Result> col, double pdSecs, double colSecs, int wrong, PipelineLog log,
-                        Map<String, Long> cpu0, Map<String, Long> cpu1) {
+                        Map<String, Long> cpu0, Map<String, Long> cpu1, Map<String, Double> cpuColocated) {
         Map<Hop, List<Double>> hops = new EnumMap<>(Hop.class);
         List<Double> transfer = new ArrayList<>();
         List<Double> gbps = new ArrayList<>();
@@ -244,17 +246,22 @@ public final class E2eBenchCommand implements Callable<Integer> {
         }
         Map<Hop, double[]> sorted = new EnumMap<>(Hop.class);
         hops.forEach((h, v) -> sorted.put(h, v.stream().mapToDouble(Double::doubleValue).sorted().toArray()));
-        Map<String, Double> cpu = new LinkedHashMap<>();
-        int n = (int) pd.stream().filter(LoadClient.Result::ok).count();
-        cpu0.forEach((name, before) -> {
-            Long after = cpu1.get(name);
-            if (after != null && n > 0) {
-                cpu.put(name, (after - before) / (double) n);
-            }
-        });
+        Map<String, Double> cpu = perRequest(cpu0, cpu1, (int) pd.stream().filter(LoadClient.Result::ok).count());
         return new Level(c, requests, ttfts(pd), ttfts(col), pd.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs()))
                 .mapToDouble(LoadClient.Result::handoffMs).sorted().toArray(), requests / pdSecs, requests / colSecs,
-                pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, sorted, sort(transfer), sort(gbps), cpu);
+                pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, sorted, sort(transfer), sort(gbps), cpu, cpuColocated);
+    }
+
+    /** CPU ms per request of each process between two readings of {@link #cpuMillis}. */
+    private static Map<String, Double> perRequest(Map<String, Long> before, Map<String, Long> after, int n) {
+        Map<String, Double> out = new LinkedHashMap<>();
+        before.forEach((name, b) -> {
+            Long a = after.get(name);
+            if (a != null && n > 0) {
+                out.put(name, (a - b) / (double) n);
+            }
+        });
+        return out;
     }
 
     /** CPU time (ms) each process of the pipeline, the broker and this load generator have used so far. */
@@ -365,21 +372,28 @@ public final class E2eBenchCommand implements Callable<Integer> {
     }
 
     private static String cpuTable(List<Level> rows) {
-        StringBuilder b = header("CPU per handoff (ms of CPU per P/D request, each process, during the P/D phase)", "| process |", 1, rows, " |");
+        StringBuilder b = header("CPU per request (ms of CPU per answered request, each process, during each path's phase): what a handoff costs"
+                + " beside a colocated answer", "| process |", 1, rows, " P/D | colocated |");
         List<String> names = rows.isEmpty() ? List.of() : new ArrayList<>(rows.get(0).cpuMsPerHandoff.keySet());
-        double[] total = new double[rows.size()];
+        double[][] total = new double[rows.size()][2];
         for (String n : names) {
             b.append("| ").append(n).append(" |");
             for (int i = 0; i < rows.size(); i++) {
-                double v = rows.get(i).cpuMsPerHandoff.getOrDefault(n, Double.NaN);
-                total[i] += Double.isNaN(v) ? 0 : v;
-                b.append(String.format(Locale.ROOT, " %.2f |", v));
+                double p = rows.get(i).cpuMsPerHandoff.getOrDefault(n, Double.NaN);
+                double c = rows.get(i).cpuMsPerColocated.getOrDefault(n, Double.NaN);
+                total[i][0] += Double.isNaN(p) ? 0 : p;
+                total[i][1] += Double.isNaN(c) ? 0 : c;
+                b.append(String.format(Locale.ROOT, " %.2f | %.2f |", p, c));
             }
             b.append('\n');
         }
         b.append("| **all** |");
-        for (double t : total) {
-            b.append(String.format(Locale.ROOT, " **%.2f** |", t));
+        for (double[] t : total) {
+            b.append(String.format(Locale.ROOT, " **%.2f** | **%.2f** |", t[0], t[1]));
+        }
+        b.append("\n| **cores busy** (all × requests/s ÷ 1000) |");
+        for (int i = 0; i < rows.size(); i++) {
+            b.append(String.format(Locale.ROOT, " %.2f | %.2f |", total[i][0] * rows.get(i).pdRps / 1000, total[i][1] * rows.get(i).colocatedRps / 1000));
         }
         return b.append('\n').toString();
     }
@@ -450,6 +464,11 @@ public final class E2eBenchCommand implements Callable<Integer> {
             j.append("},\"cpu_ms_per_handoff\":{");
             k = 0;
             for (Map.Entry<String, Double> e : r.cpuMsPerHandoff.entrySet()) {
+                j.append(k++ == 0 ? "" : ",").append('"').append(e.getKey().replace("\"", "")).append("\":").append(num(e.getValue()));
+            }
+            j.append("},\"cpu_ms_per_colocated\":{");
+            k = 0;
+            for (Map.Entry<String, Double> e : r.cpuMsPerColocated.entrySet()) {
                 j.append(k++ == 0 ? "" : ",").append('"').append(e.getKey().replace("\"", "")).append("\":").append(num(e.getValue()));
             }
             j.append("}}");
