@@ -6,6 +6,8 @@ import io.orbitkv.pd.cli.pipeline.PipelineLog;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.engine.sim.SimModel;
 import io.orbitkv.pd.events.OutcomeKind;
+import io.orbitkv.pd.logtools.trace.HandoffAnatomy;
+import io.orbitkv.pd.tracing.Hop;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -200,8 +202,33 @@ public final class DemoCommand implements Callable<Integer> {
         out.printf(Locale.ROOT, "%nFrom the log: %d requests admitted; outcomes %s; %d transfers moved %.1f MiB of KV at %.2f GB/s (bytes / summed"
                         + " transfer time)%n", log.admitted(), o, log.transfers, log.transferBytes / 1048576.0,
                 log.transferMicros == 0 ? 0 : log.transferBytes / (log.transferMicros * 1000.0));
+        printHops(out, log);
         out.printf("Answers verified: %d / %d equal to the colocated reference%n", verified, total);
         wrong.forEach(w -> out.println("  " + w));
+    }
+
+    /** The handoff hop by hop, p50 over the run's requests, from the records' timing marks (what `trace` shows for one). */
+    private static void printHops(PrintStream out, PipelineLog log) {
+        Map<Hop, List<Double>> hops = new java.util.EnumMap<>(Hop.class);
+        for (PipelineLog.Story s : log.stories.values()) {
+            for (HandoffAnatomy.Span span : s.anatomy().spans()) {
+                hops.computeIfAbsent(span.hop(), h -> new ArrayList<>()).add(span.micros() / 1e3);
+            }
+        }
+        if (hops.isEmpty()) {
+            return;
+        }
+        StringBuilder b = new StringBuilder("Where a handoff's time went (p50 ms, wall clock, from the log; the first minutes run on cold JVMs,"
+                + " './orbitkv-pd bench e2e' warms up first):");
+        int col = 0;
+        for (Map.Entry<Hop, List<Double>> e : hops.entrySet()) {
+            if (e.getKey().ordinal() < Hop.FACT_TO_DECIDER.ordinal() || e.getKey() == Hop.PREFILL_ANSWER) {
+                continue; // the handoff: from the fact that completed the pair to the first token at the proxy
+            }
+            double[] v = e.getValue().stream().mapToDouble(Double::doubleValue).sorted().toArray();
+            b.append(col++ % 6 == 0 ? "\n  " : " · ").append(e.getKey().key()).append(' ').append(String.format(Locale.ROOT, "%.2f", pct(v, 50)));
+        }
+        out.println(b);
     }
 
     static double pct(double[] sorted, double p) {
