@@ -1,5 +1,6 @@
 package io.orbitkv.pd.cli;
 
+import io.orbitkv.pd.engine.sim.SimModel;
 import io.orbitkv.pd.proxy.OrbitProxy;
 import io.orbitkv.pd.proxy.ProxyConfig;
 import io.orbitkv.pd.schemas.config.ConfigProps;
@@ -31,7 +32,8 @@ final class ProxyCommand implements Callable<Integer> {
         props.override("proxy.http.port", port);
         ProxyConfig cfg = ProxyConfig.from(props);
         props.requireAllKeysUsed("docs/proxy.md");
-        OrbitProxy proxy = OrbitProxy.start(cfg);
+        // The engines this launcher runs are the simulator's: their tokenizer is the one the proxy must count with.
+        OrbitProxy proxy = OrbitProxy.start(cfg, prompt -> SimModel.tokenize(prompt).length);
         Runtime.getRuntime().addShutdownHook(new Thread(proxy::close, "proxy-shutdown"));
         System.out.println("proxy running: url=" + proxy.url() + " routing=" + cfg.routing() + " decider=" + cfg.deciderUrl());
         proxy.awaitClose();

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import io.orbitkv.pd.broker.KraftCluster;
-import io.orbitkv.pd.broker.internal.LogTail;
+import io.orbitkv.pd.broker.LogTail;
 import io.orbitkv.pd.cli.pipeline.Pipeline;
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.DecodeCompleted;

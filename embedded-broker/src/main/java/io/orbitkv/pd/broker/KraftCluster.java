@@ -37,12 +37,12 @@ import org.apache.kafka.common.Node;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import io.orbitkv.pd.broker.internal.ChildClasspath;
+import io.orbitkv.pd.broker.ChildClasspath;
 import io.orbitkv.pd.broker.internal.ChildLogging;
 import io.orbitkv.pd.broker.internal.ClusterLayout;
 import io.orbitkv.pd.broker.internal.KraftBrokerMain;
 import io.orbitkv.pd.broker.internal.NodeProcess;
-import io.orbitkv.pd.broker.internal.Ports;
+import io.orbitkv.pd.broker.Ports;
 
 /**
  * A real Apache Kafka cluster in KRaft mode, each node a combined broker+controller running in its own child

@@ -60,6 +60,8 @@ public final class Marks {
     public static final String WRITTEN = "w1";
     /** Worker: the receiver acknowledged every byte in place. */
     public static final String ACKED = "ack";
+    /** Worker's engine API: the engine's fact frame was read (its {@code out} is when the worker handed it to Kafka). */
+    public static final String API = "api";
 
     private static final int MAX = 32;
 

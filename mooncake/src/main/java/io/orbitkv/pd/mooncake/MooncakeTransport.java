@@ -23,7 +23,7 @@ import io.orbitkv.pd.transport.Transfer;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
 import io.orbitkv.pd.transport.TransferResult;
-import io.orbitkv.pd.transport.tcp.internal.FrameException;
+import io.orbitkv.pd.transport.tcp.wire.FrameException;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;

@@ -2,7 +2,6 @@ package io.orbitkv.pd.proxy;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
-import io.orbitkv.pd.engine.sim.SimModel;
 import io.orbitkv.pd.proxy.internal.Admissions;
 import io.orbitkv.pd.proxy.internal.EngineList;
 import io.orbitkv.pd.proxy.internal.ProxiedRequest;
@@ -63,6 +62,7 @@ public final class OrbitProxy implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(OrbitProxy.class);
 
     private final ProxyConfig config;
+    private final Tokenizer tokenizer;
     private final Vertx vertx;
     private final EventSerdes serdes;
     private final Topics topics;
@@ -79,8 +79,9 @@ public final class OrbitProxy implements AutoCloseable {
     private Admissions admissions;
     private volatile int port;
 
-    private OrbitProxy(ProxyConfig config) {
+    private OrbitProxy(ProxyConfig config, Tokenizer tokenizer) {
         this.config = config;
+        this.tokenizer = tokenizer;
         this.vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(config.eventLoops() + 1).setWorkerPoolSize(1));
         this.serdes = EventSerdes.create(config.serde());
         this.topics = new Topics(config.topics(), serdes);
@@ -91,8 +92,9 @@ public final class OrbitProxy implements AutoCloseable {
         this.meters = new ProxyMetrics(metrics.registry(), inFlight);
     }
 
-    public static OrbitProxy start(ProxyConfig config) throws Exception {
-        OrbitProxy p = new OrbitProxy(config);
+    /** Starts a proxy whose P/D admissions count prompts with {@code tokenizer} (the engines' own; see {@link Tokenizer}). */
+    public static OrbitProxy start(ProxyConfig config, Tokenizer tokenizer) throws Exception {
+        OrbitProxy p = new OrbitProxy(config, java.util.Objects.requireNonNull(tokenizer, "tokenizer"));
         try {
             p.open();
             return p;
@@ -250,7 +252,7 @@ public final class OrbitProxy implements AutoCloseable {
         if (colocated) {
             pr.dispatchColocated(decode);
         } else {
-            pr.dispatchPd(prefill, decode, SimModel.tokenize(r.prompt()).length, config.fallbackRecompute());
+            pr.dispatchPd(prefill, decode, tokenizer.countTokens(r.prompt()), config.fallbackRecompute());
         }
     }
 

@@ -1,7 +1,17 @@
 package io.orbitkv.pd.worker;
 
 import io.orbitkv.pd.schemas.config.KafkaClients;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.orbitkv.pd.engine.client.EngineFacts;
+import io.orbitkv.pd.engine.client.api.ApiException;
+import io.orbitkv.pd.engine.client.api.ApiFrames;
+import io.orbitkv.pd.engine.client.api.ApiProtocol;
 import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.EngineRole;
+import io.orbitkv.pd.events.MemoryRegion;
+import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.kv.KvPoolImporter;
 import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvPool;
@@ -12,12 +22,14 @@ import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.transport.KvTransport;
 import io.orbitkv.pd.transport.KvTransportProvider;
+import io.orbitkv.pd.transport.TransportUnavailableException;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.local.LocalFabric;
 import io.orbitkv.pd.transport.local.LocalTransport;
 import io.orbitkv.pd.transport.tcp.TcpTransport;
 import io.orbitkv.pd.worker.internal.CommandLoop;
-import io.orbitkv.pd.worker.internal.EngineDirectory;
+import io.orbitkv.pd.engine.client.EngineDirectory;
+import io.orbitkv.pd.worker.internal.EngineApiServer;
 import io.orbitkv.pd.worker.internal.EventReporter;
 import io.orbitkv.pd.worker.internal.OrderRunner;
 import io.orbitkv.pd.worker.internal.WorkerHttp;
@@ -60,15 +72,18 @@ public final class WorkerApp implements AutoCloseable {
     private final AtomicBoolean started = new AtomicBoolean();
     private final AtomicBoolean closed = new AtomicBoolean();
     private final CountDownLatch closedLatch = new CountDownLatch(1);
-    private KvPool pool;
-    private PushGate gate;
+    private volatile KvPool pool;
+    private volatile PushGate gate;
     private final List<KvTransport> transports = new ArrayList<>();
     private KafkaProducer<String, byte[]> producer;
     private EventReporter reporter;
     private EngineDirectory directory;
     private OrderRunner runner;
     private CommandLoop commands;
-    private EngineRegistration registration;
+    private Thread commandThread;
+    private EngineApiServer api;
+    private volatile Engine engine;
+    private volatile EngineRegistration registration;
     private final WorkerHttpConfig httpConfig;
     private final ComponentMetrics metrics;
     private final WorkerMetrics workerMetrics;
@@ -88,7 +103,11 @@ public final class WorkerApp implements AutoCloseable {
         this.topics = new Topics(config.topics(), serdes);
     }
 
-    /** Allocates the pool, starts the transports, joins Kafka and announces the engine; returns when it takes orders. */
+    /**
+     * Joins Kafka and, without the engine API, allocates or maps the pool, starts the transports and announces the
+     * engine; returns when it takes orders. With the engine API, it listens on the socket instead: the engine's hello
+     * brings the pool, and the data plane starts then ({@link #attach}).
+     */
     public WorkerApp start() throws InterruptedException {
         if (!started.compareAndSet(false, true)) {
             throw new IllegalStateException("worker already started");
@@ -97,18 +116,6 @@ public final class WorkerApp implements AutoCloseable {
             log.warn("auth.key is not set: using the built-in development key. Set auth.key (the decider's, >= 16 bytes, or hex:...) in production.");
         }
         try {
-            pool = config.poolPath() == null ? HostKvPool.allocate(config.geometry()) : HostKvPool.mapFile(config.geometry(), config.poolPath());
-            gate = new PushGate(config.engineId(), config::instanceEpoch, pool, new OrderTokens(config.authKey()), config.maxRuns(), 100_000);
-            workerMetrics.receiving(gate);
-            for (String name : config.transports()) {
-                transports.add(switch (name) {
-                    case "tcp" -> TcpTransport.start(config.tcp(), config.workerId(), gate);
-                    case "local" -> new LocalTransport(LocalFabric.shared(), config.engineId() + "@" + config.instanceEpoch(), gate);
-                    default -> KvTransportProvider.find(name)
-                            .orElseThrow(() -> new IllegalArgumentException("worker.transports: unknown transport '" + name + "'"))
-                            .open(config.workerId(), gate, config.transportSettings().getOrDefault(name, Map.of()));
-                });
-            }
             try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
                 TopicAdmin.ensureTopics(admin, topics);
             }
@@ -117,26 +124,33 @@ public final class WorkerApp implements AutoCloseable {
             directory = new EngineDirectory(new KafkaConsumer<>(consumerConfig(null), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
                     topics.engines(), engine -> transports.forEach(t -> t.forgetPeer(engine)));
             Thread.ofPlatform().daemon().name("worker-engines").start(directory);
-            runner = new OrderRunner(config.engineId(), config.instanceEpoch(), pool, transports, directory, reporter, config.workerId(),
-                    config.concurrency(), config.dedupeCapacity(), config.peerWait(), workerMetrics);
-            commands = new CommandLoop(new KafkaConsumer<>(consumerConfig(config.groupId()), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
-                    topics.engineCommands(), config.engineId(), runner, gate, reporter, config.queueLimit(), config.commitInterval());
-            commands.position();
             if (!directory.awaitCaughtUp(Duration.ofSeconds(60))) {
                 log.warn("engine table not read to its end within 60 s; continuing");
             }
-            registration = registration(false);
-            reporter.registration(registration).get(60, TimeUnit.SECONDS);
-            Thread.ofPlatform().name("worker-commands").start(commands);
+            if (config.engineApi().enabled()) {
+                api = new EngineApiServer(config.engineApi().path(), config.engineApi().maxFrameBytes(), config.engineApi().decisionBuffer(),
+                        new ApiHost()).start();
+            } else {
+                KvPool own = config.poolPath() == null ? HostKvPool.allocate(config.geometry()) : HostKvPool.mapFile(config.geometry(), config.poolPath());
+                engine = new Engine(config.instanceEpoch(), config.role(), config.model(), "", config.geometry(), config.tpRank(), config.tpSize(),
+                        null);
+                openData(own);
+                announce(false).get(60, TimeUnit.SECONDS);
+            }
             if (httpConfig.enabled()) {
                 http = new WorkerHttp(httpConfig.host(), httpConfig.port(), metrics,
-                        () -> "{\"engine\":\"" + config.engineId() + "\",\"status\":\"ok\",\"completed\":" + completedOrders()
-                                + ",\"failed\":" + failedOrders() + "}").start();
+                        () -> "{\"engine\":\"" + config.engineId() + "\",\"status\":\"" + (pool == null ? "waiting for the engine" : "ok")
+                                + "\",\"completed\":" + completedOrders() + ",\"failed\":" + failedOrders() + "}").start();
                 log.atInfo().addKeyValue("url", "http://" + http.address() + "/metrics").log("worker metrics listening");
             }
-            log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("instanceEpoch", config.instanceEpoch())
-                    .addKeyValue("endpoints", registration.getEndpoints().stream().map(e -> e.getTransport() + "://" + e.getAddress()).toList())
-                    .addKeyValue("pool", pool).log("worker ready");
+            if (api != null) {
+                log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("engineApi", api.path())
+                        .log("worker ready: waiting for the engine to register through the engine API");
+            } else {
+                log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("instanceEpoch", config.instanceEpoch())
+                        .addKeyValue("endpoints", registration.getEndpoints().stream().map(e -> e.getTransport() + "://" + e.getAddress()).toList())
+                        .addKeyValue("pool", pool).log("worker ready");
+            }
             return this;
         } catch (InterruptedException e) {
             close();
@@ -144,18 +158,224 @@ public final class WorkerApp implements AutoCloseable {
         } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
             close();
             throw new IllegalStateException("cannot announce engine " + config.engineId() + " on " + topics.engines().name() + ": " + e, e);
+        } catch (java.io.IOException e) {
+            close();
+            throw new java.io.UncheckedIOException("worker.engine-api.path: cannot listen on " + config.engineApi().path() + ": " + e.getMessage(), e);
         } catch (RuntimeException e) {
             close();
             throw e;
         }
     }
 
+    /** Who the served engine is now: from the configuration, or from its engine API hello. */
+    private record Engine(long instanceEpoch, EngineRole role, String model, String httpUrl, KvGeometry geometry, int tpRank, int tpSize,
+                          List<MemoryRegion> announcedRegions) { }
+
+    /** Gate, transports, order runner and command loop over {@code newPool}, for the current {@link #engine}. */
+    private void openData(KvPool newPool) {
+        pool = newPool;
+        long epoch = engine.instanceEpoch();
+        gate = new PushGate(config.engineId(), () -> epoch, pool, new OrderTokens(config.authKey()), config.maxRuns(), 100_000);
+        workerMetrics.receiving(gate);
+        for (String name : config.transports()) {
+            transports.add(switch (name) {
+                case "tcp" -> TcpTransport.start(config.tcp(), config.workerId(), gate);
+                case "local" -> new LocalTransport(LocalFabric.shared(), config.engineId() + "@" + epoch, gate);
+                default -> openProvided(name);
+            });
+        }
+        runner = new OrderRunner(config.engineId(), epoch, pool, transports, directory, reporter, config.workerId(),
+                config.concurrency(), config.dedupeCapacity(), config.peerWait(), workerMetrics);
+        commands = new CommandLoop(new KafkaConsumer<>(consumerConfig(config.groupId()), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
+                topics.engineCommands(), config.engineId(), runner, gate, reporter, config.queueLimit(), config.commitInterval(),
+                api == null ? null : api::publish);
+        commands.position();
+        commandThread = Thread.ofPlatform().name("worker-commands").start(commands);
+    }
+
+    /** Stops what {@link #openData} started, transports before the pool (their threads touch its memory). */
+    private void closeData() {
+        step("stop reading commands", () -> {
+            if (commands != null) {
+                commands.close();
+                joinQuietly(commandThread);
+            }
+        });
+        step("stop running orders", () -> {
+            if (runner != null) {
+                runner.close();
+            }
+        });
+        for (KvTransport t : transports) {
+            step("close transport " + t.name(), t::close);
+        }
+        transports.clear();
+        step("free the pool", () -> {
+            if (pool != null) {
+                pool.close();
+            }
+        });
+        commands = null;
+        runner = null;
+        gate = null;
+        pool = null;
+    }
+
+    private static void joinQuietly(Thread t) {
+        if (t == null) {
+            return;
+        }
+        try {
+            t.join(Duration.ofSeconds(10));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private java.util.concurrent.CompletableFuture<Void> announce(boolean leaving) {
+        EngineRegistration r = registration(leaving);
+        registration = leaving ? null : r;
+        return reporter.registration(r);
+    }
+
+    /** The engine API's view of this worker. */
+    private final class ApiHost implements EngineApiServer.Host {
+
+        private final EngineFacts facts = new EngineFacts(config.engineId());
+
+        @Override
+        public String engineId() {
+            return config.engineId();
+        }
+
+        @Override
+        public EngineFacts facts() {
+            return facts;
+        }
+
+        @Override
+        public ObjectNode attach(ApiProtocol.Hello hello, boolean newInstance) throws ApiException {
+            synchronized (WorkerApp.this) {
+                if (closed.get()) {
+                    throw new ApiException(ApiException.UNAVAILABLE, null, "the worker is stopping");
+                }
+                if (!newInstance) {
+                    if (engine == null || !engine.geometry().equals(hello.geometry())) {
+                        throw new ApiException(ApiException.POOL, "layout", "layout: a reconnect of instance " + hello.instanceEpoch()
+                                + " must keep its layout (" + (engine == null ? "none" : engine.geometry()) + ")");
+                    }
+                    return welcomeExtra();
+                }
+                if (pool != null) {
+                    log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("instanceEpoch", hello.instanceEpoch())
+                            .log("a new instance of the engine registered: rebuilding the data plane over its pool");
+                    closeData();
+                }
+                KvPool p = mapPool(hello);
+                engine = new Engine(hello.instanceEpoch(), hello.role(), hello.model(), hello.httpUrl(), hello.geometry(), hello.tpRank(),
+                        hello.tpSize(), hello.pool() != null && ApiProtocol.PoolSpec.CUDA_IPC.equals(hello.pool().kind()) ? hello.pool().regions() : null);
+                try {
+                    openData(p);
+                    announce(false).get(30, TimeUnit.SECONDS);
+                } catch (IllegalArgumentException e) {
+                    closeData();
+                    throw new ApiException(ApiException.POOL, null, "the worker cannot serve this engine: " + e.getMessage());
+                } catch (Exception e) {
+                    closeData();
+                    throw new ApiException(ApiException.UNAVAILABLE, null, "cannot announce engine " + config.engineId() + ": " + e);
+                }
+                return welcomeExtra();
+            }
+        }
+
+        private ObjectNode welcomeExtra() {
+            ObjectNode extra = ApiFrames.object().put("worker_id", config.workerId()).put("pool_location", pool.location());
+            ArrayNode eps = extra.putArray("endpoints");
+            for (TransportEndpoint e : registration.getEndpoints()) {
+                eps.addObject().put("transport", e.getTransport()).put("address", e.getAddress());
+            }
+            return extra;
+        }
+
+        private KvPool mapPool(ApiProtocol.Hello hello) throws ApiException {
+            ApiProtocol.PoolSpec spec = hello.pool();
+            try {
+                if (spec == null) {
+                    if (config.poolPath() == null) {
+                        throw new ApiException(ApiException.POOL, "pool", "pool: the hello names no pool and worker.pool.path is not set: send"
+                                + " {\"kind\": \"shm\", \"path\": ...} or {\"kind\": \"cuda_ipc\", ...}");
+                    }
+                    return HostKvPool.mapFile(hello.geometry(), config.poolPath());
+                }
+                if (ApiProtocol.PoolSpec.SHM.equals(spec.kind())) {
+                    java.nio.file.Path file = java.nio.file.Path.of(spec.path());
+                    if (!java.nio.file.Files.isRegularFile(file)) {
+                        throw new ApiException(ApiException.POOL, "pool.path", "pool.path: " + file + " is not a file this worker can see (the engine"
+                                + " creates its pool file, e.g. under /dev/shm, before the hello)");
+                    }
+                    return HostKvPool.mapFile(hello.geometry(), file);
+                }
+                KvPoolImporter importer = KvPoolImporter.find(spec.kind()).orElseThrow(() -> new ApiException(ApiException.POOL, "pool.kind",
+                        "pool.kind: '" + spec.kind() + "' pools need a module this worker does not have (orbitkv-gpu for cuda_ipc)"));
+                return importer.open(config.engineId(), hello.geometry(), spec.device(), spec.regions());
+            } catch (IllegalArgumentException e) {
+                throw new ApiException(ApiException.POOL, "pool", "pool: " + e.getMessage().replace("worker.pool.path: ", ""));
+            } catch (IllegalStateException | java.io.UncheckedIOException e) {
+                throw new ApiException(ApiException.POOL, "pool", "pool: " + e.getMessage());
+            }
+        }
+
+        @Override
+        public java.util.concurrent.CompletableFuture<String> report(ApiProtocol.FactRequest f) {
+            java.util.concurrent.CompletableFuture<String> done = new java.util.concurrent.CompletableFuture<>();
+            producer.send(facts.record(topics, f.fact(), f.trace(), f.marks()), (md, err) -> {
+                if (err != null) {
+                    done.completeExceptionally(err);
+                } else {
+                    done.complete(f.fact().eventId());
+                }
+            });
+            return done;
+        }
+
+        @Override
+        public void detach(long instanceEpoch) {
+            synchronized (WorkerApp.this) {
+                if (engine == null || engine.instanceEpoch() != instanceEpoch) {
+                    return;
+                }
+                try {
+                    announce(true).get(10, TimeUnit.SECONDS);
+                } catch (Exception e) {
+                    log.atWarn().log("could not announce that engine " + config.engineId() + " left: " + e);
+                }
+                closeData();
+                engine = null;
+                log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("instanceEpoch", instanceEpoch)
+                        .log("the engine said goodbye: announced that it left; waiting for its next instance");
+            }
+        }
+    }
+
+    /** A transport of another module (cuda, mooncake): refused with the provider's reason where it cannot run. */
+    private KvTransport openProvided(String name) {
+        KvTransportProvider p = KvTransportProvider.find(name)
+                .orElseThrow(() -> new IllegalArgumentException("worker.transports: unknown transport '" + name + "'"));
+        try {
+            return p.open(config.workerId(), gate, config.transportSettings().getOrDefault(name, Map.of()));
+        } catch (TransportUnavailableException e) {
+            throw new IllegalArgumentException("worker.transports: '" + name + "' cannot run on this machine: " + e.getMessage(), e);
+        }
+    }
+
     private EngineRegistration registration(boolean leaving) {
         List<TransportEndpoint> endpoints = new ArrayList<>();
         transports.forEach(t -> t.endpoint().ifPresent(endpoints::add));
-        return EngineRegistration.newBuilder().setEngineId(config.engineId()).setRole(config.role()).setInstanceEpoch(config.instanceEpoch())
-                .setModel(config.model()).setHttpUrl("").setEndpoints(endpoints).setLayout(config.geometry().toLayout(config.tpRank(), config.tpSize()))
-                .setRegions(pool.memoryRegions()).setRegisteredAtMs(System.currentTimeMillis()).setDeregistered(leaving).build();
+        return EngineRegistration.newBuilder().setEngineId(config.engineId()).setRole(engine.role()).setInstanceEpoch(engine.instanceEpoch())
+                .setModel(engine.model()).setHttpUrl(engine.httpUrl()).setEndpoints(endpoints)
+                .setLayout(engine.geometry().toLayout(engine.tpRank(), engine.tpSize()))
+                .setRegions(engine.announcedRegions() != null ? engine.announcedRegions() : pool.memoryRegions())
+                .setRegisteredAtMs(System.currentTimeMillis()).setDeregistered(leaving).build();
     }
 
     private Map<String, Object> producerConfig() {
@@ -200,6 +420,32 @@ public final class WorkerApp implements AutoCloseable {
                 .map(TransportEndpoint::getAddress);
     }
 
+    /** Requests the engine API refused, by error code (empty without the API). */
+    public Map<String, Long> apiRefusals() {
+        Map<String, Long> out = new java.util.TreeMap<>();
+        if (api != null) {
+            api.refusals().forEach((k, v) -> out.put(k, v.get()));
+        }
+        return out;
+    }
+
+    /** The last decision sequence number the engine API gave out (0 without it). */
+    public long apiLastSeq() {
+        return api == null ? 0 : api.lastSeq();
+    }
+
+    /** Whether an engine is connected to the engine API now. */
+    public boolean engineConnected() {
+        return api != null && api.engineConnected();
+    }
+
+    /** Drops the engine API's connections without a goodbye (fault drills, tests). */
+    public void dropEngineConnections() {
+        if (api != null) {
+            api.dropConnections();
+        }
+    }
+
     public long completedOrders() {
         return runner == null ? 0 : runner.completedCount();
     }
@@ -219,42 +465,41 @@ public final class WorkerApp implements AutoCloseable {
             return;
         }
         try {
-            step("stop reading commands", () -> {
-                if (commands != null) {
-                    commands.close();
+            step("stop the engine API", () -> {
+                if (api != null) {
+                    api.close();
                 }
             });
-            step("stop running orders", () -> {
-                if (runner != null) {
-                    runner.close();
-                }
-            });
-            step("announce that the engine left", () -> {
-                if (registration != null && producer != null) {
-                    try {
-                        reporter.registration(registration(true)).get(10, TimeUnit.SECONDS);
-                    } catch (Exception e) {
-                        throw new IllegalStateException(e.toString(), e);
+            synchronized (this) {
+                step("stop reading commands", () -> {
+                    if (commands != null) {
+                        commands.close();
                     }
-                }
-            });
-            step("stop the engine directory", () -> {
-                if (directory != null) {
-                    directory.close();
-                }
-            });
-            // Transports before the pool: their threads read and write its memory.
-            for (KvTransport t : transports) {
-                step("close transport " + t.name(), t::close);
+                });
+                step("stop running orders", () -> {
+                    if (runner != null) {
+                        runner.close();
+                    }
+                });
+                step("announce that the engine left", () -> {
+                    if (registration != null && producer != null) {
+                        try {
+                            announce(true).get(10, TimeUnit.SECONDS);
+                        } catch (Exception e) {
+                            throw new IllegalStateException(e.toString(), e);
+                        }
+                    }
+                });
+                step("stop the engine directory", () -> {
+                    if (directory != null) {
+                        directory.close();
+                    }
+                });
+                closeData();
             }
             step("close the producer", () -> {
                 if (producer != null) {
                     producer.close(Duration.ofSeconds(10));
-                }
-            });
-            step("free the pool", () -> {
-                if (pool != null) {
-                    pool.close();
                 }
             });
             step("close serdes", serdes::close);

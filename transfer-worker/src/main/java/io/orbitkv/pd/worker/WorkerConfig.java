@@ -46,17 +46,20 @@ import java.util.Map;
  * @param kafkaOverrides   extra client properties ({@code kafka.*}, prefix removed), for every client of the worker
  * @param transportSettings settings of transports that live in other modules ({@code transfer.<name>.*}, prefix removed),
  *                         found by name through {@link KvTransportProvider}, e.g. {@code mooncake}
+ * @param engineApi        the local engine API ({@code worker.engine-api.*}); when on, the engine's hello gives the
+ *                         layout, pool, role, model and instance epoch, and the {@code worker.layout.*},
+ *                         {@code worker.engine.role/model/instance-epoch} keys are not used
  */
 public record WorkerConfig(String bootstrapServers, String engineId, String workerId, EngineRole role, String model, long instanceEpoch,
                            KvGeometry geometry, int tpRank, int tpSize, Path poolPath, List<String> transports, TcpConfig tcp,
                            int concurrency, int queueLimit, int dedupeCapacity, int maxRuns, Duration peerWait, Duration commitInterval,
                            String isolationLevel, byte[] authKey, TopicsConfig topics, SerdeConfig serde,
-                           Map<String, Object> kafkaOverrides, Map<String, Map<String, String>> transportSettings) {
+                           Map<String, Object> kafkaOverrides, Map<String, Map<String, String>> transportSettings, EngineApiConfig engineApi) {
 
     /** Transports this build can run. */
     public static final List<String> AVAILABLE_TRANSPORTS = List.of("tcp", "local");
-    /** Transports the design names that later issues bring. */
-    public static final List<String> LATER_TRANSPORTS = List.of("cuda", "mooncake");
+    /** Transports that live in modules of their own, and those modules (found through {@link KvTransportProvider}). */
+    public static final Map<String, String> MODULE_TRANSPORTS = Map.of("cuda", "orbitkv-gpu", "mooncake", "orbitkv-mooncake");
 
     public WorkerConfig {
         if (bootstrapServers == null || bootstrapServers.isBlank()) {
@@ -84,9 +87,10 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
             if (!AVAILABLE_TRANSPORTS.contains(t) && KvTransportProvider.find(t).isPresent()) {
                 continue; // a transport module on the class path (mooncake, cuda): it says at start whether it can run here
             }
-            if (LATER_TRANSPORTS.contains(t)) {
-                throw new IllegalArgumentException("worker.transports: '" + t + "' is not available in this build yet (it comes in a later"
-                        + " release behind the same interface); available: " + AVAILABLE_TRANSPORTS);
+            if (MODULE_TRANSPORTS.containsKey(t)) {
+                // The distribution ships every module; only an embedding without it lands here.
+                throw new IllegalArgumentException("worker.transports: '" + t + "' comes with the " + MODULE_TRANSPORTS.get(t)
+                        + " module, which is not on this class path; available: " + AVAILABLE_TRANSPORTS);
             }
             if (!AVAILABLE_TRANSPORTS.contains(t)) {
                 throw new IllegalArgumentException("worker.transports: unknown transport '" + t + "'; available: " + AVAILABLE_TRANSPORTS);
@@ -108,6 +112,7 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
         authKey = authKey.clone();
         kafkaOverrides = Map.copyOf(kafkaOverrides);
         transportSettings = transportSettings == null ? Map.of() : Map.copyOf(transportSettings);
+        engineApi = engineApi == null ? EngineApiConfig.OFF : engineApi;
     }
 
     public static WorkerConfig from(ConfigProps p) {
@@ -154,7 +159,8 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
                 p.topics(),
                 p.serde(),
                 p.withPrefix("kafka."),
-                providerSettings(p));
+                providerSettings(p),
+                EngineApiConfig.from(p));
     }
 
     /** {@code transfer.<name>.*} of every transport that is neither tcp nor local, prefix removed. */

@@ -66,7 +66,7 @@ class WorkerConfigTest {
         assertThatThrownBy(() -> WorkerConfig.from(ConfigProps.empty().with("bootstrap.servers", "x:1")))
                 .hasMessageStartingWith("worker.engine.id: required");
         assertThatThrownBy(() -> WorkerConfig.from(base().with("worker.transports", "tcp,mooncake")))
-                .hasMessageStartingWith("worker.transports: 'mooncake' is not available in this build yet");
+                .hasMessageStartingWith("worker.transports: 'mooncake' comes with the orbitkv-mooncake module, which is not on this class path");
         assertThatThrownBy(() -> WorkerConfig.from(base().with("worker.transports", "carrier-pigeon")))
                 .hasMessage("worker.transports: unknown transport 'carrier-pigeon'; available: [tcp, local]");
         assertThatThrownBy(() -> WorkerConfig.from(base().with("worker.layout.page-bytes", "1000")))

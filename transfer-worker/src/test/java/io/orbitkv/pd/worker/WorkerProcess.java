@@ -1,7 +1,7 @@
 package io.orbitkv.pd.worker;
 
-import io.orbitkv.pd.broker.internal.ChildClasspath;
-import io.orbitkv.pd.broker.internal.LogTail;
+import io.orbitkv.pd.broker.ChildClasspath;
+import io.orbitkv.pd.broker.LogTail;
 import java.io.IOException;
 import java.io.Writer;
 import java.nio.charset.StandardCharsets;

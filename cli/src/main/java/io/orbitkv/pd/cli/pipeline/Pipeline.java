@@ -1,8 +1,8 @@
 package io.orbitkv.pd.cli.pipeline;
 
 import io.orbitkv.pd.broker.KraftCluster;
-import io.orbitkv.pd.broker.internal.ChildClasspath;
-import io.orbitkv.pd.broker.internal.LogTail;
+import io.orbitkv.pd.broker.ChildClasspath;
+import io.orbitkv.pd.broker.LogTail;
 import io.orbitkv.pd.cli.ParentWatch;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.kv.HostKvPool;
@@ -135,7 +135,7 @@ public final class Pipeline implements AutoCloseable {
         new java.security.SecureRandom().nextBytes(key);
         String authKey = "hex:" + java.util.HexFormat.of().formatHex(key);
         // Every child's port at once, distinct and outside the range that bind(0) and outgoing connections draw from.
-        java.util.Iterator<Integer> ports = io.orbitkv.pd.broker.internal.Ports.free(
+        java.util.Iterator<Integer> ports = io.orbitkv.pd.broker.Ports.free(
                 3 + 2 * (spec.prefillEngines() + spec.decodeEngines())).iterator();
         int deciderPort = ports.next();
         deciderUrl = "http://127.0.0.1:" + deciderPort;

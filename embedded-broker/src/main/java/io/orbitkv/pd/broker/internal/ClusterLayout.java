@@ -1,5 +1,6 @@
 package io.orbitkv.pd.broker.internal;
 
+import io.orbitkv.pd.broker.Ports;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

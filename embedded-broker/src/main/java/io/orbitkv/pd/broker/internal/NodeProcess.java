@@ -1,5 +1,7 @@
 package io.orbitkv.pd.broker.internal;
 
+import io.orbitkv.pd.broker.LogTail;
+import io.orbitkv.pd.broker.Ports;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;

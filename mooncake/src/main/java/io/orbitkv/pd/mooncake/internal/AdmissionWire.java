@@ -2,8 +2,8 @@ package io.orbitkv.pd.mooncake.internal;
 
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
-import io.orbitkv.pd.transport.tcp.internal.FrameException;
-import io.orbitkv.pd.transport.tcp.internal.Wire;
+import io.orbitkv.pd.transport.tcp.wire.FrameException;
+import io.orbitkv.pd.transport.tcp.wire.Wire;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;

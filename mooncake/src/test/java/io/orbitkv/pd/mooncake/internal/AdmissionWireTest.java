@@ -5,8 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
-import io.orbitkv.pd.transport.tcp.internal.FrameException;
-import io.orbitkv.pd.transport.tcp.internal.Wire;
+import io.orbitkv.pd.transport.tcp.wire.FrameException;
+import io.orbitkv.pd.transport.tcp.wire.Wire;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.EOFException;

@@ -391,7 +391,7 @@ public final class ApicurioRegistry implements AutoCloseable {
         }
 
         private static int[] freePorts(int n) {
-            return io.orbitkv.pd.broker.internal.Ports.free(n).stream().mapToInt(Integer::intValue).toArray();
+            return io.orbitkv.pd.broker.Ports.free(n).stream().mapToInt(Integer::intValue).toArray();
         }
     }
 

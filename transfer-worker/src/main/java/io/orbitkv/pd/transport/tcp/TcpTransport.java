@@ -1,5 +1,6 @@
 package io.orbitkv.pd.transport.tcp;
 
+import io.orbitkv.pd.transport.tcp.wire.Wire;
 import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.BulkPriority;
 import io.orbitkv.pd.kv.KvPool;
@@ -14,7 +15,7 @@ import io.orbitkv.pd.transport.Transfer;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
 import io.orbitkv.pd.transport.TransferResult;
-import io.orbitkv.pd.transport.tcp.internal.FrameException;
+import io.orbitkv.pd.transport.tcp.wire.FrameException;
 import io.orbitkv.pd.transport.tcp.internal.Pacer;
 import io.orbitkv.pd.transport.tcp.internal.PlanCursor;
 import io.orbitkv.pd.transport.tcp.internal.ReceiverConnection;

@@ -1,6 +1,9 @@
 package io.orbitkv.pd.worker.internal;
 
 import io.orbitkv.pd.events.AbortTransfer;
+import io.orbitkv.pd.engine.client.CommandRouting;
+import io.orbitkv.pd.engine.client.api.ApiProtocol;
+import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.RecomputeDecided;
 import io.orbitkv.pd.events.ReleaseDecided;
@@ -22,7 +25,6 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
-import org.apache.kafka.common.utils.Utils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -53,13 +55,27 @@ public final class CommandLoop implements Runnable, AutoCloseable {
     private final EventReporter reporter;
     private final int queueLimit;
     private final Duration commitInterval;
+    private final EngineSink engineSink;
     private final OffsetTracker offsets = new OffsetTracker();
     private TopicPartition partition;
     private volatile boolean running = true;
     private volatile boolean positioned;
 
+    /** Where the engine's own decisions go when the engine is on the worker's engine API (after the worker acted on them). */
+    @FunctionalInterface
+    public interface EngineSink {
+        void publish(Decision decision, TraceContext trace, Marks marks, long receivedMicros);
+    }
+
     public CommandLoop(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, OrderRunner runner, PushGate gate,
                        EventReporter reporter, int queueLimit, Duration commitInterval) {
+        this(consumer, topic, engineId, runner, gate, reporter, queueLimit, commitInterval, null);
+    }
+
+    /** {@code engineSink}: the engine API's, or null when the engine reads its decisions from Kafka itself. */
+    public CommandLoop(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, OrderRunner runner, PushGate gate,
+                       EventReporter reporter, int queueLimit, Duration commitInterval, EngineSink engineSink) {
+        this.engineSink = engineSink;
         this.consumer = consumer;
         this.topic = topic;
         this.engineId = engineId;
@@ -70,11 +86,6 @@ public final class CommandLoop implements Runnable, AutoCloseable {
         this.commitInterval = commitInterval;
     }
 
-    /** The partition of {@code engine-commands} that carries {@code engineId}'s records (Kafka's default partitioner). */
-    public static int partitionFor(String engineId, int partitions) {
-        return Utils.toPositive(Utils.murmur2(engineId.getBytes(StandardCharsets.UTF_8))) % partitions;
-    }
-
     /**
      * Assigns the engine's partition and fixes the start position (the committed offset, else the end of the
      * partition: orders written before this worker's engine existed are not for it). Call before announcing the
@@ -82,7 +93,7 @@ public final class CommandLoop implements Runnable, AutoCloseable {
      */
     public TopicPartition position() {
         int n = consumer.partitionsFor(topic.name(), Duration.ofSeconds(30)).size();
-        partition = new TopicPartition(topic.name(), partitionFor(engineId, n));
+        partition = new TopicPartition(topic.name(), CommandRouting.partitionFor(engineId, n));
         consumer.assign(List.of(partition));
         long pos = consumer.position(partition, Duration.ofSeconds(30));
         positioned = true;
@@ -210,6 +221,10 @@ public final class CommandLoop implements Runnable, AutoCloseable {
                 default -> {
                     // KvReady and the rest are for the engine itself, not its worker.
                 }
+            }
+            if (engineSink != null && ApiProtocol.forEngine(d)) {
+                // After the worker's own action (a released lease refuses late pushes before the engine frees the pages).
+                engineSink.publish(d, TraceHeaders.read(r.headers()).orElse(null), Marks.read(r.headers()), receivedMicros);
             }
         } catch (RuntimeException e) {
             log.atError().setCause(e).addKeyValue("offset", r.offset()).log("acting on a decision failed");

@@ -1,5 +1,6 @@
 package io.orbitkv.pd.worker.internal;
 
+import io.orbitkv.pd.engine.client.EngineDirectory;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.TransferOrder;
 import io.orbitkv.pd.events.TransportEndpoint;

@@ -36,6 +36,8 @@ public final class WorkerMetrics {
     private final Map<FailureKey, Counter> failures = new ConcurrentHashMap<>();
     private final Map<String, Timer> receives = new ConcurrentHashMap<>();
     private final Hop.Meters hops;
+    private final java.util.concurrent.atomic.AtomicReference<PushGate> receivingGate = new java.util.concurrent.atomic.AtomicReference<>();
+    private final Map<TransferError, java.util.concurrent.atomic.AtomicLong> retiredRefusals = new ConcurrentHashMap<>();
 
     private record FailureKey(String transport, TransferError kind, boolean retriable) { }
 
@@ -83,13 +85,27 @@ public final class WorkerMetrics {
      * (read from the gate's own counts when scraped).
      */
     public void receiving(PushGate gate) {
-        for (TransferError reason : PushGate.REFUSALS) {
-            FunctionCounter.builder(MetricNames.WORKER_PUSHES_REFUSED, gate, g -> g.refusedPushes(reason))
-                    .description("pushes this worker refused as a receiver, by reason").tag("reason", reason.name()).register(registry);
+        // A worker on the engine API gets a new gate per engine instance: the counters add the retired gates' counts,
+        // so they never go down.
+        PushGate previous = receivingGate.getAndSet(gate);
+        if (previous != null) {
+            for (TransferError reason : PushGate.REFUSALS) {
+                retiredRefusals.computeIfAbsent(reason, r -> new java.util.concurrent.atomic.AtomicLong()).addAndGet(previous.refusedPushes(reason));
+            }
+        } else {
+            for (TransferError reason : PushGate.REFUSALS) {
+                FunctionCounter.builder(MetricNames.WORKER_PUSHES_REFUSED, receivingGate, g -> refusedSoFar(g.get(), reason))
+                        .description("pushes this worker refused as a receiver, by reason").tag("reason", reason.name()).register(registry);
+            }
         }
         gate.listen((transport, nanos) -> receives.computeIfAbsent(transport, n -> ComponentMetrics.latency(registry,
                 MetricNames.TRANSFER_DURATION, DURATION_HELP, "transport", n, "side", "receive"))
                 .record(nanos, TimeUnit.NANOSECONDS));
+    }
+
+    private double refusedSoFar(PushGate current, TransferError reason) {
+        java.util.concurrent.atomic.AtomicLong retired = retiredRefusals.get(reason);
+        return (current == null ? 0 : current.refusedPushes(reason)) + (retired == null ? 0 : retired.get());
     }
 
     /** {@code transport} is "none" when the order failed before one was chosen. */

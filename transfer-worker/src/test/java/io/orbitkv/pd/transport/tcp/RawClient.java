@@ -2,7 +2,7 @@ package io.orbitkv.pd.transport.tcp;
 
 import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.transport.PushRequest;
-import io.orbitkv.pd.transport.tcp.internal.Wire;
+import io.orbitkv.pd.transport.tcp.wire.Wire;
 import java.io.DataInputStream;
 import java.io.EOFException;
 import java.io.IOException;

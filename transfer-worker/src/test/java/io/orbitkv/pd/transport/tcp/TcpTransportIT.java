@@ -17,7 +17,7 @@ import io.orbitkv.pd.transport.Transfer;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
 import io.orbitkv.pd.transport.TransferResult;
-import io.orbitkv.pd.transport.tcp.internal.Wire;
+import io.orbitkv.pd.transport.tcp.wire.Wire;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;

@@ -1,5 +1,6 @@
 package io.orbitkv.pd.transport.tcp.internal;
 
+import io.orbitkv.pd.transport.tcp.wire.FrameException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;

@@ -1,5 +1,7 @@
 package io.orbitkv.pd.transport.tcp.internal;
 
+import io.orbitkv.pd.transport.tcp.wire.Wire;
+import io.orbitkv.pd.transport.tcp.wire.FrameException;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.ReceiveSession;
 import io.orbitkv.pd.transport.TransferError;

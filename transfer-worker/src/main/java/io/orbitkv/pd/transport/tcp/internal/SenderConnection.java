@@ -1,5 +1,7 @@
 package io.orbitkv.pd.transport.tcp.internal;
 
+import io.orbitkv.pd.transport.tcp.wire.Wire;
+import io.orbitkv.pd.transport.tcp.wire.FrameException;
 import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushRequest;

@@ -23,7 +23,7 @@ class EngineTraceTest {
     void factCarriesAChildOfTheIncomingTrace() {
         String header = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         TraceContext incoming = TraceHeaders.fromHttp(Map.of(TraceHeaders.TRACEPARENT, header)::get).orElseThrow();
-        ProducerRecord<String, byte[]> r = EngineClient.factRecord(topics, "engine-d0", "r1", "r1/decode-completed",
+        ProducerRecord<String, byte[]> r = EngineFacts.record(topics, "engine-d0", "r1", "r1/decode-completed",
                 DecodeCompleted.newBuilder().setEngineId("d0").setOutputTokens(3).setRecomputed(false).build(), incoming);
         TraceContext t = TraceHeaders.read(r.headers()).orElseThrow();
         assertEquals(incoming.traceId(), t.traceId());
@@ -34,7 +34,7 @@ class EngineTraceTest {
 
     @Test
     void noIncomingTraceNoHeader() {
-        ProducerRecord<String, byte[]> r = EngineClient.factRecord(topics, "engine-d0", "r1", "r1/decode-completed",
+        ProducerRecord<String, byte[]> r = EngineFacts.record(topics, "engine-d0", "r1", "r1/decode-completed",
                 DecodeCompleted.newBuilder().setEngineId("d0").setOutputTokens(3).setRecomputed(false).build(), null);
         assertNull(r.headers().lastHeader(TraceHeaders.TRACEPARENT));
     }

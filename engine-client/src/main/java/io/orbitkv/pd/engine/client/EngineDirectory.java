@@ -1,4 +1,4 @@
-package io.orbitkv.pd.worker.internal;
+package io.orbitkv.pd.engine.client;
 
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.schemas.EventDecodingException;

@@ -2,23 +2,10 @@ package io.orbitkv.pd.worker.internal;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.nio.charset.StandardCharsets;
-import org.apache.kafka.clients.producer.internals.BuiltInPartitioner;
 import org.junit.jupiter.api.Test;
 
-/** Which partition a worker reads, and how it decides which offsets may be committed. */
-class CommandRoutingTest {
-
-    @Test
-    void aWorkerReadsThePartitionKafkasDefaultPartitionerPutsItsEngineIn() {
-        for (int partitions : new int[] {1, 3, 6, 64}) {
-            for (int i = 0; i < 500; i++) {
-                String engine = (i % 2 == 0 ? "decode-" : "prefill-gpu") + i;
-                assertThat(CommandLoop.partitionFor(engine, partitions))
-                        .isEqualTo(BuiltInPartitioner.partitionForKey(engine.getBytes(StandardCharsets.UTF_8), partitions));
-            }
-        }
-    }
+/** How the command loop decides which offsets may be committed. */
+class OffsetTrackerTest {
 
     @Test
     void theCommittedOffsetNeverPassesARecordWhoseEffectIsNotDurable() {

@@ -1,4 +1,4 @@
-package io.orbitkv.pd.broker.internal;
+package io.orbitkv.pd.broker;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;

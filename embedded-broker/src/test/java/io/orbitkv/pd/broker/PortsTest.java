@@ -1,4 +1,4 @@
-package io.orbitkv.pd.broker.internal;
+package io.orbitkv.pd.broker;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

@@ -2,40 +2,24 @@ package io.orbitkv.pd.engine.client;
 
 import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.engine.client.internal.CommandReader;
-import io.orbitkv.pd.events.BlockRun;
-import io.orbitkv.pd.events.CancelRequested;
-import io.orbitkv.pd.events.Decision;
-import io.orbitkv.pd.events.DecodeCompleted;
-import io.orbitkv.pd.events.DecodeReady;
-import io.orbitkv.pd.events.DecodeRejected;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.events.KvReady;
-import io.orbitkv.pd.events.LeaseHeartbeat;
 import io.orbitkv.pd.events.MemoryRegion;
-import io.orbitkv.pd.events.OutcomeKind;
-import io.orbitkv.pd.events.PrefillCompleted;
-import io.orbitkv.pd.events.PrefillFailed;
 import io.orbitkv.pd.events.RecomputeDecided;
 import io.orbitkv.pd.events.ReleaseDecided;
-import io.orbitkv.pd.events.ReleaseSide;
-import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.events.RequestOutcome;
 import io.orbitkv.pd.events.TransportEndpoint;
-import io.orbitkv.pd.kv.BlockRuns;
 import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
-import io.orbitkv.pd.worker.internal.EngineDirectory;
 import java.time.Duration;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -43,7 +27,6 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
-import io.orbitkv.pd.tracing.TraceHeaders;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -71,10 +54,9 @@ import org.slf4j.LoggerFactory;
  * </ul>
  * Thread-safe. Lifecycle: {@link #start} once, {@link #close()} once (idempotent).
  */
-public final class EngineClient implements AutoCloseable {
+public final class EngineClient implements EngineControl {
 
     private static final Logger log = LoggerFactory.getLogger(EngineClient.class);
-    private static final int RECENT_ENDS = 50_000;
 
     /**
      * What the engine announces about itself.
@@ -97,19 +79,12 @@ public final class EngineClient implements AutoCloseable {
 
     private final EngineClientConfig config;
     private final Identity identity;
-    private final DecisionListener listener;
+    private final KvWaiters waiters;
+    private final EngineFacts facts;
     private final EventSerdes serdes;
     private final Topics topics;
-    private final String source;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final AtomicLong instanceEpoch = new AtomicLong();
-    private final Map<String, CompletableFuture<KvSignal>> kvWaiters = new ConcurrentHashMap<>();
-    private final Map<String, KvSignal> recentEnds = new LinkedHashMap<>(1024, 0.75f, false) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<String, KvSignal> eldest) {
-            return size() > RECENT_ENDS;
-        }
-    };
     private KafkaProducer<String, byte[]> producer;
     private CommandReader commands;
     private EngineDirectory directory;
@@ -119,10 +94,10 @@ public final class EngineClient implements AutoCloseable {
     private EngineClient(EngineClientConfig config, Identity identity, DecisionListener listener) {
         this.config = config;
         this.identity = identity;
-        this.listener = listener == null ? new DecisionListener() { } : listener;
+        this.waiters = new KvWaiters(config.engineId(), listener);
+        this.facts = new EngineFacts(config.engineId());
         this.serdes = EventSerdes.create(config.serde());
         this.topics = new Topics(config.topics(), serdes);
-        this.source = "engine:" + config.engineId();
     }
 
     /**
@@ -147,7 +122,7 @@ public final class EngineClient implements AutoCloseable {
         }
         producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
         commands = new CommandReader(new KafkaConsumer<>(consumerConfig("commands"), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
-                topics.engineCommands(), config.engineId(), this::onDecision);
+                topics.engineCommands(), config.engineId(), waiters::onDecision);
         commands.position();
         EngineRegistration reg;
         if (config.expectWorker()) {
@@ -249,11 +224,13 @@ public final class EngineClient implements AutoCloseable {
 
     // ------------------------------------------------------------------------------------------------ identity
 
+    @Override
     public String engineId() {
         return config.engineId();
     }
 
     /** The instance epoch every fact of this engine carries (the worker's, when one serves the engine). */
+    @Override
     public long instanceEpoch() {
         return instanceEpoch.get();
     }
@@ -273,15 +250,10 @@ public final class EngineClient implements AutoCloseable {
         return prefillCompleted(requestId, sourceBlocks, numTokens, firstToken, null, null);
     }
 
-    /**
-     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
-     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
-     */
+    @Override
     public CompletableFuture<Void> prefillCompleted(String requestId, int[] sourceBlocks, int numTokens, Integer firstToken, TraceContext trace,
                                                     Marks marks) {
-        return fact(requestId, requestId + "/prefill-completed", PrefillCompleted.newBuilder().setEngineId(config.engineId())
-                .setInstanceEpoch(instanceEpoch.get()).setSourceBlocks(BlockRuns.fromBlocks(sourceBlocks)).setNumTokens(numTokens)
-                .setFirstToken(firstToken).setLayout(layout()).build(), trace, marks);
+        return send(facts.prefillCompleted(requestId, instanceEpoch.get(), sourceBlocks, numTokens, firstToken, layout()), trace, marks);
     }
 
     /** Prefill impossible; the engine holds no pages for the request. */
@@ -289,13 +261,9 @@ public final class EngineClient implements AutoCloseable {
         return prefillFailed(requestId, reason, retriable, null, null);
     }
 
-    /**
-     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
-     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
-     */
+    @Override
     public CompletableFuture<Void> prefillFailed(String requestId, String reason, boolean retriable, TraceContext trace, Marks marks) {
-        return fact(requestId, requestId + "/prefill-failed", PrefillFailed.newBuilder().setEngineId(config.engineId())
-                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).setRetriable(retriable).build(), trace, marks);
+        return send(facts.prefillFailed(requestId, instanceEpoch.get(), reason, retriable), trace, marks);
     }
 
     /** Destination pages held under a lease; register {@link #awaitKv} before calling this, so no signal is missed. */
@@ -303,29 +271,19 @@ public final class EngineClient implements AutoCloseable {
         return decodeReady(requestId, leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, null, null);
     }
 
-    /**
-     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
-     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
-     */
+    @Override
     public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs, TraceContext trace,
                                                Marks marks) {
-        List<BlockRun> runs = BlockRuns.fromBlocks(destBlocks);
-        return fact(requestId, requestId + "/decode-ready", DecodeReady.newBuilder().setEngineId(config.engineId())
-                .setInstanceEpoch(instanceEpoch.get()).setLeaseId(leaseId).setLeaseEpoch(leaseEpoch).setDestBlocks(runs)
-                .setLeaseDeadlineMs(leaseDeadlineMs).setLayout(layout()).build(), trace, marks);
+        return send(facts.decodeReady(requestId, instanceEpoch.get(), leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, layout()), trace, marks);
     }
 
     public CompletableFuture<Void> decodeRejected(String requestId, String reason) {
         return decodeRejected(requestId, reason, null, null);
     }
 
-    /**
-     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
-     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
-     */
+    @Override
     public CompletableFuture<Void> decodeRejected(String requestId, String reason, TraceContext trace, Marks marks) {
-        return fact(requestId, requestId + "/decode-rejected", DecodeRejected.newBuilder().setEngineId(config.engineId())
-                .setInstanceEpoch(instanceEpoch.get()).setReason(reason).build(), trace, marks);
+        return send(facts.decodeRejected(requestId, instanceEpoch.get(), reason), trace, marks);
     }
 
     /** Still holding the lease; {@code seq} makes the event id unique per heartbeat. */
@@ -333,27 +291,19 @@ public final class EngineClient implements AutoCloseable {
         return heartbeat(requestId, leaseId, leaseEpoch, extendToMs, seq, null, null);
     }
 
-    /**
-     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
-     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
-     */
+    @Override
     public CompletableFuture<Void> heartbeat(String requestId, String leaseId, long leaseEpoch, long extendToMs, int seq, TraceContext trace,
                                              Marks marks) {
-        return fact(requestId, requestId + "/heartbeat/" + seq, LeaseHeartbeat.newBuilder().setEngineId(config.engineId()).setLeaseId(leaseId)
-                .setLeaseEpoch(leaseEpoch).setExtendToMs(extendToMs).build(), trace, marks);
+        return send(facts.heartbeat(requestId, leaseId, leaseEpoch, extendToMs, seq), trace, marks);
     }
 
     public CompletableFuture<Void> decodeCompleted(String requestId, int outputTokens, boolean recomputed) {
         return decodeCompleted(requestId, outputTokens, recomputed, null, null);
     }
 
-    /**
-     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
-     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
-     */
+    @Override
     public CompletableFuture<Void> decodeCompleted(String requestId, int outputTokens, boolean recomputed, TraceContext trace, Marks marks) {
-        return fact(requestId, requestId + "/decode-completed", DecodeCompleted.newBuilder().setEngineId(config.engineId())
-                .setOutputTokens(outputTokens).setRecomputed(recomputed).build(), trace, marks);
+        return send(facts.decodeCompleted(requestId, outputTokens, recomputed), trace, marks);
     }
 
     /** The engine itself asks to stop the request (e.g. the KV it received does not verify). */
@@ -361,25 +311,21 @@ public final class EngineClient implements AutoCloseable {
         return cancel(requestId, reason, null, null);
     }
 
-    /**
-     * {@code trace}: the request's trace context as the engine received it (or null); the fact carries a child of it.
-     * {@code marks}: what the engine did for it (null: none); the fact carries them with {@code out} added.
-     */
+    @Override
     public CompletableFuture<Void> cancel(String requestId, String reason, TraceContext trace, Marks marks) {
-        return fact(requestId, requestId + "/cancel/" + source, CancelRequested.newBuilder().setRequestedBy(source).setReason(reason).build(), trace, marks);
+        return send(facts.cancel(requestId, reason), trace, marks);
     }
 
     private io.orbitkv.pd.events.KvLayout layout() {
         return identity.geometry().toLayout(identity.tpRank(), identity.tpSize());
     }
 
-    private CompletableFuture<Void> fact(String requestId, String eventId, Object payload, TraceContext trace, Marks marks) {
-        ProducerRecord<String, byte[]> record = factRecord(topics, source, requestId, eventId, payload, trace);
-        (marks == null ? Marks.empty() : marks).writeOut(record.headers());
+    private CompletableFuture<Void> send(EngineFacts.Fact fact, TraceContext trace, Marks marks) {
+        ProducerRecord<String, byte[]> record = facts.record(topics, fact, trace, marks);
         CompletableFuture<Void> done = new CompletableFuture<>();
         producer.send(record, (md, err) -> {
             if (err != null) {
-                log.atWarn().addKeyValue("requestId", requestId).addKeyValue("eventId", eventId).log("report failed: " + err);
+                log.atWarn().addKeyValue("requestId", fact.requestId()).addKeyValue("eventId", fact.eventId()).log("report failed: " + err);
                 done.completeExceptionally(err);
             } else {
                 done.complete(null);
@@ -388,90 +334,20 @@ public final class EngineClient implements AutoCloseable {
         return done;
     }
 
-    /**
-     * The record of one fact: keyed by request id, on the request-events topic, with a child of {@code trace} as its
-     * {@code traceparent} header when the request came with a trace (null: no header).
-     */
-    public static ProducerRecord<String, byte[]> factRecord(Topics topics, String source, String requestId, String eventId, Object payload,
-                                                            TraceContext trace) {
-        RequestEvent e = RequestEvent.newBuilder().setRequestId(requestId).setEventId(eventId).setSource(source)
-                .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
-        byte[] value = topics.requestEvents().valueSerde().serializer().serialize(topics.requestEvents().name(), e);
-        ProducerRecord<String, byte[]> record = new ProducerRecord<>(topics.requestEvents().name(), requestId, value);
-        if (trace != null) {
-            TraceHeaders.write(record.headers(), trace.newChild());
-        }
-        return record;
-    }
-
     // ------------------------------------------------------------------------------------------------ decisions
 
-    /**
-     * Completes with the first of: the KV landed, recompute, or the request ended / its decode pages were released.
-     * Call before reporting {@link #decodeReady}. A signal that arrived before (the request already ended) completes
-     * it at once.
-     */
+    @Override
     public CompletableFuture<KvSignal> awaitKv(String requestId) {
-        CompletableFuture<KvSignal> f = kvWaiters.computeIfAbsent(requestId, k -> new CompletableFuture<>());
-        KvSignal ended;
-        synchronized (recentEnds) {
-            ended = recentEnds.get(requestId);
-        }
-        if (ended != null) {
-            complete(requestId, ended);
-        }
-        return f;
+        return waiters.awaitKv(requestId);
     }
 
-    /** Stops waiting (the engine gave up on the request, e.g. its HTTP client went away). */
+    @Override
     public void forget(String requestId) {
-        kvWaiters.remove(requestId);
-    }
-
-    private void onDecision(Decision d, long receivedMicros, Marks marks) {
-        String rid = d.getRequestId();
-        switch (d.getPayload()) {
-            case KvReady k -> {
-                complete(rid, new KvSignal.Ready(k.getOrderId(), k.getBytes(), receivedMicros, marks.get(Marks.OUT).orElse(0)));
-                listener.onKvReady(d, k);
-            }
-            case RecomputeDecided r -> {
-                complete(rid, new KvSignal.Recompute(r.getReason()));
-                listener.onRecompute(d, r);
-            }
-            case ReleaseDecided rel -> {
-                if (rel.getSide() == ReleaseSide.DECODE && config.engineId().equals(rel.getEngineId())) {
-                    end(rid, new KvSignal.Ended(OutcomeKind.UNKNOWN, "decode pages released: " + rel.getReason()));
-                }
-                listener.onRelease(d, rel);
-            }
-            case RequestOutcome o -> {
-                if (o.getKind() != OutcomeKind.COMPLETED) {
-                    end(rid, new KvSignal.Ended(o.getKind(), o.getReason()));
-                }
-                listener.onOutcome(d, o);
-            }
-            default -> {
-                // TransferOrder / AbortTransfer are for the engine's transfer worker.
-            }
-        }
-    }
-
-    private void end(String requestId, KvSignal signal) {
-        synchronized (recentEnds) {
-            recentEnds.putIfAbsent(requestId, signal);
-        }
-        complete(requestId, signal);
-    }
-
-    private void complete(String requestId, KvSignal signal) {
-        CompletableFuture<KvSignal> f = kvWaiters.remove(requestId);
-        if (f != null) {
-            f.complete(signal);
-        }
+        waiters.forget(requestId);
     }
 
     /** Decisions delivered (after dedupe) and duplicates dropped. */
+    @Override
     public long decisionsSeen() {
         return commands == null ? 0 : commands.delivered();
     }
@@ -512,7 +388,7 @@ public final class EngineClient implements AutoCloseable {
             if (producer != null) {
                 producer.close(Duration.ofSeconds(2));
             }
-            kvWaiters.values().forEach(f -> f.complete(new KvSignal.Ended(OutcomeKind.UNKNOWN, "engine shutting down")));
+            waiters.endAll("engine shutting down");
         } finally {
             serdes.close();
         }

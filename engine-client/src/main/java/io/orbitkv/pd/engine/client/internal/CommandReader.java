@@ -5,7 +5,7 @@ import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topic;
 import io.orbitkv.pd.tracing.Marks;
-import io.orbitkv.pd.worker.internal.CommandLoop;
+import io.orbitkv.pd.engine.client.CommandRouting;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -20,7 +20,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Reads the decisions routed to one engine: the partition of {@code engine-commands} its id hashes to (the same
- * partition its transfer worker reads, {@link CommandLoop#partitionFor}), from the end at start — an engine's
+ * partition its transfer worker reads, {@link CommandRouting#partitionFor}), from the end at start — an engine's
  * requests never outlive its instance — skipping other engines' records. Each decision id is delivered once
  * (a bounded memory of recent ids drops the duplicates a restarted decider may re-send). No consumer group: an
  * engine restart is a new instance epoch, so nothing needs committing.
@@ -59,7 +59,7 @@ public final class CommandReader implements Runnable, AutoCloseable {
     /** Assigns the engine's partition and fixes the start at its current end. Call before announcing the engine. */
     public TopicPartition position() {
         int n = consumer.partitionsFor(topic.name(), Duration.ofSeconds(30)).size();
-        TopicPartition p = new TopicPartition(topic.name(), CommandLoop.partitionFor(engineId, n));
+        TopicPartition p = new TopicPartition(topic.name(), CommandRouting.partitionFor(engineId, n));
         consumer.assign(List.of(p));
         consumer.seekToEnd(List.of(p));
         long pos = consumer.position(p, Duration.ofSeconds(30));

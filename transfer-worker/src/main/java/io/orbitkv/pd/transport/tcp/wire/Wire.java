@@ -1,4 +1,4 @@
-package io.orbitkv.pd.transport.tcp.internal;
+package io.orbitkv.pd.transport.tcp.wire;
 
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.Dtype;

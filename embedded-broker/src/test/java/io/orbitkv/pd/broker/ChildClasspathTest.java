@@ -1,4 +1,4 @@
-package io.orbitkv.pd.broker.internal;
+package io.orbitkv.pd.broker;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -75,13 +75,6 @@ class ChildClasspathTest {
         assertThat(cp).anyMatch(p -> p.getFileName().toString().startsWith("kafka_2.13-"));
         assertThat(cp).anyMatch(p -> p.getFileName().toString().startsWith("junit-jupiter-api-"));
         assertThat(cp).allMatch(Files::exists);
-    }
-
-    @Test
-    void childLoggingPinsLogbackWhenItIsTheOnlySlf4jBinding() {
-        // The test class path has logback (root pom) and log4j-core (Kafka) but no log4j-slf4j2-impl.
-        assertThat(ChildLogging.chooseProvider(ChildClasspath.current()))
-                .contains(ChildLogging.LOGBACK_PROVIDER);
     }
 
     private static void writeJar(Path jar, String classPath, boolean withClass) throws IOException {

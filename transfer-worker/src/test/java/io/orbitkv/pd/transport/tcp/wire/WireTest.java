@@ -1,4 +1,4 @@
-package io.orbitkv.pd.transport.tcp.internal;
+package io.orbitkv.pd.transport.tcp.wire;
 
 import static io.orbitkv.pd.kv.BlockRuns.run;
 import static org.assertj.core.api.Assertions.assertThat;

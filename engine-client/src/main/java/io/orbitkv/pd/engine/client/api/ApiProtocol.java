@@ -1,0 +1,524 @@
+package io.orbitkv.pd.engine.client.api;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.orbitkv.pd.engine.client.EngineFacts;
+import io.orbitkv.pd.events.BlockRun;
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.Dtype;
+import io.orbitkv.pd.events.EngineRole;
+import io.orbitkv.pd.events.KvLayout;
+import io.orbitkv.pd.events.KvReady;
+import io.orbitkv.pd.events.KvSplit;
+import io.orbitkv.pd.events.MemoryRegion;
+import io.orbitkv.pd.events.OutcomeKind;
+import io.orbitkv.pd.events.PhaseTimings;
+import io.orbitkv.pd.events.RecomputeDecided;
+import io.orbitkv.pd.events.ReleaseDecided;
+import io.orbitkv.pd.events.ReleaseSide;
+import io.orbitkv.pd.events.RequestOutcome;
+import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.tracing.Marks;
+import io.orbitkv.pd.tracing.TraceContext;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+
+/**
+ * The messages of the worker's local engine API, version {@value #VERSION} (docs/engine-api.md is the specification):
+ * what each op carries, how each is checked (every refusal names the field), and how decisions travel as JSON. Used
+ * by the worker's server and by the Java client, so both read and write exactly what the specification says.
+ */
+public final class ApiProtocol {
+
+    public static final int VERSION = 1;
+
+    // client → worker
+    public static final String HELLO = "hello";
+    public static final String PREFILL_COMPLETED = "prefill_completed";
+    public static final String PREFILL_FAILED = "prefill_failed";
+    public static final String DECODE_READY = "decode_ready";
+    public static final String DECODE_REJECTED = "decode_rejected";
+    public static final String HEARTBEAT = "heartbeat";
+    public static final String DECODE_COMPLETED = "decode_completed";
+    public static final String CANCEL = "cancel";
+    public static final String PING = "ping";
+    public static final String BYE = "bye";
+    // worker → client
+    public static final String WELCOME = "welcome";
+    public static final String ACK = "ack";
+    public static final String ERROR = "error";
+    public static final String PONG = "pong";
+    public static final String DECISION = "decision";
+
+    /** Decision kinds as the API names them. */
+    public static final String KV_READY = "kv_ready";
+    public static final String RELEASE = "release";
+    public static final String RECOMPUTE = "recompute";
+    public static final String OUTCOME = "outcome";
+
+    private static final int MAX_ID_CHARS = 256;
+    private static final int MAX_TEXT_CHARS = 4096;
+    private static final int MAX_BLOCKS = 1 << 20;
+
+    private ApiProtocol() {
+    }
+
+    // ------------------------------------------------------------------------------------------------ hello
+
+    /** Where the engine's KV pages are, as the hello says: a shared-memory file, device memory by CUDA IPC handle, or the worker's own. */
+    public record PoolSpec(String kind, String path, int device, List<MemoryRegion> regions) {
+        public static final String SHM = "shm";
+        public static final String CUDA_IPC = "cuda_ipc";
+    }
+
+    /** Resume the decision stream of worker session {@code session} after {@code afterSeq}. */
+    public record Resume(String session, long afterSeq) { }
+
+    /** A checked hello. */
+    public record Hello(int version, String engineId, long instanceEpoch, EngineRole role, String model, String httpUrl, KvGeometry geometry,
+                        int tpRank, int tpSize, PoolSpec pool, Resume resume) {
+        public KvLayout layout() {
+            return geometry.toLayout(tpRank, tpSize);
+        }
+    }
+
+    public static Hello parseHello(JsonNode m) throws ApiException {
+        int version = (int) integer(m, "version", 1, Integer.MAX_VALUE);
+        if (version != VERSION) {
+            throw new ApiException(ApiException.UNSUPPORTED_VERSION, "version", "version: this worker speaks engine API version " + VERSION
+                    + ", the client asked for " + version);
+        }
+        String engineId = id(m, "engine_id");
+        if (!engineId.matches("[A-Za-z0-9._:-]+")) {
+            throw bad("engine_id", "letters, digits, '.', '_', ':' and '-' only, got '" + engineId + "'");
+        }
+        long epoch = integer(m, "instance_epoch", 1, Long.MAX_VALUE);
+        EngineRole role = enumValue(m, "role", EngineRole.class);
+        if (role == EngineRole.UNKNOWN) {
+            throw bad("role", "must be prefill, decode or both");
+        }
+        String model = text(m, "model", true);
+        String httpUrl = optionalText(m, "http_url").orElse("");
+        JsonNode l = m.get("layout");
+        if (l == null || !l.isObject()) {
+            throw bad("layout", "required: the engine's KV layout (num_layers, kv_split, block_size_tokens, num_kv_heads, head_dim, dtype,"
+                    + " page_bytes, num_blocks)");
+        }
+        KvGeometry g;
+        int tpRank = (int) optionalInteger(l, "layout.tp_rank", "tp_rank", 0, 65_535, 0);
+        int tpSize = (int) optionalInteger(l, "layout.tp_size", "tp_size", 1, 65_536, 1);
+        if (tpRank >= tpSize) {
+            throw bad("layout.tp_rank", "must be below layout.tp_size (" + tpSize + "), got " + tpRank);
+        }
+        try {
+            KvSplit split = enumValue(l, "layout.kv_split", "kv_split", KvSplit.class);
+            Dtype dtype = enumValue(l, "layout.dtype", "dtype", Dtype.class);
+            int block = (int) integer(l, "layout.block_size_tokens", "block_size_tokens", 1, Integer.MAX_VALUE);
+            int heads = (int) integer(l, "layout.num_kv_heads", "num_kv_heads", 1, Integer.MAX_VALUE);
+            int headDim = (int) integer(l, "layout.head_dim", "head_dim", 1, Integer.MAX_VALUE);
+            long defaultPage = (long) block * heads * headDim * KvGeometry.dtypeBytes(dtype);
+            int page = (int) optionalInteger(l, "layout.page_bytes", "page_bytes", 1, Integer.MAX_VALUE,
+                    defaultPage > 0 && defaultPage <= Integer.MAX_VALUE ? defaultPage : 0);
+            g = new KvGeometry((int) integer(l, "layout.num_layers", "num_layers", 1, Integer.MAX_VALUE), split, block, heads, headDim, dtype, page,
+                    (int) integer(l, "layout.num_blocks", "num_blocks", 1, Integer.MAX_VALUE));
+        } catch (IllegalArgumentException e) {
+            String msg = e.getMessage();
+            int colon = msg.indexOf(':');
+            throw new ApiException(ApiException.BAD_REQUEST, colon > 0 ? msg.substring(0, colon) : "layout", msg);
+        }
+        PoolSpec pool = null;
+        JsonNode p = m.get("pool");
+        if (p != null && !p.isNull()) {
+            if (!p.isObject()) {
+                throw bad("pool", "must be an object: {\"kind\": \"shm\", \"path\": ...} or {\"kind\": \"cuda_ipc\", \"device\": ..., \"regions\": [...]}");
+            }
+            String kind = text(p, "pool.kind", "kind", false);
+            pool = switch (kind) {
+                case PoolSpec.SHM -> new PoolSpec(kind, text(p, "pool.path", "path", false), 0, List.of());
+                case PoolSpec.CUDA_IPC -> new PoolSpec(kind, null, (int) optionalInteger(p, "pool.device", "device", 0, 1024, 0),
+                        regions(p.get("regions")));
+                default -> throw bad("pool.kind", "must be shm or cuda_ipc, got '" + kind + "'");
+            };
+        }
+        Resume resume = null;
+        JsonNode r = m.get("resume");
+        if (r != null && !r.isNull()) {
+            if (!r.isObject()) {
+                throw bad("resume", "must be an object {\"session\": ..., \"after_seq\": ...}");
+            }
+            resume = new Resume(text(r, "resume.session", "session", false), integer(r, "resume.after_seq", "after_seq", 0, Long.MAX_VALUE));
+        }
+        return new Hello(version, engineId, epoch, role, model, httpUrl, g, tpRank, tpSize, pool, resume);
+    }
+
+    private static List<MemoryRegion> regions(JsonNode a) throws ApiException {
+        if (a == null || !a.isArray() || a.isEmpty()) {
+            throw bad("pool.regions", "required for cuda_ipc: one {layer, part, length_bytes, ipc_handle (base64)} per region, layer-major");
+        }
+        List<MemoryRegion> out = new ArrayList<>();
+        for (int i = 0; i < a.size(); i++) {
+            JsonNode e = a.get(i);
+            String at = "pool.regions[" + i + "]";
+            if (!e.isObject()) {
+                throw bad(at, "must be an object");
+            }
+            byte[] handle;
+            try {
+                handle = Base64.getDecoder().decode(text(e, at + ".ipc_handle", "ipc_handle", false));
+            } catch (IllegalArgumentException x) {
+                throw bad(at + ".ipc_handle", "must be base64 (the 64 bytes of a CUDA IPC memory handle)");
+            }
+            out.add(MemoryRegion.newBuilder().setLayer((int) integer(e, at + ".layer", "layer", 0, Integer.MAX_VALUE))
+                    .setPart(text(e, at + ".part", "part", false)).setBaseAddress(0)
+                    .setLengthBytes(integer(e, at + ".length_bytes", "length_bytes", 1, Long.MAX_VALUE))
+                    .setLocation("cuda:" + optionalInteger(e, at + ".device", "device", 0, 1024, 0)).setIpcHandle(ByteBuffer.wrap(handle))
+                    .build());
+        }
+        return out;
+    }
+
+    /** The hello a client sends (the Java client; other languages write the same JSON). */
+    public static ObjectNode hello(String engineId, long instanceEpoch, EngineRole role, String model, String httpUrl, KvLayout layout, PoolSpec pool,
+                                   Resume resume) {
+        ObjectNode m = ApiFrames.object().put("op", HELLO).put("version", VERSION).put("engine_id", engineId).put("instance_epoch", instanceEpoch)
+                .put("role", lower(role)).put("model", model).put("http_url", httpUrl);
+        m.putObject("layout").put("num_layers", layout.getNumLayers()).put("kv_split", lower(layout.getKvSplit()))
+                .put("block_size_tokens", layout.getBlockSizeTokens()).put("num_kv_heads", layout.getNumKvHeads()).put("head_dim", layout.getHeadDim())
+                .put("dtype", lower(layout.getDtype())).put("page_bytes", layout.getPageBytes()).put("num_blocks", layout.getNumBlocks())
+                .put("tp_rank", layout.getTpRank()).put("tp_size", layout.getTpSize());
+        if (pool != null) {
+            ObjectNode p = m.putObject("pool").put("kind", pool.kind());
+            if (PoolSpec.SHM.equals(pool.kind())) {
+                p.put("path", pool.path());
+            } else {
+                p.put("device", pool.device());
+                ArrayNode regions = p.putArray("regions");
+                for (MemoryRegion r : pool.regions()) {
+                    ByteBuffer h = r.getIpcHandle().duplicate();
+                    byte[] b = new byte[h.remaining()];
+                    h.get(b);
+                    regions.addObject().put("layer", r.getLayer()).put("part", r.getPart()).put("length_bytes", r.getLengthBytes())
+                            .put("ipc_handle", Base64.getEncoder().encodeToString(b));
+                }
+            }
+        }
+        if (resume != null) {
+            m.putObject("resume").put("session", resume.session()).put("after_seq", resume.afterSeq());
+        }
+        return m;
+    }
+
+    // ------------------------------------------------------------------------------------------------ facts
+
+    /** A checked fact: the client's correlation id, the fact, and the trace and timing it carried. */
+    public record FactRequest(long id, EngineFacts.Fact fact, TraceContext trace, Marks marks) { }
+
+    /**
+     * Reads fact op {@code op} for an engine registered with {@code facts}, {@code instanceEpoch} and {@code layout}
+     * (block ids are checked against its pool).
+     */
+    public static FactRequest parseFact(String op, JsonNode m, EngineFacts facts, long instanceEpoch, KvLayout layout) throws ApiException {
+        long id = integer(m, "id", 0, Long.MAX_VALUE);
+        String rid = id(m, "request_id");
+        EngineFacts.Fact f = switch (op) {
+            case PREFILL_COMPLETED -> facts.prefillCompleted(rid, instanceEpoch, blocks(m, "source_blocks", layout.getNumBlocks()),
+                    (int) integer(m, "num_tokens", 1, Integer.MAX_VALUE), m.hasNonNull("first_token") ? (Integer) (int) integer(m, "first_token", 0, Integer.MAX_VALUE) : null, layout);
+            case PREFILL_FAILED -> facts.prefillFailed(rid, instanceEpoch, text(m, "reason", true), bool(m, "retriable"));
+            case DECODE_READY -> facts.decodeReady(rid, instanceEpoch, id(m, "lease_id"), integer(m, "lease_epoch", 0, Long.MAX_VALUE),
+                    blocks(m, "dest_blocks", layout.getNumBlocks()), integer(m, "lease_deadline_ms", 1, Long.MAX_VALUE), layout);
+            case DECODE_REJECTED -> facts.decodeRejected(rid, instanceEpoch, text(m, "reason", true));
+            case HEARTBEAT -> facts.heartbeat(rid, id(m, "lease_id"), integer(m, "lease_epoch", 0, Long.MAX_VALUE),
+                    integer(m, "extend_to_ms", 1, Long.MAX_VALUE), (int) integer(m, "seq", 0, Integer.MAX_VALUE));
+            case DECODE_COMPLETED -> facts.decodeCompleted(rid, (int) integer(m, "output_tokens", 0, Integer.MAX_VALUE), bool(m, "recomputed"));
+            case CANCEL -> facts.cancel(rid, text(m, "reason", true));
+            default -> throw new ApiException(ApiException.UNKNOWN_OP, "op", "op: unknown op '" + op + "'");
+        };
+        TraceContext trace = null;
+        Optional<String> tp = optionalText(m, "traceparent");
+        if (tp.isPresent()) {
+            trace = TraceContext.parse(tp.get()).orElseThrow(() -> bad("traceparent", "not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"));
+        }
+        Marks marks = Marks.empty();
+        Optional<String> timing = optionalText(m, "timing");
+        if (timing.isPresent() && !timing.get().isEmpty()) {
+            marks = Marks.parse(timing.get());
+            if (marks.isEmpty()) {
+                throw bad("timing", "must be name=micros pairs separated by commas (names a-z 0-9 _ .), got '" + timing.get() + "'");
+            }
+        }
+        return new FactRequest(id, f, trace, marks);
+    }
+
+    /** Whether {@code op} is one of the facts. */
+    public static boolean isFact(String op) {
+        return switch (op) {
+            case PREFILL_COMPLETED, PREFILL_FAILED, DECODE_READY, DECODE_REJECTED, HEARTBEAT, DECODE_COMPLETED, CANCEL -> true;
+            default -> false;
+        };
+    }
+
+    public static ObjectNode ack(long id, String eventId) {
+        return ApiFrames.object().put("op", ACK).put("id", id).put("event_id", eventId);
+    }
+
+    public static ObjectNode error(Long id, ApiException e) {
+        ObjectNode m = ApiFrames.object().put("op", ERROR);
+        if (id != null) {
+            m.put("id", id);
+        }
+        m.put("code", e.code());
+        if (e.field() != null) {
+            m.put("field", e.field());
+        }
+        return m.put("message", e.getMessage());
+    }
+
+    /** The id of a message, when it carries a usable one (for the error answering it). */
+    public static Long idOf(JsonNode m) {
+        JsonNode id = m.get("id");
+        return id != null && id.canConvertToLong() && id.isIntegralNumber() ? id.asLong() : null;
+    }
+
+    // ------------------------------------------------------------------------------------------------ decisions
+
+    /**
+     * One decision for the engine as a frame: its kind and fields, the worker's sequence number {@code seq}, the
+     * decider's {@code traceparent} and timing marks, and when the worker read it ({@code worker_us}).
+     */
+    public static ObjectNode decision(Decision d, long seq, TraceContext trace, Marks marks, long workerMicros) {
+        ObjectNode m = ApiFrames.object().put("op", DECISION).put("seq", seq).put("decision_id", d.getDecisionId()).put("request_id", d.getRequestId())
+                .put("decider_seq", d.getSeq()).put("stream_time_ms", d.getStreamTimeMs());
+        switch (d.getPayload()) {
+            case KvReady k -> m.put("kind", KV_READY).put("order_id", k.getOrderId()).put("bytes", k.getBytes())
+                    .put("decode_engine_id", k.getDecodeEngineId());
+            case ReleaseDecided r -> {
+                m.put("kind", RELEASE).put("engine_id", r.getEngineId()).put("side", lower(r.getSide())).put("reason", r.getReason());
+                ArrayNode runs = m.putArray("blocks");
+                for (BlockRun b : r.getBlocks()) {
+                    runs.addArray().add(b.getStart()).add(b.getCount());
+                }
+                if (r.getLeaseId() != null) {
+                    m.put("lease_id", r.getLeaseId());
+                }
+                if (r.getLeaseEpoch() != null) {
+                    m.put("lease_epoch", r.getLeaseEpoch());
+                }
+            }
+            case RecomputeDecided r -> m.put("kind", RECOMPUTE).put("decode_engine_id", r.getDecodeEngineId()).put("reason", r.getReason());
+            case RequestOutcome o -> {
+                m.put("kind", OUTCOME).put("outcome", lower(o.getKind())).put("reason", o.getReason()).put("attempts", o.getAttempts())
+                        .put("kv_bytes", o.getKvBytes());
+                if (o.getPrefillEngineId() != null) {
+                    m.put("prefill_engine_id", o.getPrefillEngineId());
+                }
+                if (o.getDecodeEngineId() != null) {
+                    m.put("decode_engine_id", o.getDecodeEngineId());
+                }
+            }
+            default -> throw new IllegalArgumentException("not a decision for an engine: " + d.getPayload().getClass().getSimpleName());
+        }
+        if (trace != null) {
+            m.put("traceparent", trace.format());
+        }
+        if (marks != null && !marks.isEmpty()) {
+            m.put("timing", marks.format());
+        }
+        return m.put("worker_us", workerMicros);
+    }
+
+    /** Whether the engine (not its worker) acts on this decision. */
+    public static boolean forEngine(Decision d) {
+        return d.getPayload() instanceof KvReady || d.getPayload() instanceof ReleaseDecided || d.getPayload() instanceof RecomputeDecided
+                || d.getPayload() instanceof RequestOutcome;
+    }
+
+    /** A decision frame back as the event (the Java client hands engines the same types either way). */
+    public static Decision parseDecision(JsonNode m) throws ApiException {
+        String kind = text(m, "kind", false);
+        Object payload = switch (kind) {
+            case KV_READY -> KvReady.newBuilder().setDecodeEngineId(text(m, "decode_engine_id", false)).setOrderId(text(m, "order_id", false))
+                    .setBytes(integer(m, "bytes", 0, Long.MAX_VALUE)).build();
+            case RELEASE -> {
+                List<BlockRun> runs = new ArrayList<>();
+                JsonNode a = m.get("blocks");
+                if (a != null && a.isArray()) {
+                    for (JsonNode run : a) {
+                        runs.add(BlockRun.newBuilder().setStart(run.get(0).asInt()).setCount(run.get(1).asInt()).build());
+                    }
+                }
+                yield ReleaseDecided.newBuilder().setEngineId(text(m, "engine_id", false)).setSide(enumValue(m, "side", ReleaseSide.class))
+                        .setBlocks(runs).setLeaseId(optionalText(m, "lease_id").orElse(null))
+                        .setLeaseEpoch(m.hasNonNull("lease_epoch") ? m.get("lease_epoch").asLong() : null).setReason(text(m, "reason", true)).build();
+            }
+            case RECOMPUTE -> RecomputeDecided.newBuilder().setDecodeEngineId(text(m, "decode_engine_id", false)).setReason(text(m, "reason", true))
+                    .build();
+            case OUTCOME -> RequestOutcome.newBuilder().setKind(enumValue(m, "outcome", OutcomeKind.class)).setReason(text(m, "reason", true))
+                    .setAttempts((int) integer(m, "attempts", 0, Integer.MAX_VALUE)).setKvBytes(integer(m, "kv_bytes", 0, Long.MAX_VALUE))
+                    .setPrefillEngineId(optionalText(m, "prefill_engine_id").orElse(null))
+                    .setDecodeEngineId(optionalText(m, "decode_engine_id").orElse(null)).setTimings(PhaseTimings.newBuilder().build()).build();
+            default -> throw bad("kind", "unknown decision kind '" + kind + "'");
+        };
+        return Decision.newBuilder().setRequestId(id(m, "request_id")).setDecisionId(id(m, "decision_id"))
+                .setSeq((int) optionalInteger(m, "decider_seq", "decider_seq", Integer.MIN_VALUE, Integer.MAX_VALUE, 0))
+                .setStreamTimeMs(optionalInteger(m, "stream_time_ms", "stream_time_ms", 0, Long.MAX_VALUE, 0)).setCauseEventId(null)
+                .setPayload(payload).build();
+    }
+
+    // ------------------------------------------------------------------------------------------------ field checks
+
+    public static String op(JsonNode m) throws ApiException {
+        JsonNode op = m.get("op");
+        if (op == null || !op.isTextual() || op.asText().isEmpty()) {
+            throw bad("op", "required: a string naming the message (hello, prefill_completed, ...)");
+        }
+        return op.asText();
+    }
+
+    private static ApiException bad(String field, String what) {
+        return new ApiException(ApiException.BAD_REQUEST, field, field + ": " + what);
+    }
+
+    private static String id(JsonNode m, String field) throws ApiException {
+        String s = text(m, field, field, false);
+        if (s.length() > MAX_ID_CHARS) {
+            throw bad(field, "at most " + MAX_ID_CHARS + " characters, got " + s.length());
+        }
+        for (int i = 0; i < s.length(); i++) {
+            if (Character.isISOControl(s.charAt(i))) {
+                throw bad(field, "must not contain control characters");
+            }
+        }
+        return s;
+    }
+
+    private static String text(JsonNode m, String field, boolean mayBeEmpty) throws ApiException {
+        return text(m, field, field, mayBeEmpty);
+    }
+
+    private static String text(JsonNode m, String path, String field, boolean mayBeEmpty) throws ApiException {
+        JsonNode n = m.get(field);
+        if (n == null || n.isNull()) {
+            throw bad(path, "required");
+        }
+        if (!n.isTextual()) {
+            throw bad(path, "must be a string, got " + n.getNodeType().name().toLowerCase(Locale.ROOT));
+        }
+        String s = n.asText();
+        if (!mayBeEmpty && s.isEmpty()) {
+            throw bad(path, "must not be empty");
+        }
+        if (s.length() > MAX_TEXT_CHARS) {
+            throw bad(path, "at most " + MAX_TEXT_CHARS + " characters, got " + s.length());
+        }
+        return s;
+    }
+
+    private static Optional<String> optionalText(JsonNode m, String field) throws ApiException {
+        JsonNode n = m.get(field);
+        if (n == null || n.isNull()) {
+            return Optional.empty();
+        }
+        return Optional.of(text(m, field, true));
+    }
+
+    private static long integer(JsonNode m, String field, long min, long max) throws ApiException {
+        return integer(m, field, field, min, max);
+    }
+
+    private static long integer(JsonNode m, String path, String field, long min, long max) throws ApiException {
+        JsonNode n = m.get(field);
+        if (n == null || n.isNull()) {
+            throw bad(path, "required");
+        }
+        return checkInteger(n, path, min, max);
+    }
+
+    private static long optionalInteger(JsonNode m, String path, String field, long min, long max, long absent) throws ApiException {
+        JsonNode n = m.get(field);
+        if (n == null || n.isNull()) {
+            return absent;
+        }
+        return checkInteger(n, path, min, max);
+    }
+
+    private static long checkInteger(JsonNode n, String path, long min, long max) throws ApiException {
+        if (!n.isIntegralNumber() || !n.canConvertToLong()) {
+            throw bad(path, "must be an integer, got " + (n.isTextual() ? "\"" + abbreviate(n.asText()) + "\"" : n.toString()));
+        }
+        long v = n.asLong();
+        if (v < min || v > max) {
+            throw bad(path, "must be in " + min + ".." + max + ", got " + v);
+        }
+        return v;
+    }
+
+    private static boolean bool(JsonNode m, String field) throws ApiException {
+        JsonNode n = m.get(field);
+        if (n == null || n.isNull()) {
+            throw bad(field, "required");
+        }
+        if (!n.isBoolean()) {
+            throw bad(field, "must be true or false, got " + n);
+        }
+        return n.asBoolean();
+    }
+
+    private static int[] blocks(JsonNode m, String field, int numBlocks) throws ApiException {
+        JsonNode a = m.get(field);
+        if (a == null || a.isNull()) {
+            throw bad(field, "required: the block ids in token order");
+        }
+        if (!a.isArray() || a.isEmpty()) {
+            throw bad(field, "must be a non-empty array of block ids in token order");
+        }
+        if (a.size() > MAX_BLOCKS) {
+            throw bad(field, "at most " + MAX_BLOCKS + " blocks, got " + a.size());
+        }
+        int[] out = new int[a.size()];
+        for (int i = 0; i < out.length; i++) {
+            JsonNode b = a.get(i);
+            if (!b.isIntegralNumber() || !b.canConvertToInt() || b.asInt() < 0 || b.asInt() >= numBlocks) {
+                throw bad(field, "block ids must be integers in 0.." + (numBlocks - 1) + " (the pool's num_blocks is " + numBlocks + "); ["
+                        + i + "] is " + b);
+            }
+            out[i] = b.asInt();
+        }
+        return out;
+    }
+
+    private static <E extends Enum<E>> E enumValue(JsonNode m, String field, Class<E> type) throws ApiException {
+        return enumValue(m, field, field, type);
+    }
+
+    private static <E extends Enum<E>> E enumValue(JsonNode m, String path, String field, Class<E> type) throws ApiException {
+        String s = text(m, path, field, false);
+        try {
+            E e = Enum.valueOf(type, s.toUpperCase(Locale.ROOT));
+            if (!"UNKNOWN".equals(e.name())) {
+                return e;
+            }
+        } catch (IllegalArgumentException ignored) {
+            // below
+        }
+        List<String> names = new ArrayList<>();
+        for (E e : type.getEnumConstants()) {
+            if (!"UNKNOWN".equals(e.name())) {
+                names.add(e.name().toLowerCase(Locale.ROOT));
+            }
+        }
+        throw bad(path, "must be one of " + names + ", got '" + abbreviate(s) + "'");
+    }
+
+    private static String lower(Enum<?> e) {
+        return e.name().toLowerCase(Locale.ROOT);
+    }
+
+    private static String abbreviate(String s) {
+        return s.length() <= 64 ? s : s.substring(0, 61) + "...";
+    }
+}
