@@ -203,22 +203,23 @@ public final class SimModel {
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
 
     /*
-     * A token slot's bytes are an additive stream from the slot's seed: long k is seed + (k + 1) * GOLDEN. The seed (one
-     * SplitMix64 mix per slot) makes every slot of every prompt, layer and part distinct, so a page in the wrong place, a
-     * stale page or a shifted write never verifies; the step makes every long of a slot distinct, so a shift inside a
-     * slot does not either; and an exact compare catches any flipped bit. One add per 8 bytes instead of a mix per 8
-     * bytes: materialising and checking KV costs about a pass over memory (both paths pay the write; only P/D pays the
-     * check), not a hash per word.
+     * A token slot's bytes are an XOR stream from the slot's seed: long k (little-endian) is seed ^ ((k + 1) * GOLDEN). The
+     * seed (one SplitMix64 mix per slot) makes every slot of every prompt, layer and part distinct, so a page in the wrong
+     * place, a stale page or a shifted write never verifies; the step makes every long of a slot distinct, so a shift
+     * inside a slot does not either; and an exact compare catches any flipped bit. One xor per 8 bytes: materialising and
+     * checking KV costs about a pass over memory (both paths pay the write; only P/D pays the check). XOR rather than a
+     * sum so that an engine in another language computes a whole slot at once: the slot is the fixed step table XOR the
+     * seed repeated in every lane, one big-integer XOR in Python (python/orbitkv_pd/sim_model.py).
      */
     private static void fill(MemorySegment s, long off, int len, long state) {
-        long x = state;
+        long t = 0;
         int i = 0;
         for (; i + 8 <= len; i += 8) {
-            x += GOLDEN;
-            s.set(LONG, off + i, x);
+            t += GOLDEN;
+            s.set(LONG, off + i, state ^ t);
         }
         if (i < len) {
-            long v = x + GOLDEN;
+            long v = state ^ (t + GOLDEN);
             for (; i < len; i++, v >>>= 8) {
                 s.set(ValueLayout.JAVA_BYTE, off + i, (byte) v);
             }
@@ -227,25 +228,26 @@ public final class SimModel {
 
     /** Offset of the first wrong byte, or -1. */
     private static long check(MemorySegment s, long off, int len, long state) {
-        long x = state;
+        long t = 0;
         long diff = 0;
         int words = len & ~7;
         for (int i = 0; i < words; i += 8) {
-            x += GOLDEN;
-            diff |= s.get(LONG, off + i) ^ x; // no branch per word: the common case (all equal) runs at memory speed
+            t += GOLDEN;
+            diff |= s.get(LONG, off + i) ^ state ^ t; // no branch per word: the common case (all equal) runs at memory speed
         }
         if (diff != 0) {
-            x = state;
+            t = 0;
             for (int i = 0; i < words; i += 8) {
-                x += GOLDEN;
+                t += GOLDEN;
                 long got = s.get(LONG, off + i);
-                if (got != x) {
-                    return off + i + Long.numberOfTrailingZeros(got ^ x) / 8;
+                long want = state ^ t;
+                if (got != want) {
+                    return off + i + Long.numberOfTrailingZeros(got ^ want) / 8;
                 }
             }
         }
         if (words < len) {
-            long v = x + GOLDEN;
+            long v = state ^ (t + GOLDEN);
             for (int i = words; i < len; i++, v >>>= 8) {
                 if (s.get(ValueLayout.JAVA_BYTE, off + i) != (byte) v) {
                     return off + i;

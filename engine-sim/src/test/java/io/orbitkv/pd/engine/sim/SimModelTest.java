@@ -23,6 +23,32 @@ class SimModelTest {
         assertThat(SimModel.tokenize("   ")).hasSize(1); // whitespace is a token too
     }
 
+    /**
+     * The same values python/tests/test_sim_model.py asserts for the Python port (python/orbitkv_pd/sim_model.py): a
+     * Python engine and a Java engine must agree on every token and every KV byte.
+     */
+    @Test
+    void theModelAgreesWithItsPythonPortOnTokensGenerationAndKvBytes() {
+        int[] t = SimModel.tokenize("Hello world, P/D disaggregation!");
+        assertThat(t).containsExactly(9734, 20638, 2219, 22669, 13462, 17488, 4994, 862, 30563);
+        assertThat(model.generate(t, 5)).containsExactly(21709, 19241, 14529, 15933, 11599);
+        assertThat(SimModel.detokenize(model.generate(t, 5))).isEqualTo(" biro lugetra dai dea brougi");
+        assertThat(SimModel.tokenize("naïve café — 東京 🚀 a\u00a0b\tc")).containsExactly(8556, 20448, 5251, 739, 14481, 5660, 4558, 22469);
+        // 44-byte token slots (not a multiple of 8: the tail bytes are checked too).
+        KvGeometry g = new KvGeometry(2, io.orbitkv.pd.events.KvSplit.SEPARATE, 16, 1, 22, io.orbitkv.pd.events.Dtype.BF16, 704, 4);
+        try (HostKvPool pool = HostKvPool.allocate(g)) {
+            model.writeKv(pool, new int[] {2}, t);
+            assertThat(hex(pool.hostRegion(1).orElseThrow().asSlice(2 * 704, 44)))
+                    .isEqualTo("54abb8f029a7be916b2f6671e22de7337ea32df2bcb32fd51527db727538547728bb86f30fbe9c183f3f4c74");
+            assertThat(hex(pool.hostRegion(2).orElseThrow().asSlice(2 * 704 + 8 * 44, 44)))
+                    .isEqualTo("ff0a754f7e53498fc08eabceb5d9102dd502e04deb47d8cbbe8616cd22cca369831a4b4c584a6b06949e81cb");
+        }
+    }
+
+    private static String hex(MemorySegment s) {
+        return java.util.HexFormat.of().formatHex(s.toArray(ValueLayout.JAVA_BYTE));
+    }
+
     @Test
     void generationIsAFunctionOfSeedAndPrompt() {
         int[] prompt = SimModel.tokenize("Tell me about disaggregated inference");

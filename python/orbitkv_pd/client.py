@@ -1,0 +1,478 @@
+"""The engine API client: an engine in Python joins OrbitKV P/D through its transfer worker.
+
+    from orbitkv_pd import EngineApiClient, Registration, Layout, ShmPool
+
+    client = EngineApiClient.connect("/run/orbitkv/decode-0.sock", Registration(
+        engine_id="decode-0", instance_epoch=int(time.time() * 1000), role="decode",
+        layout=Layout(num_layers=32, num_blocks=4096), pool=ShmPool("/dev/shm/decode-0.kv"),
+        model="llama-3-8b", http_url="http://10.0.0.7:8000"))
+    kv = client.await_kv("req-1")                 # before decode_ready, so no signal is missed
+    client.decode_ready("req-1", "lease-1", 1, [7, 8, 9], lease_deadline_ms=now_ms + 30_000).result()
+    lease = client.keep_lease("req-1", "lease-1", 1, lease_ms=30_000)
+    signal = kv.result(timeout=60)                # KvSignal: ready, recompute or ended
+    lease.stop()
+
+Every report returns a ``concurrent.futures.Future`` completed with the fact's event id once the broker has it, or
+failed with :class:`~orbitkv_pd.protocol.ApiError` saying what the worker refused and why. Decisions arrive on a
+reader thread: to ``on_decision`` when given, else to :meth:`EngineApiClient.decisions`. When the connection drops,
+the client reconnects at the same instance epoch, resumes the decision stream after the last sequence number it saw
+and sends again every report not yet acknowledged (event ids are deterministic, so the decider recognizes a repeat).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import socket
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence
+
+from . import protocol as p
+from .protocol import ApiError, ConnectionClosed, Decision, Registration
+
+log = logging.getLogger("orbitkv_pd")
+
+_RECENT_ENDS = 50_000
+
+
+def now_us() -> int:
+    """Wall-clock microseconds (the unit of timing marks)."""
+    return time.time_ns() // 1000
+
+
+@dataclass(frozen=True)
+class KvSignal:
+    """What a decode engine waiting for a request's KV learns first.
+
+    ``ready``: the KV is in the destination pages (``order_id``, ``bytes``); ``recompute``: no KV will come, compute
+    the prefill here; ``ended``: the request ended or its pages were released (``outcome``, ``reason``): stop.
+    """
+
+    kind: str
+    reason: str = ""
+    order_id: str = ""
+    bytes: int = 0
+    outcome: str = ""
+    received_us: int = 0
+    decided_us: int = 0
+
+
+class LeaseKeeper:
+    """Sends a lease's heartbeats on a timer until :meth:`stop` (see :meth:`EngineApiClient.keep_lease`)."""
+
+    def __init__(self, client: "EngineApiClient", request_id: str, lease_id: str, lease_epoch: int, lease_ms: int,
+                 interval_s: float) -> None:
+        self._stop = threading.Event()
+        self.sent = 0
+        self.failed = 0
+
+        def run() -> None:
+            while not self._stop.wait(interval_s):
+                self.sent += 1
+                f = client.heartbeat(request_id, lease_id, lease_epoch, int(time.time() * 1000) + lease_ms, self.sent)
+                f.add_done_callback(lambda fut: self._count(fut))
+
+        self._thread = threading.Thread(target=run, name=f"orbitkv-lease-{request_id}", daemon=True)
+        self._thread.start()
+
+    def _count(self, fut: "Future[str]") -> None:
+        if fut.exception() is not None:
+            self.failed += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class EngineApiClient:
+    """One engine's connection to its transfer worker's engine API. Thread-safe."""
+
+    def __init__(self, path: str, registration: Registration, on_decision: Optional[Callable[[Decision], None]],
+                 reconnect_for: float) -> None:
+        self.path = path
+        self.registration = registration
+        self._on_decision = on_decision
+        self._reconnect_for = reconnect_for
+        self._sock: Optional[socket.socket] = None
+        self._write_lock = threading.Lock()
+        self._state = threading.Lock()
+        self._ids = 0
+        self._pending: Dict[int, "tuple[Dict[str, Any], Future[Any]]"] = {}
+        self._waiters: Dict[str, "Future[KvSignal]"] = {}
+        self._ends: "collections.OrderedDict[str, KvSignal]" = collections.OrderedDict()
+        self._queue: Deque[Decision] = collections.deque(maxlen=100_000)
+        self._queued = threading.Condition()
+        self._closed = False
+        self._bye = threading.Event()
+        self.session: Optional[str] = None
+        self.last_seq = 0
+        self.delivered = 0
+        self.stopped_because: Optional[str] = None
+        self.welcome: Dict[str, Any] = {}
+        self._reader: Optional[threading.Thread] = None
+
+    # ------------------------------------------------------------------------------------------------ connecting
+
+    @classmethod
+    def connect(cls, path: str, registration: Registration, on_decision: Optional[Callable[[Decision], None]] = None,
+                connect_timeout: float = 30.0, reconnect_for: float = 30.0) -> "EngineApiClient":
+        """Connects to the worker's socket (waiting up to ``connect_timeout`` for it to appear), registers, and starts
+        reading decisions. Raises :class:`ApiError` when the worker refuses the hello (wrong engine, taken, bad layout
+        or pool), ``OSError`` when nothing listens."""
+        c = cls(path, registration, on_decision, reconnect_for)
+        try:
+            c._open(connect_timeout)
+        except BaseException:
+            c._close_socket()
+            raise
+        c._reader = threading.Thread(target=c._read_loop, name=f"orbitkv-engine-api-{registration.engine_id}", daemon=True)
+        c._reader.start()
+        return c
+
+    def _open(self, wait: float) -> None:
+        deadline = time.monotonic() + wait
+        backoff = 0.02
+        while True:
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(self.path)
+                    self._handshake(s)
+                except BaseException:
+                    s.close()
+                    raise
+                self._sock = s
+                return
+            except ApiError as e:
+                # A reconnect can race the worker noticing that the old connection died.
+                if e.code != p.ENGINE_TAKEN or self.session is None or time.monotonic() > deadline:
+                    raise
+            except (OSError, ConnectionClosed) as e:
+                if time.monotonic() > deadline or self._closed:
+                    raise OSError(f"engine API at {self.path}: {e} (is './orbitkv-pd worker' running with "
+                                  f"worker.engine-api.path={self.path}?)") from e
+            time.sleep(backoff)
+            backoff = min(0.5, backoff * 2)
+
+    def _handshake(self, s: socket.socket) -> None:
+        resume = {"session": self.session, "after_seq": self.last_seq} if self.session else None
+        s.sendall(p.encode(self.registration.hello(resume)))
+        answer = p.read_frame(s)
+        if answer is None:
+            raise ConnectionClosed("the worker closed the connection during the hello")
+        if answer.get("op") == p.ERROR:
+            raise ApiError.from_frame(answer)
+        if answer.get("op") != p.WELCOME:
+            raise ApiError(p.BAD_FRAME, f"expected welcome, got {answer.get('op')!r}")
+        if self.session is not None and answer.get("session") != self.session:
+            log.warning("engine API: the worker restarted (new session); decisions it had not delivered are re-read from its "
+                        "committed position")
+            self.last_seq = 0
+        self.session = answer.get("session")
+        self.welcome = answer
+
+    # ------------------------------------------------------------------------------------------------ reading
+
+    def _read_loop(self) -> None:
+        while not self._closed:
+            s = self._sock
+            try:
+                if s is None:
+                    raise ConnectionClosed("no connection")
+                m = p.read_frame(s)
+                if m is None:
+                    raise ConnectionClosed("the worker closed the connection")
+                self._handle(m)
+            except (OSError, ConnectionClosed, ApiError, ValueError) as e:
+                if self._closed or self.stopped_because is not None:
+                    break
+                log.warning("engine API connection lost (%s): reconnecting", e)
+                if not self._reconnect():
+                    break
+        why = self.stopped_because or "engine API client closed"
+        self._fail_pending(why)
+        self._bye.set()
+        with self._queued:
+            self._queued.notify_all()
+
+    def _reconnect(self) -> bool:
+        self._close_socket()
+        try:
+            self._open(self._reconnect_for)
+        except (OSError, ApiError, ConnectionClosed) as e:
+            self.stopped_because = f"engine API: cannot reconnect to {self.path}: {e}"
+            log.error("%s", self.stopped_because)
+            return False
+        with self._state:
+            frames = [frame for frame, _ in sorted(self._pending.values(), key=lambda x: x[0]["id"])]
+        try:
+            for frame in frames:
+                self._write(frame)
+        except OSError:
+            return self._reconnect()
+        log.info("engine API reconnected (resumed after decision %d, %d reports sent again)", self.last_seq, len(frames))
+        return True
+
+    def _handle(self, m: Dict[str, Any]) -> None:
+        op = m.get("op")
+        if op == p.DECISION:
+            received = now_us()
+            seq = int(m.get("seq", 0))
+            if seq <= self.last_seq:
+                return  # replayed after a reconnect and already seen
+            self.last_seq = seq
+            d = Decision.from_frame(m, received)
+            self.delivered += 1
+            self._signal(d)
+            if self._on_decision is not None:
+                try:
+                    self._on_decision(d)
+                except Exception:  # the engine's own code must not stop the reader
+                    log.exception("acting on decision %s failed", d.decision_id)
+            else:
+                with self._queued:
+                    self._queue.append(d)
+                    self._queued.notify_all()
+        elif op in (p.ACK, p.PONG):
+            with self._state:
+                entry = self._pending.pop(int(m.get("id", -1)), None)
+            if entry is not None:
+                entry[1].set_result(m.get("event_id", m.get("worker_us")))
+        elif op == p.BYE:
+            self._bye.set()
+        elif op == p.ERROR:
+            e = ApiError.from_frame(m)
+            entry = None
+            if isinstance(m.get("id"), int):
+                with self._state:
+                    entry = self._pending.pop(m["id"], None)
+            if entry is not None:
+                entry[1].set_exception(e)
+            else:
+                log.error("engine API: %s (%s)", e.message, e.code)
+            if e.fatal:
+                self.stopped_because = f"engine API: {e.message}"
+                self._close_socket()
+        else:
+            log.warning("engine API: ignoring op %r (a newer worker?)", op)
+
+    def _signal(self, d: Decision) -> None:
+        f = d.fields
+        if d.kind == p.KV_READY:
+            decided = d.marks().get("out", 0)
+            self._complete(d.request_id, KvSignal("ready", order_id=str(f.get("order_id", "")), bytes=int(f.get("bytes", 0)),
+                                                  received_us=d.received_us, decided_us=decided))
+        elif d.kind == p.RECOMPUTE:
+            self._complete(d.request_id, KvSignal("recompute", reason=str(f.get("reason", ""))))
+        elif d.kind == p.RELEASE:
+            if f.get("side") == "decode" and f.get("engine_id") == self.registration.engine_id:
+                self._end(d.request_id, KvSignal("ended", reason="decode pages released: " + str(f.get("reason", "")),
+                                                 outcome="unknown"))
+        elif d.kind == p.OUTCOME:
+            if f.get("outcome") != "completed":
+                self._end(d.request_id, KvSignal("ended", reason=str(f.get("reason", "")), outcome=str(f.get("outcome", ""))))
+
+    def _end(self, request_id: str, signal: KvSignal) -> None:
+        with self._state:
+            self._ends.setdefault(request_id, signal)
+            while len(self._ends) > _RECENT_ENDS:
+                self._ends.popitem(last=False)
+        self._complete(request_id, signal)
+
+    def _complete(self, request_id: str, signal: KvSignal) -> None:
+        with self._state:
+            f = self._waiters.pop(request_id, None)
+        if f is not None and not f.done():
+            f.set_result(signal)
+
+    # ------------------------------------------------------------------------------------------------ writing
+
+    def _write(self, frame: Dict[str, Any]) -> None:
+        data = p.encode(frame)
+        with self._write_lock:
+            s = self._sock
+            if s is None:
+                raise OSError("not connected")
+            s.sendall(data)
+
+    def _request(self, frame: Dict[str, Any]) -> "Future[Any]":
+        fut: "Future[Any]" = Future()
+        if self._closed or self.stopped_because is not None:
+            fut.set_exception(ApiError(p.UNAVAILABLE, self.stopped_because or "engine API client closed"))
+            return fut
+        with self._state:
+            self._ids += 1
+            frame["id"] = self._ids
+            self._pending[self._ids] = (frame, fut)
+        try:
+            self._write(frame)
+        except OSError as e:
+            log.debug("engine API write failed (%s): the reader reconnects and sends it again", e)
+        return fut
+
+    def _fail_pending(self, why: str) -> None:
+        with self._state:
+            pending = list(self._pending.values())
+            self._pending.clear()
+            waiters = list(self._waiters.values())
+            self._waiters.clear()
+        for _, fut in pending:
+            if not fut.done():
+                fut.set_exception(ApiError(p.UNAVAILABLE, why))
+        for w in waiters:
+            if not w.done():
+                w.set_result(KvSignal("ended", reason=why, outcome="unknown"))
+
+    @staticmethod
+    def _fact(op: str, request_id: str, traceparent: Optional[str], marks: Optional[Dict[str, int]]) -> Dict[str, Any]:
+        m: Dict[str, Any] = {"op": op, "request_id": request_id}
+        if traceparent:
+            m["traceparent"] = traceparent
+        if marks:
+            m["timing"] = p.timing(marks)
+        return m
+
+    # ------------------------------------------------------------------------------------------------ facts
+
+    def prefill_completed(self, request_id: str, source_blocks: Sequence[int], num_tokens: int,
+                          first_token: Optional[int] = None, traceparent: Optional[str] = None,
+                          marks: Optional[Dict[str, int]] = None) -> "Future[str]":
+        """Prefill done: the prompt's KV is in ``source_blocks`` (token order), held until a release names the request."""
+        m = self._fact(p.PREFILL_COMPLETED, request_id, traceparent, marks)
+        m["source_blocks"] = list(source_blocks)
+        m["num_tokens"] = num_tokens
+        if first_token is not None:
+            m["first_token"] = first_token
+        return self._request(m)
+
+    def prefill_failed(self, request_id: str, reason: str, retriable: bool = True, traceparent: Optional[str] = None,
+                       marks: Optional[Dict[str, int]] = None) -> "Future[str]":
+        """Prefill impossible; the engine holds no pages for the request."""
+        m = self._fact(p.PREFILL_FAILED, request_id, traceparent, marks)
+        m.update(reason=reason, retriable=retriable)
+        return self._request(m)
+
+    def decode_ready(self, request_id: str, lease_id: str, lease_epoch: int, dest_blocks: Sequence[int],
+                     lease_deadline_ms: int, traceparent: Optional[str] = None,
+                     marks: Optional[Dict[str, int]] = None) -> "Future[str]":
+        """Destination pages held under a lease. Call :meth:`await_kv` first, so no signal is missed."""
+        m = self._fact(p.DECODE_READY, request_id, traceparent, marks)
+        m.update(lease_id=lease_id, lease_epoch=lease_epoch, dest_blocks=list(dest_blocks), lease_deadline_ms=lease_deadline_ms)
+        return self._request(m)
+
+    def decode_rejected(self, request_id: str, reason: str, traceparent: Optional[str] = None,
+                        marks: Optional[Dict[str, int]] = None) -> "Future[str]":
+        m = self._fact(p.DECODE_REJECTED, request_id, traceparent, marks)
+        m["reason"] = reason
+        return self._request(m)
+
+    def heartbeat(self, request_id: str, lease_id: str, lease_epoch: int, extend_to_ms: int, seq: int,
+                  traceparent: Optional[str] = None) -> "Future[str]":
+        """Still holding the lease, now until ``extend_to_ms``; ``seq`` makes each heartbeat's event id unique."""
+        m = self._fact(p.HEARTBEAT, request_id, traceparent, None)
+        m.update(lease_id=lease_id, lease_epoch=lease_epoch, extend_to_ms=extend_to_ms, seq=seq)
+        return self._request(m)
+
+    def keep_lease(self, request_id: str, lease_id: str, lease_epoch: int, lease_ms: int,
+                   interval_s: Optional[float] = None) -> LeaseKeeper:
+        """Heartbeats the lease every ``interval_s`` (a third of the lease by default) until the keeper is stopped."""
+        return LeaseKeeper(self, request_id, lease_id, lease_epoch, lease_ms, interval_s or max(0.05, lease_ms / 3000.0))
+
+    def decode_completed(self, request_id: str, output_tokens: int, recomputed: bool = False,
+                         traceparent: Optional[str] = None, marks: Optional[Dict[str, int]] = None) -> "Future[str]":
+        m = self._fact(p.DECODE_COMPLETED, request_id, traceparent, marks)
+        m.update(output_tokens=output_tokens, recomputed=recomputed)
+        return self._request(m)
+
+    def cancel(self, request_id: str, reason: str, traceparent: Optional[str] = None,
+               marks: Optional[Dict[str, int]] = None) -> "Future[str]":
+        """The engine itself asks to stop the request (its client went away, the KV it received does not verify)."""
+        m = self._fact(p.CANCEL, request_id, traceparent, marks)
+        m["reason"] = reason
+        return self._request(m)
+
+    def ping(self) -> "Future[Any]":
+        """A round trip to the worker (no Kafka): completes with the worker's clock (µs)."""
+        return self._request({"op": p.PING})
+
+    # ------------------------------------------------------------------------------------------------ decisions
+
+    def await_kv(self, request_id: str) -> "Future[KvSignal]":
+        """Completes with the first of: the KV landed, recompute, or the request ended / its decode pages were released.
+        Call it before :meth:`decode_ready`. A request that already ended completes it at once."""
+        with self._state:
+            f = self._waiters.get(request_id)
+            if f is None:
+                f = Future()
+                self._waiters[request_id] = f
+            ended = self._ends.get(request_id)
+        if ended is not None:
+            self._complete(request_id, ended)
+        return f
+
+    def forget(self, request_id: str) -> None:
+        """Stops waiting for a request's KV (the engine gave up on it)."""
+        with self._state:
+            self._waiters.pop(request_id, None)
+
+    def decisions(self, timeout: Optional[float] = None) -> Iterator[Decision]:
+        """The decisions as they arrive (when no ``on_decision`` callback was given). Ends when the client stops, or
+        after ``timeout`` seconds without one."""
+        while True:
+            with self._queued:
+                if not self._queue:
+                    if self._closed or self.stopped_because is not None:
+                        return
+                    if not self._queued.wait(timeout):
+                        return
+                if not self._queue:
+                    continue
+                d = self._queue.popleft()
+            yield d
+
+    def next_decision(self, timeout: float) -> Optional[Decision]:
+        """The next decision, or None after ``timeout`` seconds."""
+        for d in self.decisions(timeout):
+            return d
+        return None
+
+    # ------------------------------------------------------------------------------------------------ closing
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Says goodbye (the worker announces that the engine left, so the decider voids its in-flight work) and
+        closes. A worker that does not answer within ``timeout`` is left. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if self.stopped_because is None and self._sock is not None:
+                self._write({"op": p.BYE})
+                self._bye.wait(timeout)
+        except OSError:
+            pass
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Drops the connection without a goodbye: what a crash looks like to the worker."""
+        self._closed = True
+        self._close_socket()
+        self._fail_pending("engine API client closed")
+        with self._queued:
+            self._queued.notify_all()
+
+    def _close_socket(self) -> None:
+        s = self._sock
+        if s is not None:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def __enter__(self) -> "EngineApiClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
