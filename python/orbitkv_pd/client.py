@@ -117,11 +117,17 @@ class EngineApiClient:
 
     @classmethod
     def connect(cls, path: str, registration: Registration, on_decision: Optional[Callable[[Decision], None]] = None,
-                connect_timeout: float = 30.0, reconnect_for: float = 30.0) -> "EngineApiClient":
+                connect_timeout: float = 30.0, reconnect_for: float = 30.0,
+                resume: Optional["tuple[str, int]"] = None) -> "EngineApiClient":
         """Connects to the worker's socket (waiting up to ``connect_timeout`` for it to appear), registers, and starts
         reading decisions. Raises :class:`ApiError` when the worker refuses the hello (wrong engine, taken, bad layout
-        or pool), ``OSError`` when nothing listens."""
+        or pool), ``OSError`` when nothing listens.
+
+        ``resume``: (session, last sequence number) of an earlier connection of the same instance (an engine process
+        that restarted its connection, not its memory): the decisions made after it are delivered first."""
         c = cls(path, registration, on_decision, reconnect_for)
+        if resume is not None:
+            c.session, c.last_seq = resume
         try:
             c._open(connect_timeout)
         except BaseException:
@@ -241,6 +247,7 @@ class EngineApiClient:
             if entry is not None:
                 entry[1].set_result(m.get("event_id", m.get("worker_us")))
         elif op == p.BYE:
+            self._closed = True  # the worker closes the connection next: that is the end, not a loss
             self._bye.set()
         elif op == p.ERROR:
             e = ApiError.from_frame(m)

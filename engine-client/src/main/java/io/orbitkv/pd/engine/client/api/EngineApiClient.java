@@ -75,7 +75,7 @@ public final class EngineApiClient implements EngineControl {
     private volatile JsonNode welcome;
     private Thread reader;
 
-    private record Pending(ObjectNode frame, String eventIdHint, CompletableFuture<Void> done) { }
+    private record Pending(ObjectNode frame, CompletableFuture<Void> done) { }
 
     private EngineApiClient(Path socket, Registration reg, DecisionListener listener, Duration reconnectFor) {
         this.socket = socket;
@@ -249,7 +249,10 @@ public final class EngineApiClient implements EngineControl {
                     p.done().complete(null);
                 }
             }
-            case ApiProtocol.BYE -> byeAck.complete(null);
+            case ApiProtocol.BYE -> {
+                closed.set(true); // the worker closes the connection next: that is the end, not a loss
+                byeAck.complete(null);
+            }
             case ApiProtocol.ERROR -> {
                 ApiException e = new ApiException(m.path("code").asText(), m.hasNonNull("field") ? m.get("field").asText() : null,
                         m.path("message").asText());
@@ -278,7 +281,7 @@ public final class EngineApiClient implements EngineControl {
         long id = ids.incrementAndGet();
         frame.put("id", id);
         CompletableFuture<Void> done = new CompletableFuture<>();
-        pending.put(id, new Pending(frame, null, done));
+        pending.put(id, new Pending(frame, done));
         try {
             write(frame);
         } catch (IOException e) {
