@@ -62,6 +62,10 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--decode-engines", defaultValue = "1", description = "Decode engines (default: ${DEFAULT-VALUE}).")
     int decodeEngines;
 
+    @Option(names = "--python-engines", split = ",", description = "Run these engines (e.g. decode-0 or prefill-0,decode-0) as the Python"
+            + " simulated engine (python/orbitkv_pd) on their worker's engine API; the rest run the Java engine. Default: none.")
+    List<String> pythonEngines = new ArrayList<>();
+
     @Option(names = "--stay", description = "Keep the pipeline and the dashboard running after the summary (to query the decider, engines and"
             + " dashboard) until Ctrl-C.")
     boolean stay;
@@ -83,7 +87,7 @@ public final class DemoCommand implements Callable<Integer> {
         long t0 = System.nanoTime();
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
         Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(prefillEngines, decodeEngines)
-                .withModel(ModelPreset.of(preset), 512, 0.05, 2.0).withDashboard(!noDashboard);
+                .withModel(ModelPreset.of(preset), 512, 0.05, 2.0).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines));
         SimModel model = new SimModel(42);
         try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s), bootstrap);
              LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-" + ModelPreset.of(preset).key())) {

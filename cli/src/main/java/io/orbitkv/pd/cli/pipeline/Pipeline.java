@@ -39,29 +39,39 @@ public final class Pipeline implements AutoCloseable {
     /** What to start. */
     public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                        String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
-                       Map<String, String> proxy, boolean dashboard) {
+                       Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines) {
         public static Spec defaults() {
-            return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false);
+            return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
+                    java.util.Set.of());
+        }
+
+        /**
+         * Run these engines (by id: {@code prefill-0}, {@code decode-1}, ...) as the Python simulated engine
+         * ({@code python/orbitkv_pd/sim_engine.py}) on its worker's engine API instead of the Java engine.
+         */
+        public Spec withPythonEngines(java.util.Set<String> ids) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
+                    proxy, dashboard, java.util.Set.copyOf(ids));
         }
 
         /** Also start the dashboard (its own process, not awaited: the pipeline is ready without it). */
         public Spec withDashboard(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, on);
+                    proxy, on, pythonEngines);
         }
 
         public Spec withEngines(int prefill, int decode) {
-            return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard);
+            return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard, pythonEngines);
         }
 
         public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
-            return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard);
+            return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard, pythonEngines);
         }
 
         public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
                               Map<String, String> proxyKeys) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
-                    workerKeys, proxyKeys, dashboard);
+                    workerKeys, proxyKeys, dashboard, pythonEngines);
         }
     }
 
@@ -189,8 +199,16 @@ public final class Pipeline implements AutoCloseable {
             worker.put("auth.key", authKey);
             worker.put("worker.http.port", Integer.toString(ports.next()));
             worker.putAll(spec.worker());
-            launch("engine-" + id, "engine", engine, "-Xmx256m");
-            launch("worker-" + id, "worker", worker, "-Xmx256m");
+            if (spec.pythonEngines().contains(id)) {
+                // The Python engine joins through its worker's engine API: the worker maps the pool the engine names.
+                Path socket = dir.resolve("api-" + id + ".sock");
+                worker.put("worker.engine-api.path", socket.toString());
+                launch("worker-" + id, "worker", worker, "-Xmx256m");
+                launchPython("engine-" + id, pythonEngineConfig(engine, socket));
+            } else {
+                launch("engine-" + id, "engine", engine, "-Xmx256m");
+                launch("worker-" + id, "worker", worker, "-Xmx256m");
+            }
             engines.add(new Engine(id, role, "http://127.0.0.1:" + engine.get("engine.http.port"), pool));
         }
         int proxyPort = ports.next();
@@ -224,6 +242,58 @@ public final class Pipeline implements AutoCloseable {
         }
         awaitHttp("proxy", proxyUrl + "/stats", body -> engines.stream().allMatch(e -> body.contains("\"" + e.id() + "\"")), Duration.ofMinutes(2));
         say.accept(String.format("pipeline ready in %.1f s (logs under %s)", (System.nanoTime() - t0) / 1e9, dir.resolve("logs")));
+    }
+
+    /** The Python engine's keys: the Java engine's that it reads, with its worker's socket. */
+    private static Map<String, String> pythonEngineConfig(Map<String, String> javaEngine, Path socket) {
+        Map<String, String> p = new LinkedHashMap<>();
+        javaEngine.forEach((k, v) -> {
+            if (PYTHON_ENGINE_KEYS.contains(k)) {
+                p.put(k, v);
+            }
+        });
+        p.put("engine.api.path", socket.toString());
+        return p;
+    }
+
+    private static final java.util.Set<String> PYTHON_ENGINE_KEYS = java.util.Set.of("engine.id", "engine.role", "engine.preset", "engine.pool.blocks",
+            "engine.pool.path", "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port",
+            "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens", "engine.lease.duration",
+            "engine.lease.heartbeat", "engine.kv.timeout", "engine.kv.verify", "engine.fault.corrupt-kv-prefix");
+
+    /** Starts {@code python3 -m orbitkv_pd.sim_engine} with {@code props}; it exits by itself when this JVM dies. */
+    private void launchPython(String name, Map<String, String> props) throws IOException {
+        Path config = dir.resolve("config").resolve(name + ".properties");
+        Properties p = new Properties();
+        p.putAll(props);
+        try (Writer w = Files.newBufferedWriter(config, StandardCharsets.UTF_8)) {
+            p.store(w, "python3 -m orbitkv_pd.sim_engine (written by the pipeline launcher)");
+        }
+        Path log = dir.resolve("logs").resolve(name + ".log");
+        ProcessBuilder pb = new ProcessBuilder("python3", "-m", "orbitkv_pd.sim_engine", "--config", config.toString(), "--parent-pid",
+                Long.toString(ProcessHandle.current().pid())).directory(pythonDir().toFile()).redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
+        pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
+        Process proc = pb.start();
+        proc.getOutputStream().close();
+        children.add(new Child(name, proc, log, config));
+    }
+
+    /**
+     * Where the Python library is: {@code orbitkv.home}/python (the launcher sets it), else the first {@code python}
+     * directory holding {@code orbitkv_pd} from the working directory up.
+     */
+    public static Path pythonDir() {
+        String home = System.getProperty("orbitkv.home");
+        if (home != null && Files.isDirectory(Path.of(home, "python", "orbitkv_pd"))) {
+            return Path.of(home, "python").toAbsolutePath();
+        }
+        for (Path d = Path.of("").toAbsolutePath(); d != null; d = d.getParent()) {
+            if (Files.isDirectory(d.resolve("python").resolve("orbitkv_pd"))) {
+                return d.resolve("python");
+            }
+        }
+        throw new IllegalStateException("python engines: cannot find python/orbitkv_pd (set -Dorbitkv.home to the OrbitKV P/D checkout)");
     }
 
     private void launch(String name, String command, Map<String, String> props, String heap) throws IOException {

@@ -1,0 +1,717 @@
+"""A simulated inference engine in Python: the same OpenAI-compatible HTTP server and the same deterministic model as
+the Java engine (``./orbitkv-pd engine``), taking part in P/D through its transfer worker's engine API with this
+library. Any mix of Java and Python engines answers every request exactly as a colocated engine does.
+
+    python3 -m orbitkv_pd.sim_engine --config engine.properties
+
+Keys (a subset of the Java engine's, docs/engine-integration.md): ``engine.id``, ``engine.role``, ``engine.preset``
+(tiny, 8b, 70b), ``engine.pool.blocks``, ``engine.pool.path`` and ``engine.api.path`` (the worker's socket; without
+it the engine serves colocated requests only), ``engine.instance-epoch``, ``engine.model``, ``engine.model.seed``,
+``engine.http.host``, ``engine.http.port``, ``engine.compute.prefill-ms-per-token``,
+``engine.compute.decode-ms-per-token``, ``engine.max-prompt-tokens``, ``engine.lease.duration``,
+``engine.lease.heartbeat``, ``engine.kv.timeout``, ``engine.kv.verify``, ``engine.fault.corrupt-kv-prefix``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import sim_model as sm
+from .client import EngineApiClient, KvSignal, now_us
+from .pool import ShmKvPool
+from .protocol import ApiError, Decision, Layout, Registration, ShmPool
+
+log = logging.getLogger("orbitkv_pd.sim_engine")
+
+PRESETS = {"tiny": (4, 2, 64), "8b": (32, 8, 128), "70b": (80, 8, 128)}
+ROLES = ("user", "system", "assistant", "tool", "developer")
+
+
+# ---------------------------------------------------------------------------------------------------- configuration
+
+
+def parse_duration(key: str, v: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", v)
+    if not m:
+        raise ValueError(f"{key}: a duration like 500ms, 30s or 2m, got '{v}'")
+    n = float(m.group(1))
+    return n * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2) or "ms"]
+
+
+def read_properties(path: str) -> Dict[str, str]:
+    """Java .properties as written by java.util.Properties.store (key=value, # comments, \\ escapes)."""
+    out: Dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            m = re.match(r"((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)", line)
+            if not m:
+                continue
+            unescape = lambda s: re.sub(r"\\(.)", lambda x: {"t": "\t", "n": "\n"}.get(x.group(1), x.group(1)), s)
+            out[unescape(m.group(1))] = unescape(m.group(2))
+    return out
+
+
+@dataclass
+class SimEngineConfig:
+    engine_id: str
+    role: str
+    preset: str
+    layout: Layout
+    pool_path: Optional[str]
+    api_path: Optional[str]
+    instance_epoch: int
+    model: str
+    seed: int
+    host: str
+    port: int
+    prefill_ms_per_token: float
+    decode_ms_per_token: float
+    max_prompt_tokens: int
+    lease_s: float
+    heartbeat_s: float
+    kv_timeout_s: float
+    verify: bool
+    corrupt_prefix: Optional[str]
+
+    KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
+            "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port",
+            "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens",
+            "engine.lease.duration", "engine.lease.heartbeat", "engine.kv.timeout", "engine.kv.verify",
+            "engine.fault.corrupt-kv-prefix")
+
+    @classmethod
+    def from_properties(cls, p: Dict[str, str]) -> "SimEngineConfig":
+        unknown = sorted(k for k in p if k not in cls.KEYS)
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}: the Python engine reads {list(cls.KEYS)}")
+        engine_id = p.get("engine.id", "")
+        if not re.fullmatch(r"[A-Za-z0-9._:-]+", engine_id):
+            raise ValueError(f"engine.id: required; letters, digits, '.', '_', ':' and '-' only, got '{engine_id}'")
+        role = p.get("engine.role", "both").lower()
+        if role not in ("prefill", "decode", "both"):
+            raise ValueError(f"engine.role: must be prefill, decode or both, got '{role}'")
+        preset = p.get("engine.preset", "8b").lower()
+        if preset not in PRESETS:
+            raise ValueError(f"engine.preset: must be one of {list(PRESETS)}, got '{preset}'")
+        layers, heads, dim = PRESETS[preset]
+        layout = Layout(num_layers=layers, num_blocks=int(p.get("engine.pool.blocks", "256")), num_kv_heads=heads, head_dim=dim)
+        api = p.get("engine.api.path") or None
+        pool = p.get("engine.pool.path") or None
+        if api and not pool:
+            raise ValueError("engine.pool.path: required with engine.api.path (the pool file the engine and its worker share)")
+        return cls(engine_id=engine_id, role=role, preset=preset, layout=layout, pool_path=pool, api_path=api,
+                   instance_epoch=int(p.get("engine.instance-epoch", str(int(time.time() * 1000)))),
+                   model=p.get("engine.model", f"orbitkv-sim-{preset}"), seed=int(p.get("engine.model.seed", "42")),
+                   host=p.get("engine.http.host", "127.0.0.1"), port=int(p.get("engine.http.port", "8100")),
+                   prefill_ms_per_token=float(p.get("engine.compute.prefill-ms-per-token", "0.05")),
+                   decode_ms_per_token=float(p.get("engine.compute.decode-ms-per-token", "2.0")),
+                   max_prompt_tokens=int(p.get("engine.max-prompt-tokens", "32768")),
+                   lease_s=parse_duration("engine.lease.duration", p.get("engine.lease.duration", "30s")),
+                   heartbeat_s=parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s")),
+                   kv_timeout_s=parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
+                   verify=p.get("engine.kv.verify", "true").lower() == "true",
+                   corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None)
+
+
+# ---------------------------------------------------------------------------------------------------- state
+
+
+class BlockAllocator:
+    """Pages of the pool by owner (``P:``/``D:``/``C:`` + request id). Thread-safe."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self._free = list(range(num_blocks - 1, -1, -1))
+        self._owners: Dict[str, List[int]] = {}
+        self._lock = threading.Lock()
+
+    def allocate(self, owner: str, n: int) -> Optional[List[int]]:
+        with self._lock:
+            if owner in self._owners:
+                raise KeyError(owner)
+            if len(self._free) < n:
+                return None
+            blocks = [self._free.pop() for _ in range(n)]
+            self._owners[owner] = blocks
+            return blocks
+
+    def free(self, owner: str) -> List[int]:
+        with self._lock:
+            blocks = self._owners.pop(owner, [])
+            self._free.extend(reversed(blocks))
+            return blocks
+
+    @property
+    def used(self) -> int:
+        with self._lock:
+            return self.num_blocks - len(self._free)
+
+    @property
+    def holders(self) -> int:
+        with self._lock:
+            return len(self._owners)
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", param: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.param = status, message, kind, param
+
+
+@dataclass
+class Completion:
+    chat: bool
+    model: str
+    prompt: str
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+    kv: Optional[Dict[str, Any]]
+
+
+def parse_completion(chat: bool, body: bytes, max_prompt_chars: int) -> Completion:
+    """The request as the Java engine's CompletionRequest reads it (same prompt, same chat template)."""
+    try:
+        o = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise HttpError(400, f"the body is not JSON: {e}")
+    if not isinstance(o, dict):
+        raise HttpError(400, "the body must be a JSON object")
+    if chat:
+        ms = o.get("messages")
+        if not isinstance(ms, list) or not ms:
+            raise HttpError(400, "'messages' is required and must be a non-empty array", param="messages")
+        lines = []
+        for i, m in enumerate(ms):
+            at = f"messages[{i}]"
+            if not isinstance(m, dict) or m.get("role") not in ROLES:
+                raise HttpError(400, f"{at}.role must be one of {sorted(ROLES)}", param=f"{at}.role")
+            c = m.get("content")
+            if c is None:
+                content = ""
+            elif isinstance(c, str):
+                content = c
+            elif isinstance(c, list) and all(isinstance(x, dict) and x.get("type") == "text" and isinstance(x.get("text"), str) for x in c):
+                content = "".join(x["text"] for x in c)
+            else:
+                raise HttpError(400, f"{at}.content must be a string or an array of text parts", param=f"{at}.content")
+            lines.append(f"<|{m['role']}|>{content}\n")
+        prompt = "".join(lines) + "<|assistant|>"
+    else:
+        pr = o.get("prompt")
+        if isinstance(pr, list) and len(pr) == 1 and isinstance(pr[0], str):
+            pr = pr[0]
+        if not isinstance(pr, str):
+            raise HttpError(400, "'prompt' must be a string", param="prompt")
+        prompt = pr
+    if not prompt:
+        raise HttpError(400, "the prompt is empty", param="messages" if chat else "prompt")
+    if len(prompt) > max_prompt_chars:
+        raise HttpError(400, f"prompt too long: {len(prompt)} characters", param="prompt")
+    field_name = "max_completion_tokens" if chat and "max_completion_tokens" in o else "max_tokens"
+    mt = o.get(field_name, 16)
+    if not isinstance(mt, int) or isinstance(mt, bool) or mt < 1 or mt > 1_000_000:
+        raise HttpError(400, f"'{field_name}' must be an integer >= 1", param=field_name)
+    so = o.get("stream_options") or {}
+    kv = o.get("kv_transfer_params")
+    if kv is not None and not isinstance(kv, dict):
+        raise HttpError(400, "kv_transfer_params: must be an object", param="kv_transfer_params")
+    return Completion(chat, str(o.get("model", "")), prompt, mt, bool(o.get("stream", False)),
+                      bool(isinstance(so, dict) and so.get("include_usage")), kv)
+
+
+# ---------------------------------------------------------------------------------------------------- the engine
+
+
+class SimEngine:
+    def __init__(self, config: SimEngineConfig) -> None:
+        self.config = config
+        self.model = sm.SimModel(config.seed)
+        self.pool: Optional[ShmKvPool] = ShmKvPool(config.layout, config.pool_path) if config.pool_path else None
+        self.allocator = BlockAllocator(config.layout.num_blocks)
+        self.client: Optional[EngineApiClient] = None
+        self.lease_epochs = 0
+        self._lock = threading.Lock()
+        self.counters = {k: 0 for k in ("prefill", "decode", "colocated", "recomputed", "completed", "verified_pages", "kv_corrupt",
+                                        "ended_before_kv", "client_gone", "rejected_no_blocks", "releases")}
+        self.server: Optional[ThreadingHTTPServer] = None
+        self.ready = False
+
+    def count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.counters[key] += n
+
+    def next_lease_epoch(self) -> int:
+        with self._lock:
+            self.lease_epochs += 1
+            return self.lease_epochs
+
+    def start(self) -> "SimEngine":
+        engine = self
+
+        class Handler(_Handler):
+            pass
+        Handler.engine = engine
+        self.server = ThreadingHTTPServer((self.config.host, self.config.port), Handler)
+        self.server.daemon_threads = True
+        url = f"http://{self.config.host}:{self.server.server_address[1]}"
+        if self.config.api_path:
+            self.client = EngineApiClient.connect(self.config.api_path, Registration(
+                self.config.engine_id, self.config.instance_epoch, self.config.role, self.config.layout, ShmPool(self.config.pool_path),
+                self.config.model, url), on_decision=self.on_decision, connect_timeout=180)
+        self.ready = True
+        threading.Thread(target=self.server.serve_forever, name="http", daemon=True).start()
+        log.info("engine %s ready (%s, %s, pool %s, epoch %d)", self.config.engine_id, self.config.role, url, self.config.pool_path,
+                 self.config.instance_epoch)
+        return self
+
+    def on_decision(self, d: Decision) -> None:
+        if d.kind != "release" or d.fields.get("engine_id") != self.config.engine_id:
+            return
+        owner = ("P:" if d.fields.get("side") == "prefill" else "D:") + d.request_id
+        if self.allocator.free(owner):
+            self.count("releases")
+
+    def stats(self) -> Dict[str, Any]:
+        c = self.counters
+        return {"engine_id": self.config.engine_id, "role": self.config.role, "model": self.config.model,
+                "instance_epoch": self.config.instance_epoch, "blocks_total": self.allocator.num_blocks,
+                "blocks_used": self.allocator.used, "holders": self.allocator.holders,
+                "requests": {k: c[k] for k in ("prefill", "decode", "colocated", "recomputed")},
+                **{k: c[k] for k in ("completed", "verified_pages", "kv_corrupt", "ended_before_kv", "client_gone",
+                                     "rejected_no_blocks", "releases")}, "engine": "python"}
+
+    def close(self) -> None:
+        self.ready = False
+        if self.client is not None:
+            self.client.close()
+        if self.server is not None:
+            self.server.shutdown()
+        if self.pool is not None:
+            self.pool.close()
+
+    # ------------------------------------------------------------------------------------------------ compute
+
+    def compute(self, job: "Job", blocks: List[int], mode: str) -> None:
+        """Writes the prompt's KV into ``blocks`` while the modelled compute time passes."""
+        t0 = time.monotonic()
+        job.marks["c0"] = now_us()
+        assert self.pool is not None
+        self.model.write_kv(self.pool, blocks, job.tokens)
+        if self.config.corrupt_prefix and job.rid.startswith(self.config.corrupt_prefix) and mode == "prefill":
+            page = bytearray(self.pool.read(0, blocks[0] * self.config.layout.page, 4))
+            page[3] ^= 0x08  # engine.fault.corrupt-kv-prefix: one flipped bit, for tests of the decode side's check
+            self.pool.write(0, blocks[0] * self.config.layout.page, bytes(page))
+        left = self.config.prefill_ms_per_token * len(job.tokens) / 1000.0 - (time.monotonic() - t0)
+        if left > 0:
+            time.sleep(left)
+        job.marks["c1"] = now_us()
+        job.prefill_ms = (time.monotonic() - t0) * 1000
+
+
+@dataclass
+class Job:
+    rid: str
+    req: Completion
+    tokens: List[int]
+    traceparent: Optional[str]
+    marks: Dict[str, int] = field(default_factory=dict)
+    mode: str = ""
+    prefill_ms: float = -1
+    kv_wait_ms: float = -1
+    kv_bytes: int = 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    engine: SimEngine
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt: str, *args: Any) -> None:  # quiet: one line per request is too much under load
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers, then small SSE chunks: without this, Nagle's algorithm and the proxy's delayed ACK hold a token ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    # ------------------------------------------------------------------------------------------------ plumbing
+
+    def send_json(self, status: int, body: Dict[str, Any], headers: Optional[Dict[str, str]] = None) -> None:
+        data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_error_json(self, e: HttpError, headers: Optional[Dict[str, str]] = None) -> None:
+        self.send_json(e.status, {"error": {"message": e.message, "type": e.kind, "param": e.param, "code": e.status}}, headers)
+
+    def chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def sse(self, obj: Dict[str, Any]) -> None:
+        self.chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode("utf-8") + b"\n\n")
+
+    # ------------------------------------------------------------------------------------------------ routes
+
+    def do_GET(self) -> None:
+        e = self.engine
+        if self.path == "/health":
+            self.send_json(200 if e.ready else 503, {"status": "ok" if e.ready else "starting", "engine_id": e.config.engine_id,
+                                                    "role": e.config.role})
+        elif self.path == "/v1/models":
+            self.send_json(200, {"object": "list", "data": [{"id": e.config.model, "object": "model", "created": 0,
+                                                             "owned_by": "orbitkv-sim", "max_model_len": e.config.max_prompt_tokens}]})
+        elif self.path == "/stats":
+            self.send_json(200, e.stats())
+        else:
+            self.send_error_json(HttpError(404, f"no such endpoint: GET {self.path}"))
+
+    def do_POST(self) -> None:
+        in_us = now_us()
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length > 0 else b""
+        if self.path not in ("/v1/completions", "/v1/chat/completions"):
+            self.send_error_json(HttpError(404, f"no such endpoint: POST {self.path}"))
+            return
+        try:
+            self.completion(self.path == "/v1/chat/completions", body, in_us)
+        except HttpError as err:
+            self.send_error_json(err)
+        except (BrokenPipeError, ConnectionResetError):
+            self.engine.count("client_gone")
+            self.close_connection = True
+
+    def completion(self, chat: bool, body: bytes, in_us: int) -> None:
+        e = self.engine
+        req = parse_completion(chat, body, e.config.max_prompt_tokens * 64)
+        if not e.ready:
+            raise HttpError(503, f"engine {e.config.engine_id} is starting", "service_unavailable")
+        tokens = sm.tokenize(req.prompt)
+        if len(tokens) > e.config.max_prompt_tokens:
+            raise HttpError(400, f"prompt of {len(tokens)} tokens is longer than this engine's limit of {e.config.max_prompt_tokens}",
+                            param="prompt")
+        kv = req.kv
+        rid = (kv or {}).get("request_id") or self.headers.get("x-request-id") or f"sim-{uuid.uuid4()}"
+        job = Job(rid, req, tokens, self.headers.get("traceparent"), {"in": in_us})
+        self.extra = {"x-orbitkv-request-id": rid, "x-orbitkv-engine-id": e.config.engine_id}
+        remote_decode = bool(kv and kv.get("do_remote_decode"))
+        remote_prefill = bool(kv and kv.get("do_remote_prefill"))
+        if not remote_decode and not remote_prefill:
+            self.colocated(job)
+        elif e.client is None:
+            raise HttpError(503, f"engine {e.config.engine_id} runs standalone (no engine.api.path): it serves colocated requests only",
+                            "service_unavailable", "kv_transfer_params")
+        elif remote_decode:
+            if e.config.role == "decode":
+                raise HttpError(400, f"engine {e.config.engine_id} is a decode engine: it does not prefill for others",
+                                param="kv_transfer_params")
+            self.prefill(job)
+        else:
+            if e.config.role == "prefill":
+                raise HttpError(400, f"engine {e.config.engine_id} is a prefill engine: it does not decode transferred KV",
+                                param="kv_transfer_params")
+            self.decode(job)
+
+    def allocate(self, job: Job, side: str) -> Optional[List[int]]:
+        need = sm.blocks_for(self.engine.config.layout, len(job.tokens))
+        try:
+            return self.engine.allocator.allocate(side + job.rid, need)
+        except KeyError:
+            raise HttpError(409, f"request id {job.rid} already holds pages on {self.engine.config.engine_id}: request ids must be unique",
+                            param="request_id")
+
+    def no_blocks(self, job: Job) -> HttpError:
+        e = self.engine
+        e.count("rejected_no_blocks")
+        need = sm.blocks_for(e.config.layout, len(job.tokens))
+        return HttpError(503, f"engine {e.config.engine_id} has no free KV blocks for {need} blocks", "service_unavailable")
+
+    # ------------------------------------------------------------------------------------------------ prefill
+
+    def prefill(self, job: Job) -> None:
+        e = self.engine
+        assert e.client is not None
+        job.mode = "prefill"
+        e.count("prefill")
+        blocks = self.allocate(job, "P:")
+        if blocks is None:
+            err = self.no_blocks(job)
+            e.client.prefill_failed(job.rid, f"no free KV blocks on {e.config.engine_id}", True, job.traceparent, job.marks)
+            raise err
+        e.compute(job, blocks, "prefill")
+        first = e.model.generate(job.tokens, 1)[0]
+        try:
+            e.client.prefill_completed(job.rid, blocks, len(job.tokens), first, job.traceparent, dict(job.marks)).result(60)
+        except (ApiError, FutureTimeout) as err:
+            e.allocator.free("P:" + job.rid)  # the fact never reached the log: nobody will release these pages
+            raise HttpError(503, f"cannot report the prefill of {job.rid}: {err}", "service_unavailable")
+        out = self.completion_json(job, [first])
+        out["kv_transfer_params"] = {"request_id": job.rid, "do_remote_prefill": True, "do_remote_decode": False,
+                                     "remote_engine_id": e.config.engine_id, "remote_instance_epoch": e.config.instance_epoch,
+                                     "remote_block_ids": blocks}
+        self.orbitkv(out, job)
+        marks = dict(job.marks)
+        marks["out"] = now_us()
+        self.send_json(200, out, {**self.extra, "x-orbitkv-timing": _timing(marks)})
+
+    # ------------------------------------------------------------------------------------------------ decode
+
+    def decode(self, job: Job) -> None:
+        e = self.engine
+        client = e.client
+        assert client is not None
+        job.mode = "decode"
+        e.count("decode")
+        blocks = self.allocate(job, "D:")
+        if blocks is None:
+            err = self.no_blocks(job)
+            client.decode_rejected(job.rid, f"no free KV blocks on {e.config.engine_id}", job.traceparent, job.marks)
+            raise err
+        lease_epoch = e.next_lease_epoch()
+        lease_id = f"lease/{e.config.engine_id}/{job.rid}"
+        lease_ms = int(e.config.lease_s * 1000)
+        t0 = time.monotonic()
+        kv = client.await_kv(job.rid)
+        client.decode_ready(job.rid, lease_id, lease_epoch, blocks, int(time.time() * 1000) + lease_ms, job.traceparent, dict(job.marks))
+        keeper = client.keep_lease(job.rid, lease_id, lease_epoch, lease_ms, e.config.heartbeat_s)
+        try:
+            signal_: KvSignal = kv.result(e.config.kv_timeout_s)
+        except FutureTimeout:
+            client.forget(job.rid)
+            raise HttpError(504, f"the KV of request {job.rid} did not arrive within {e.config.kv_timeout_s:g}s", "timeout")
+        finally:
+            keeper.stop()
+        job.kv_wait_ms = (time.monotonic() - t0) * 1000
+        if signal_.kind == "ready":
+            job.kv_bytes = signal_.bytes
+            job.marks["kv"] = signal_.received_us
+            verified: "Future[Optional[str]]" = Future()
+            if e.config.verify:
+                # Beside the decode, as the Java engine does: only the end of the answer waits for it.
+                def check() -> None:
+                    assert e.pool is not None
+                    verified.set_result(e.model.verify_kv(e.pool, blocks, job.tokens))
+                threading.Thread(target=check, name=f"verify-{job.rid}", daemon=True).start()
+            else:
+                verified.set_result(None)
+            self.generate(job, False, verified, blocks)
+        elif signal_.kind == "recompute":
+            e.count("recomputed")
+            e.compute(job, blocks, "recompute")
+            done: "Future[Optional[str]]" = Future()
+            done.set_result(None)
+            self.generate(job, True, done, blocks)
+        else:
+            e.count("ended_before_kv")
+            status = 504 if signal_.outcome == "timed_out" else 409 if signal_.outcome == "cancelled" else 502
+            raise HttpError(status, f"request {job.rid} ended before its KV arrived: {signal_.outcome.upper()}: {signal_.reason}",
+                            "request_cancelled" if signal_.outcome == "cancelled" else "handoff_failed")
+
+    def refuse_corrupt(self, job: Job, why: str) -> None:
+        e = self.engine
+        assert e.client is not None
+        e.count("kv_corrupt")
+        log.error("refusing to decode %s: the received KV does not verify: %s", job.rid, why)
+        e.client.cancel(job.rid, f"KV verification failed on {e.config.engine_id}: {why}", job.traceparent)
+
+    # ------------------------------------------------------------------------------------------------ colocated
+
+    def colocated(self, job: Job) -> None:
+        e = self.engine
+        job.mode = "colocated"
+        e.count("colocated")
+        blocks = self.allocate(job, "C:")
+        if blocks is None:
+            raise self.no_blocks(job)
+        try:
+            if e.pool is None:
+                # A standalone engine without a pool file computes nothing into memory; the answer is the same.
+                job.marks["c0"] = now_us()
+                time.sleep(e.config.prefill_ms_per_token * len(job.tokens) / 1000.0)
+                job.marks["c1"] = now_us()
+            else:
+                e.compute(job, blocks, "colocated")
+            done: "Future[Optional[str]]" = Future()
+            done.set_result(None)
+            self.generate(job, False, done, blocks)
+        finally:
+            e.allocator.free("C:" + job.rid)
+
+    # ------------------------------------------------------------------------------------------------ generation
+
+    def generate(self, job: Job, recomputed: bool, verified: "Future[Optional[str]]", blocks: List[int]) -> None:
+        e = self.engine
+        r = job.req
+        out = e.model.generate(job.tokens, r.max_tokens)
+        if recomputed:
+            job.mode = "recomputed"
+        step = e.config.decode_ms_per_token / 1000.0
+        t0 = time.monotonic()
+        if not r.stream:
+            if step > 0 and len(out) > 1:
+                time.sleep(step * (len(out) - 1))
+            why = verified.result()
+            if why is not None:
+                self.refuse_corrupt(job, why)
+                raise HttpError(502, f"the KV received for request {job.rid} does not verify ({why}); not decoding",
+                                "kv_verification_failed")
+            job.marks["first"] = now_us()
+            body = self.completion_json(job, out)
+            self.orbitkv(body, job)
+            self.send_json(200, body, {**self.extra, "x-orbitkv-timing": _timing(job.marks)})
+            self.finished(job, recomputed, blocks)
+            return
+        job.marks["first"] = now_us()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        for k, v in {**self.extra, "x-orbitkv-timing": _timing(job.marks)}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if r.chat:
+            first = self.chunk_head(job)
+            first["choices"] = [{"index": 0, "finish_reason": None, "delta": {"role": "assistant", "content": ""}}]
+            self.sse(first)
+        for i, t in enumerate(out):
+            last = i == len(out) - 1
+            if last:
+                why = verified.result()
+                if why is not None:
+                    self.refuse_corrupt(job, why)
+                    self.close_connection = True  # a broken stream: the answer never ends well
+                    return
+            c = self.chunk_head(job)
+            choice: Dict[str, Any] = {"index": 0}
+            text = " " + sm.word(t)
+            if r.chat:
+                choice["delta"] = {"content": text}
+            else:
+                choice["text"] = text
+                choice["logprobs"] = None
+            choice["finish_reason"] = "length" if last else None
+            c["choices"] = [choice]
+            if last:
+                self.orbitkv(c, job)
+            self.sse(c)
+            if not last and step > 0:
+                time.sleep(step)
+        if r.include_usage:
+            u = self.chunk_head(job)
+            u["choices"] = []
+            u["usage"] = _usage(len(job.tokens), len(out))
+            self.sse(u)
+        self.chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        log.debug("decoded %s in %.1f ms", job.rid, (time.monotonic() - t0) * 1000)
+        self.finished(job, recomputed, blocks)
+
+    def finished(self, job: Job, recomputed: bool, blocks: List[int]) -> None:
+        e = self.engine
+        e.count("completed")
+        if job.mode in ("decode", "recomputed") and e.client is not None:
+            if not recomputed:
+                e.count("verified_pages", len(blocks) * e.config.layout.region_count)
+            e.client.decode_completed(job.rid, job.req.max_tokens, recomputed, job.traceparent, dict(job.marks))
+
+    def chunk_head(self, job: Job) -> Dict[str, Any]:
+        chat = job.req.chat
+        return {"id": ("chatcmpl-" if chat else "cmpl-") + job.rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": int(time.time()), "model": self.engine.config.model}
+
+    def completion_json(self, job: Job, out: List[int]) -> Dict[str, Any]:
+        chat = job.req.chat
+        choice: Dict[str, Any] = {"index": 0}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": sm.detokenize(out)}
+        else:
+            choice["text"] = sm.detokenize(out)
+            choice["logprobs"] = None
+        choice["finish_reason"] = "length"
+        return {"id": ("chatcmpl-" if chat else "cmpl-") + job.rid, "object": "chat.completion" if chat else "text_completion",
+                "created": int(time.time()), "model": self.engine.config.model, "choices": [choice],
+                "usage": _usage(len(job.tokens), len(out))}
+
+    def orbitkv(self, root: Dict[str, Any], job: Job) -> None:
+        o: Dict[str, Any] = {"request_id": job.rid, "engine_id": self.engine.config.engine_id, "mode": job.mode,
+                             "prompt_tokens": len(job.tokens), "engine": "python"}
+        if job.prefill_ms >= 0:
+            o["prefill_ms"] = job.prefill_ms
+        if job.kv_wait_ms >= 0:
+            o["kv_wait_ms"] = job.kv_wait_ms
+        if job.kv_bytes > 0:
+            o["kv_bytes"] = job.kv_bytes
+        root["orbitkv"] = o
+
+
+def _usage(prompt: int, completion: int) -> Dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _timing(marks: Dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in marks.items())
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m orbitkv_pd.sim_engine", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", required=True, help="properties file with the engine.* keys")
+    ap.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone (a launcher that died)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s %(message)s")
+    try:
+        config = SimEngineConfig.from_properties(read_properties(args.config))
+    except (ValueError, OSError) as e:
+        print(f"engine: {e}", file=sys.stderr)
+        return 2
+    engine = SimEngine(config)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if args.parent_pid > 0:
+        def watch() -> None:
+            while not stop.wait(1.0):
+                try:
+                    os.kill(args.parent_pid, 0)
+                except ProcessLookupError:
+                    log.warning("the launcher (pid %d) is gone: stopping", args.parent_pid)
+                    stop.set()
+                except PermissionError:
+                    pass
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    try:
+        engine.start()
+    except (ApiError, OSError) as e:
+        print(f"engine: cannot join through the engine API: {e}", file=sys.stderr)
+        return 1
+    print(f"engine running: id={config.engine_id} role={config.role} url=http://{config.host}:{engine.server.server_address[1]}"
+          f" (python)", flush=True)
+    stop.wait()
+    engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
