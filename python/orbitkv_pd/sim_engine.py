@@ -534,7 +534,12 @@ class _Handler(BaseHTTPRequestHandler):
         assert e.client is not None
         e.count("kv_corrupt")
         log.error("refusing to decode %s: the received KV does not verify: %s", job.rid, why)
-        e.client.cancel(job.rid, f"KV verification failed on {e.config.engine_id}: {why}", job.traceparent)
+        # Before the answer breaks: the proxy reports the broken stream as its own cancel, and the decider must
+        # read the engine's reason first (the request's facts are ordered on its partition).
+        try:
+            e.client.cancel(job.rid, f"KV verification failed on {e.config.engine_id}: {why}", job.traceparent).result(10)
+        except (ApiError, FutureTimeout) as err:
+            log.warning("could not report the corrupt KV of %s: %s", job.rid, err)
 
     # ------------------------------------------------------------------------------------------------ colocated
 

@@ -41,7 +41,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The whole pipeline as separate processes on a real broker — decider, 2 prefill + 2 decode engines each with its
- * transfer worker (tcp), the proxy — under 500 requests, streaming and not, completions and chats, some walked away
+ * transfer worker (tcp), one of each role a Java engine on the Kafka client and one a Python engine on its worker's
+ * engine API, the proxy — under 500 requests, streaming and not, completions and chats, some walked away
  * from mid-prefill, mid-transfer and mid-decode. Everything is checked from the outside: every completed answer
  * against the model's reference, every request's single outcome and every page release from the log, every engine's
  * page pool through its {@code /stats}.
@@ -64,7 +65,10 @@ class PipelineE2EIT {
                         // Requests named corrupt-kv-* get one bit of their prefill KV flipped (a test of the decode side's check).
                         Map.of("engine.fault.corrupt-kv-prefix", CORRUPT),
                         // A throttled transport stretches each push over tens of ms, so walking away mid-transfer is observable.
-                        Map.of("transfer.tcp.max-bytes-per-second", "6000000"), Map.of());
+                        Map.of("transfer.tcp.max-bytes-per-second", "6000000"), Map.of())
+                // One engine of each role runs the Python simulated engine on its worker's engine API: every check below
+                // holds for a mix of Java and Python engines.
+                .withPythonEngines(java.util.Set.of("prefill-1", "decode-1"));
         pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers());
     }
 

@@ -78,7 +78,8 @@ public final class HandoffAnatomy {
                 case Decision d -> {
                     first.putIfAbsent(d.getPayload().getClass(), o);
                     if (d.getPayload() instanceof TransferOrder t) {
-                        orders.put(t.getOrderId() + "#" + t.getAttempt(), o);
+                        // The first copy: the one the worker acted on (a copy the decider wrote again is deduped there).
+                        orders.putIfAbsent(t.getOrderId() + "#" + t.getAttempt(), o);
                     }
                 }
                 case RequestAnswered a -> first.putIfAbsent(RequestAnswered.class, o);
