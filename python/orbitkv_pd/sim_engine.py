@@ -28,7 +28,7 @@ import uuid
 from concurrent.futures import Future, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import sim_model as sm
 from .client import EngineApiClient, KvSignal, now_us
@@ -508,15 +508,24 @@ class _Handler(BaseHTTPRequestHandler):
             job.kv_bytes = signal_.bytes
             job.marks["kv"] = signal_.received_us
             verified: "Future[Optional[str]]" = Future()
+            begin: Optional[Callable[[], None]] = None
             if e.config.verify:
-                # Beside the decode, as the Java engine does: only the end of the answer waits for it.
+                # Beside the decode, as the Java engine does: only the end of the answer waits for it. Started once the
+                # first token is out: in CPython the check holds the GIL while it runs, so started earlier it would
+                # delay the first token (measured: KvReady in -> first token out 4-8 ms instead of <1 ms).
                 def check() -> None:
                     assert e.pool is not None
-                    verified.set_result(e.model.verify_kv(e.pool, blocks, job.tokens))
-                threading.Thread(target=check, name=f"verify-{job.rid}", daemon=True).start()
+                    try:
+                        verified.set_result(e.model.verify_kv(e.pool, blocks, job.tokens))
+                    except BaseException as err:  # a failed check must still end the answer, as not verified
+                        verified.set_result(f"the check failed: {err!r}")
+
+                def begin_check() -> None:
+                    threading.Thread(target=check, name=f"verify-{job.rid}", daemon=True).start()
+                begin = begin_check
             else:
                 verified.set_result(None)
-            self.generate(job, False, verified, blocks)
+            self.generate(job, False, verified, blocks, begin)
         elif signal_.kind == "recompute":
             e.count("recomputed")
             e.compute(job, blocks, "recompute")
@@ -566,15 +575,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------------------------------------ generation
 
-    def generate(self, job: Job, recomputed: bool, verified: "Future[Optional[str]]", blocks: List[int]) -> None:
+    def generate(self, job: Job, recomputed: bool, verified: "Future[Optional[str]]", blocks: List[int],
+                 begin_check: Optional[Callable[[], None]] = None) -> None:
+        """Answers the request; ``begin_check`` (when given) starts the check that completes ``verified``, once the
+        first token is out."""
         e = self.engine
         r = job.req
+        started = False
+
+        def start_check() -> None:
+            nonlocal started
+            if begin_check is not None and not started:
+                started = True
+                begin_check()
         out = e.model.generate(job.tokens, r.max_tokens)
         if recomputed:
             job.mode = "recomputed"
         step = e.config.decode_ms_per_token / 1000.0
         t0 = time.monotonic()
         if not r.stream:
+            start_check()
             if step > 0 and len(out) > 1:
                 time.sleep(step * (len(out) - 1))
             why = verified.result()
@@ -603,6 +623,7 @@ class _Handler(BaseHTTPRequestHandler):
         for i, t in enumerate(out):
             last = i == len(out) - 1
             if last:
+                start_check()
                 why = verified.result()
                 if why is not None:
                     self.refuse_corrupt(job, why)
@@ -621,6 +642,7 @@ class _Handler(BaseHTTPRequestHandler):
             if last:
                 self.orbitkv(c, job)
             self.sse(c)
+            start_check()
             if not last and step > 0:
                 time.sleep(step)
         if r.include_usage:

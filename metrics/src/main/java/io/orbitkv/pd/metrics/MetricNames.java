@@ -54,6 +54,8 @@ public final class MetricNames {
     public static final String WORKER_ORDER_WAIT = "orbitkv.worker.order.wait";
     /** Counter, tag {@code reason} (a TransferError kind): pushes this worker refused as a receiver. */
     public static final String WORKER_PUSHES_REFUSED = "orbitkv.worker.pushes.refused";
+    /** Counter, tag {@code code} (an engine API error code): requests the worker's engine API refused (docs/engine-api.md). */
+    public static final String WORKER_API_REFUSED = "orbitkv.worker.api.refused";
 
     // ------------------------------------------------------------------ proxy
 

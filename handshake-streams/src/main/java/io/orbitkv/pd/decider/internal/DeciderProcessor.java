@@ -226,14 +226,17 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             // Each forward gets its own Headers instance: a sink may add to them (serializers can), copies never share.
             // The actors' copies go first: a broker serves one connection's requests in order, so the copy an engine or
             // worker waits for does not queue behind the append of the log copy (measured: order → worker hop).
+            // Every copy carries the same `out` mark, taken before the first is handed over: the copies are one decision,
+            // and an actor must never appear to have received its copy before the log copy says it was sent.
+            Headers marked = traceHeaders();
             if (!emit.engines().isEmpty()) {
                 byte[] command = topics.engineCommands().valueSerde().serializer().serialize(topics.engineCommands().name(), d);
                 for (String engine : emit.engines()) {
-                    context.forward(new Record<>(engine, command, streamTime, traceHeaders()), DeciderTopology.COMMANDS_SINK);
+                    context.forward(new Record<>(engine, command, streamTime, new RecordHeaders(marked.toArray())), DeciderTopology.COMMANDS_SINK);
                 }
             }
             context.forward(new Record<>(key, topics.decisions().valueSerde().serializer().serialize(topics.decisions().name(), d),
-                    streamTime, traceHeaders()), DeciderTopology.DECISIONS_SINK);
+                    streamTime, marked), DeciderTopology.DECISIONS_SINK);
             if (emit.payload() instanceof TransferOrder) {
                 metrics.hop(Hop.DECIDER_ORDER, inMicros, Marks.nowMicros());
             } else if (emit.payload() instanceof KvReady) {

@@ -7,6 +7,7 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.pd.engine.client.api.ApiException;
 import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.metrics.MetricNames;
 import io.orbitkv.pd.tracing.Hop;
@@ -16,6 +17,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
 
 /**
  * The worker's meters: per transport (registered when the transport is first used, then a map lookup by name) the
@@ -48,6 +50,14 @@ public final class WorkerMetrics {
                 .register(registry);
         hops = Hop.meters(registry, Hop.ORDER_TO_WORKER, Hop.WORKER_QUEUE, Hop.TRANSFER_SETUP, Hop.TRANSFER_ADMISSION, Hop.TRANSFER_WIRE,
                 Hop.TRANSFER_APPLY, Hop.TRANSFER_REPORT);
+    }
+
+    /** {@code orbitkv_worker_api_refused_total{code}}: the engine API's refusals, read when scraped (every code from the start). */
+    public void engineApi(Supplier<Map<String, Long>> refusals) {
+        for (String code : ApiException.CODES) {
+            FunctionCounter.builder(MetricNames.WORKER_API_REFUSED, refusals, s -> s.get().getOrDefault(code, 0L))
+                    .description("requests the engine API refused, by error code").tag("code", code).register(registry);
+        }
     }
 
     /** One hop of a handoff seen by this worker (wall clock, µs; see {@link Hop}). */

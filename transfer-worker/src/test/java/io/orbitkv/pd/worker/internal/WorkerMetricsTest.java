@@ -54,4 +54,18 @@ class WorkerMetricsTest {
                     .contains("orbitkv_worker_pushes_refused_total{component=\"worker\",instance=\"decode-0\",reason=\"OUT_OF_RANGE\"} 0");
         }
     }
+
+    @Test
+    void theEngineApisRefusalsAreCountedByCodeFromTheStart() {
+        try (ComponentMetrics m = ComponentMetrics.create("worker", "decode-0")) {
+            java.util.Map<String, Long> refusals = new java.util.concurrent.ConcurrentHashMap<>();
+            new WorkerMetrics(m.registry()).engineApi(() -> refusals);
+            assertThat(m.scrape()).contains("orbitkv_worker_api_refused_total{code=\"bad_request\",component=\"worker\",instance=\"decode-0\"} 0");
+            refusals.put("bad_request", 3L);
+            refusals.put("fenced", 1L);
+            assertThat(m.scrape()).contains("orbitkv_worker_api_refused_total{code=\"bad_request\",component=\"worker\",instance=\"decode-0\"} 3")
+                    .contains("orbitkv_worker_api_refused_total{code=\"fenced\",component=\"worker\",instance=\"decode-0\"} 1")
+                    .contains("orbitkv_worker_api_refused_total{code=\"too_large\",component=\"worker\",instance=\"decode-0\"} 0");
+        }
+    }
 }

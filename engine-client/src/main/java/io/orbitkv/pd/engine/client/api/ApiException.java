@@ -1,5 +1,7 @@
 package io.orbitkv.pd.engine.client.api;
 
+import java.util.List;
+
 /**
  * A request the engine API refuses: a stable {@code code} a client can act on, the JSON {@code field} that was wrong
  * (null when the whole message was), and a message for people. Sent to the client as an {@code error} frame.
@@ -28,6 +30,10 @@ public final class ApiException extends Exception {
     public static final String POOL = "pool";
     /** The worker could not do it now (Kafka unreachable, shutting down); the request may be retried. */
     public static final String UNAVAILABLE = "unavailable";
+
+    /** Every code, for meters registered up front. */
+    public static final List<String> CODES = List.of(BAD_FRAME, TOO_LARGE, BAD_REQUEST, UNKNOWN_OP, UNSUPPORTED_VERSION,
+            NOT_REGISTERED, WRONG_ENGINE, ENGINE_TAKEN, FENCED, POOL, UNAVAILABLE);
 
     private final String code;
     private final String field;
