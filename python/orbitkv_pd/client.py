@@ -47,8 +47,9 @@ def now_us() -> int:
 class KvSignal:
     """What a decode engine waiting for a request's KV learns first.
 
-    ``ready``: the KV is in the destination pages (``order_id``, ``bytes``); ``recompute``: no KV will come, compute
-    the prefill here; ``ended``: the request ended or its pages were released (``outcome``, ``reason``): stop.
+    ``ready``: the KV is in the destination pages (``order_id``, ``bytes``, and ``first_token``: the token the prefill
+    sampled, when its engine reported one); ``recompute``: no KV will come, compute the prefill here; ``ended``: the
+    request ended or its pages were released (``outcome``, ``reason``): stop.
     """
 
     kind: str
@@ -58,6 +59,7 @@ class KvSignal:
     outcome: str = ""
     received_us: int = 0
     decided_us: int = 0
+    first_token: Optional[int] = None
 
 
 class LeaseKeeper:
@@ -269,8 +271,10 @@ class EngineApiClient:
         f = d.fields
         if d.kind == p.KV_READY:
             decided = d.marks().get("out", 0)
+            first = f.get("first_token")
             self._complete(d.request_id, KvSignal("ready", order_id=str(f.get("order_id", "")), bytes=int(f.get("bytes", 0)),
-                                                  received_us=d.received_us, decided_us=decided))
+                                                  received_us=d.received_us, decided_us=decided,
+                                                  first_token=first if isinstance(first, int) else None))
         elif d.kind == p.RECOMPUTE:
             self._complete(d.request_id, KvSignal("recompute", reason=str(f.get("reason", ""))))
         elif d.kind == p.RELEASE:

@@ -28,7 +28,7 @@ import uuid
 from concurrent.futures import Future, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import sim_model as sm
 from .client import EngineApiClient, KvSignal, now_us
@@ -240,12 +240,70 @@ def parse_completion(chat: bool, body: bytes, max_prompt_chars: int) -> Completi
 # ---------------------------------------------------------------------------------------------------- the engine
 
 
-class SimEngine:
-    def __init__(self, config: SimEngineConfig) -> None:
+class SimBackend:
+    """The simulated model as the engine's model: the deterministic :class:`~orbitkv_pd.sim_model.SimModel` writing
+    and checking KV bytes in a shared-memory pool file, its compute time modelled by sleeping.
+
+    A backend is what the engine's HTTP and P/D flow (:class:`SimEngine`) needs from a model: ``layout``,
+    ``pool_spec()``, ``tokenize``, ``blocks_for``, ``token_text``, ``prefill`` (KV into pages, the first token),
+    ``tokens`` (the answer from KV in pages), ``checks_kv``/``verify``, ``step_s`` (pacing between streamed tokens)
+    and ``close``. The real transformer (``orbitkv_pd.real_engine``) is another."""
+
+    def __init__(self, config: "SimEngineConfig") -> None:
         self.config = config
+        self.layout = config.layout
         self.model = sm.SimModel(config.seed)
         self.pool: Optional[ShmKvPool] = ShmKvPool(config.layout, config.pool_path) if config.pool_path else None
-        self.allocator = BlockAllocator(config.layout.num_blocks)
+        self.step_s = config.decode_ms_per_token / 1000.0
+        self.checks_kv = config.verify and self.pool is not None
+        self.kind = "python"
+
+    def pool_spec(self) -> Any:
+        return ShmPool(self.config.pool_path) if self.config.pool_path else None
+
+    def tokenize(self, prompt: str) -> List[int]:
+        return sm.tokenize(prompt)
+
+    def blocks_for(self, tokens: int) -> int:
+        return sm.blocks_for(self.layout, tokens)
+
+    def token_text(self, token: int) -> str:
+        return " " + sm.word(token)
+
+    def prefill(self, job: "Job", blocks: List[int], mode: str) -> int:
+        """Writes the prompt's KV into ``blocks`` while the modelled compute time passes; the first token."""
+        t0 = time.monotonic()
+        if self.pool is not None:
+            self.model.write_kv(self.pool, blocks, job.tokens)
+            if self.config.corrupt_prefix and job.rid.startswith(self.config.corrupt_prefix) and mode == "prefill":
+                page = bytearray(self.pool.read(0, blocks[0] * self.layout.page, 4))
+                page[3] ^= 0x08  # engine.fault.corrupt-kv-prefix: one flipped bit, for tests of the decode side's check
+                self.pool.write(0, blocks[0] * self.layout.page, bytes(page))
+        # Without a pool (a standalone engine) nothing is computed into memory; the answer is the same.
+        left = self.config.prefill_ms_per_token * len(job.tokens) / 1000.0 - (time.monotonic() - t0)
+        if left > 0:
+            time.sleep(left)
+        return self.model.generate(job.tokens, 1)[0]
+
+    def tokens(self, job: "Job", blocks: List[int], first: Optional[int], max_tokens: int) -> Iterator[int]:
+        return iter(self.model.generate(job.tokens, max_tokens))
+
+    def verify(self, blocks: List[int], tokens: List[int]) -> Optional[str]:
+        assert self.pool is not None
+        return self.model.verify_kv(self.pool, blocks, tokens)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+class SimEngine:
+    """The OpenAI-compatible engine and its P/D flow over a model backend (the simulated one unless given another)."""
+
+    def __init__(self, config: Any, backend: Any = None) -> None:
+        self.config = config
+        self.backend = backend if backend is not None else SimBackend(config)
+        self.allocator = BlockAllocator(self.backend.layout.num_blocks)
         self.client: Optional[EngineApiClient] = None
         self.lease_epochs = 0
         self._lock = threading.Lock()
@@ -274,12 +332,11 @@ class SimEngine:
         url = f"http://{self.config.host}:{self.server.server_address[1]}"
         if self.config.api_path:
             self.client = EngineApiClient.connect(self.config.api_path, Registration(
-                self.config.engine_id, self.config.instance_epoch, self.config.role, self.config.layout, ShmPool(self.config.pool_path),
+                self.config.engine_id, self.config.instance_epoch, self.config.role, self.backend.layout, self.backend.pool_spec(),
                 self.config.model, url), on_decision=self.on_decision, connect_timeout=180)
         self.ready = True
         threading.Thread(target=self.server.serve_forever, name="http", daemon=True).start()
-        log.info("engine %s ready (%s, %s, pool %s, epoch %d)", self.config.engine_id, self.config.role, url, self.config.pool_path,
-                 self.config.instance_epoch)
+        log.info("engine %s ready (%s, %s, epoch %d)", self.config.engine_id, self.config.role, url, self.config.instance_epoch)
         return self
 
     def on_decision(self, d: Decision) -> None:
@@ -296,7 +353,7 @@ class SimEngine:
                 "blocks_used": self.allocator.used, "holders": self.allocator.holders,
                 "requests": {k: c[k] for k in ("prefill", "decode", "colocated", "recomputed")},
                 **{k: c[k] for k in ("completed", "verified_pages", "kv_corrupt", "ended_before_kv", "client_gone",
-                                     "rejected_no_blocks", "releases")}, "engine": "python"}
+                                     "rejected_no_blocks", "releases")}, "engine": self.backend.kind}
 
     def close(self) -> None:
         self.ready = False
@@ -304,26 +361,18 @@ class SimEngine:
             self.client.close()
         if self.server is not None:
             self.server.shutdown()
-        if self.pool is not None:
-            self.pool.close()
+        self.backend.close()
 
     # ------------------------------------------------------------------------------------------------ compute
 
-    def compute(self, job: "Job", blocks: List[int], mode: str) -> None:
-        """Writes the prompt's KV into ``blocks`` while the modelled compute time passes."""
+    def compute(self, job: "Job", blocks: List[int], mode: str) -> int:
+        """The prompt's KV into ``blocks`` (the compute marked ``c0``/``c1``); returns the first token."""
         t0 = time.monotonic()
         job.marks["c0"] = now_us()
-        assert self.pool is not None
-        self.model.write_kv(self.pool, blocks, job.tokens)
-        if self.config.corrupt_prefix and job.rid.startswith(self.config.corrupt_prefix) and mode == "prefill":
-            page = bytearray(self.pool.read(0, blocks[0] * self.config.layout.page, 4))
-            page[3] ^= 0x08  # engine.fault.corrupt-kv-prefix: one flipped bit, for tests of the decode side's check
-            self.pool.write(0, blocks[0] * self.config.layout.page, bytes(page))
-        left = self.config.prefill_ms_per_token * len(job.tokens) / 1000.0 - (time.monotonic() - t0)
-        if left > 0:
-            time.sleep(left)
+        first = self.backend.prefill(job, blocks, mode)
         job.marks["c1"] = now_us()
         job.prefill_ms = (time.monotonic() - t0) * 1000
+        return first
 
 
 @dataclass
@@ -408,7 +457,7 @@ class _Handler(BaseHTTPRequestHandler):
         req = parse_completion(chat, body, e.config.max_prompt_tokens * 64)
         if not e.ready:
             raise HttpError(503, f"engine {e.config.engine_id} is starting", "service_unavailable")
-        tokens = sm.tokenize(req.prompt)
+        tokens = e.backend.tokenize(req.prompt)
         if len(tokens) > e.config.max_prompt_tokens:
             raise HttpError(400, f"prompt of {len(tokens)} tokens is longer than this engine's limit of {e.config.max_prompt_tokens}",
                             param="prompt")
@@ -435,7 +484,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.decode(job)
 
     def allocate(self, job: Job, side: str) -> Optional[List[int]]:
-        need = sm.blocks_for(self.engine.config.layout, len(job.tokens))
+        need = self.engine.backend.blocks_for(len(job.tokens))
         try:
             return self.engine.allocator.allocate(side + job.rid, need)
         except KeyError:
@@ -445,7 +494,7 @@ class _Handler(BaseHTTPRequestHandler):
     def no_blocks(self, job: Job) -> HttpError:
         e = self.engine
         e.count("rejected_no_blocks")
-        need = sm.blocks_for(e.config.layout, len(job.tokens))
+        need = e.backend.blocks_for(len(job.tokens))
         return HttpError(503, f"engine {e.config.engine_id} has no free KV blocks for {need} blocks", "service_unavailable")
 
     # ------------------------------------------------------------------------------------------------ prefill
@@ -460,8 +509,7 @@ class _Handler(BaseHTTPRequestHandler):
             err = self.no_blocks(job)
             e.client.prefill_failed(job.rid, f"no free KV blocks on {e.config.engine_id}", True, job.traceparent, job.marks)
             raise err
-        e.compute(job, blocks, "prefill")
-        first = e.model.generate(job.tokens, 1)[0]
+        first = e.compute(job, blocks, "prefill")
         try:
             e.client.prefill_completed(job.rid, blocks, len(job.tokens), first, job.traceparent, dict(job.marks)).result(60)
         except (ApiError, FutureTimeout) as err:
@@ -509,14 +557,13 @@ class _Handler(BaseHTTPRequestHandler):
             job.marks["kv"] = signal_.received_us
             verified: "Future[Optional[str]]" = Future()
             begin: Optional[Callable[[], None]] = None
-            if e.config.verify:
+            if e.backend.checks_kv:
                 # Beside the decode, as the Java engine does: only the end of the answer waits for it. Started once the
                 # first token is out: in CPython the check holds the GIL while it runs, so started earlier it would
                 # delay the first token (measured: KvReady in -> first token out 4-8 ms instead of <1 ms).
                 def check() -> None:
-                    assert e.pool is not None
                     try:
-                        verified.set_result(e.model.verify_kv(e.pool, blocks, job.tokens))
+                        verified.set_result(e.backend.verify(blocks, job.tokens))
                     except BaseException as err:  # a failed check must still end the answer, as not verified
                         verified.set_result(f"the check failed: {err!r}")
 
@@ -525,13 +572,13 @@ class _Handler(BaseHTTPRequestHandler):
                 begin = begin_check
             else:
                 verified.set_result(None)
-            self.generate(job, False, verified, blocks, begin)
+            self.generate(job, False, verified, blocks, begin, signal_.first_token)
         elif signal_.kind == "recompute":
             e.count("recomputed")
-            e.compute(job, blocks, "recompute")
+            first = e.compute(job, blocks, "recompute")
             done: "Future[Optional[str]]" = Future()
             done.set_result(None)
-            self.generate(job, True, done, blocks)
+            self.generate(job, True, done, blocks, None, first)
         else:
             e.count("ended_before_kv")
             status = 504 if signal_.outcome == "timed_out" else 409 if signal_.outcome == "cancelled" else 502
@@ -560,25 +607,19 @@ class _Handler(BaseHTTPRequestHandler):
         if blocks is None:
             raise self.no_blocks(job)
         try:
-            if e.pool is None:
-                # A standalone engine without a pool file computes nothing into memory; the answer is the same.
-                job.marks["c0"] = now_us()
-                time.sleep(e.config.prefill_ms_per_token * len(job.tokens) / 1000.0)
-                job.marks["c1"] = now_us()
-            else:
-                e.compute(job, blocks, "colocated")
+            first = e.compute(job, blocks, "colocated")
             done: "Future[Optional[str]]" = Future()
             done.set_result(None)
-            self.generate(job, False, done, blocks)
+            self.generate(job, False, done, blocks, None, first)
         finally:
             e.allocator.free("C:" + job.rid)
 
     # ------------------------------------------------------------------------------------------------ generation
 
     def generate(self, job: Job, recomputed: bool, verified: "Future[Optional[str]]", blocks: List[int],
-                 begin_check: Optional[Callable[[], None]] = None) -> None:
-        """Answers the request; ``begin_check`` (when given) starts the check that completes ``verified``, once the
-        first token is out."""
+                 begin_check: Optional[Callable[[], None]] = None, first: Optional[int] = None) -> None:
+        """Answers the request from the KV in ``blocks``, starting with ``first`` (the prefill's token, when known);
+        ``begin_check`` (when given) starts the check that completes ``verified``, once the first token is out."""
         e = self.engine
         r = job.req
         started = False
@@ -588,13 +629,14 @@ class _Handler(BaseHTTPRequestHandler):
             if begin_check is not None and not started:
                 started = True
                 begin_check()
-        out = e.model.generate(job.tokens, r.max_tokens)
+        produced = e.backend.tokens(job, blocks, first, r.max_tokens)
         if recomputed:
             job.mode = "recomputed"
-        step = e.config.decode_ms_per_token / 1000.0
+        step = e.backend.step_s
         t0 = time.monotonic()
         if not r.stream:
             start_check()
+            out = list(produced)
             if step > 0 and len(out) > 1:
                 time.sleep(step * (len(out) - 1))
             why = verified.result()
@@ -620,8 +662,10 @@ class _Handler(BaseHTTPRequestHandler):
             first = self.chunk_head(job)
             first["choices"] = [{"index": 0, "finish_reason": None, "delta": {"role": "assistant", "content": ""}}]
             self.sse(first)
-        for i, t in enumerate(out):
-            last = i == len(out) - 1
+        out = []
+        for i, t in enumerate(produced):
+            out.append(t)
+            last = i == r.max_tokens - 1
             if last:
                 start_check()
                 why = verified.result()
@@ -631,7 +675,7 @@ class _Handler(BaseHTTPRequestHandler):
                     return
             c = self.chunk_head(job)
             choice: Dict[str, Any] = {"index": 0}
-            text = " " + sm.word(t)
+            text = e.backend.token_text(t)
             if r.chat:
                 choice["delta"] = {"content": text}
             else:
@@ -661,7 +705,7 @@ class _Handler(BaseHTTPRequestHandler):
         e.count("completed")
         if job.mode in ("decode", "recomputed") and e.client is not None:
             if not recomputed:
-                e.count("verified_pages", len(blocks) * e.config.layout.region_count)
+                e.count("verified_pages", len(blocks) * e.backend.layout.region_count if e.backend.checks_kv else 0)
             e.client.decode_completed(job.rid, job.req.max_tokens, recomputed, job.traceparent, dict(job.marks))
 
     def chunk_head(self, job: Job) -> Dict[str, Any]:
@@ -673,9 +717,9 @@ class _Handler(BaseHTTPRequestHandler):
         chat = job.req.chat
         choice: Dict[str, Any] = {"index": 0}
         if chat:
-            choice["message"] = {"role": "assistant", "content": sm.detokenize(out)}
+            choice["message"] = {"role": "assistant", "content": "".join(self.engine.backend.token_text(t) for t in out)}
         else:
-            choice["text"] = sm.detokenize(out)
+            choice["text"] = "".join(self.engine.backend.token_text(t) for t in out)
             choice["logprobs"] = None
         choice["finish_reason"] = "length"
         return {"id": ("chatcmpl-" if chat else "cmpl-") + job.rid, "object": "chat.completion" if chat else "text_completion",

@@ -103,7 +103,7 @@ class ClientTest(unittest.TestCase):
                 welcome(c)
             elif m["op"] == "decode_ready":
                 w.send(c, {"op": "ack", "id": m["id"], "event_id": m["request_id"] + "/decode-ready"})
-                w.send(c, decision(1, m["request_id"], "kv_ready", order_id="r1/a1", bytes=4096, timing="out=5"))
+                w.send(c, decision(1, m["request_id"], "kv_ready", order_id="r1/a1", bytes=4096, first_token=17, timing="out=5"))
             elif m["op"] == "prefill_completed":
                 w.send(c, {"op": "error", "id": m["id"], "code": "bad_request", "field": "source_blocks",
                            "message": "source_blocks: block ids must be integers in 0..63; [0] is 99"})
@@ -113,7 +113,7 @@ class ClientTest(unittest.TestCase):
         kv = client.await_kv("r1")
         self.assertEqual(client.decode_ready("r1", "L1", 1, [3, 4], 10_000, marks={"in": 3}).result(5), "r1/decode-ready")
         sig = kv.result(5)
-        self.assertEqual((sig.kind, sig.order_id, sig.bytes, sig.decided_us), ("ready", "r1/a1", 4096, 5))
+        self.assertEqual((sig.kind, sig.order_id, sig.bytes, sig.decided_us, sig.first_token), ("ready", "r1/a1", 4096, 5, 17))
         d = client.next_decision(5)
         self.assertIsNotNone(d)
         self.assertEqual(d.kind, "kv_ready")

@@ -228,6 +228,7 @@ public final class RequestStateMachine {
             return;
         }
         s.setSource(held);
+        s.setFirstToken(pc.getFirstToken());
         s.getTimings().setPrefillCompletedMs(c.now);
         if (s.getPhase() != Phase.AWAITING_ADMISSION) {
             advance(c);
@@ -345,7 +346,7 @@ public final class RequestStateMachine {
             s.getTimings().setTransferCompletedMs(c.now);
             s.setPhase(Phase.KV_READY);
             c.emit(KvReady.newBuilder().setDecodeEngineId(s.getDest().getEngineId()).setOrderId(tc.getOrderId())
-                    .setBytes(tc.getBytes()).build(), s.getDest().getEngineId());
+                    .setBytes(tc.getBytes()).setFirstToken(s.getFirstToken()).build(), s.getDest().getEngineId());
             c.release(s.getSource(), ReleaseSide.PREFILL, "kv delivered to " + s.getDest().getEngineId());
         }
         // KV_READY / RECOMPUTING: a duplicate completion of an attempt already settled; nothing to do.

@@ -529,4 +529,16 @@ class RequestStateMachineTest {
         Step again = m.onEvent(s, pc, 1300);
         assertThat(again.emits()).as("a redelivery of the prefill fact whose pages were released at KvReady").isEmpty();
     }
+
+    /** The prefill's sampled token travels to the decode engine in KvReady (it continues from it, as SGLang's decode does). */
+    @Test
+    void kvReadyCarriesThePrefillsFirstToken() {
+        RequestStateMachine m = new RequestStateMachine(POLICY);
+        RequestEvent pc = prefillCompleted(R, run(0, 4));
+        ((io.orbitkv.pd.events.PrefillCompleted) pc.getPayload()).setFirstToken(4242);
+        Built b = replay(m, 1000L, admitted(R), 1001L, decodeReady(R, run(100, 4)), 1002L, pc);
+        Step s = m.onEvent(b.state(), completed(R, 1), 1003);
+        assertThat(s.emits()).extracting(RequestStateMachine.Emit::payload).filteredOn(p -> p instanceof KvReady)
+                .singleElement().extracting(p -> ((KvReady) p).getFirstToken()).isEqualTo(4242);
+    }
 }

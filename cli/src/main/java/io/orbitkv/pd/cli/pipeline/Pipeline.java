@@ -36,13 +36,16 @@ import java.util.function.Consumer;
  */
 public final class Pipeline implements AutoCloseable {
 
+    /** The Python simulated engine (the default Python engine module). */
+    public static final String SIM_MODULE = "orbitkv_pd.sim_engine";
+
     /** What to start. */
     public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                        String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
-                       Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines) {
+                       Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines, String pythonModule, boolean nodeWorker) {
         public static Spec defaults() {
             return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
-                    java.util.Set.of());
+                    java.util.Set.of(), SIM_MODULE, false);
         }
 
         /**
@@ -51,27 +54,52 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonEngines(java.util.Set<String> ids) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, java.util.Set.copyOf(ids));
+                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker);
+        }
+
+        /**
+         * The Python engines run this module ({@code orbitkv_pd.sim_engine} by default; {@code orbitkv_pd.real_engine}:
+         * a real transformer whose KV lives in GPU memory, registered with its worker by CUDA IPC handle, no pool file).
+         */
+        public Spec withPythonModule(String module) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
+                    proxy, dashboard, pythonEngines, module, nodeWorker);
+        }
+
+        /**
+         * Every engine's worker in one process (the node's worker): the {@code cuda} transport copies between pools that
+         * one process mapped.
+         */
+        public Spec withNodeWorker(boolean on) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
+                    proxy, dashboard, pythonEngines, pythonModule, on);
+        }
+
+        /** Whether the Python engines bring their own pool (device memory) instead of sharing a pool file. */
+        boolean enginesOwnPools() {
+            return !SIM_MODULE.equals(pythonModule);
         }
 
         /** Also start the dashboard (its own process, not awaited: the pipeline is ready without it). */
         public Spec withDashboard(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, on, pythonEngines);
+                    proxy, on, pythonEngines, pythonModule, nodeWorker);
         }
 
         public Spec withEngines(int prefill, int decode) {
-            return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard, pythonEngines);
+            return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard,
+                    pythonEngines, pythonModule, nodeWorker);
         }
 
         public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
-            return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard, pythonEngines);
+            return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard, pythonEngines,
+                    pythonModule, nodeWorker);
         }
 
         public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
                               Map<String, String> proxyKeys) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
-                    workerKeys, proxyKeys, dashboard, pythonEngines);
+                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker);
         }
     }
 
@@ -91,6 +119,7 @@ public final class Pipeline implements AutoCloseable {
     private final List<Child> children = new ArrayList<>();
     private final List<Engine> engines = new ArrayList<>();
     private final List<Path> poolFiles = new ArrayList<>();
+    private final Map<String, Map<String, String>> nodeWorkers = new LinkedHashMap<>();
     private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(2)).build();
     private final Thread hook = new Thread(this::close, "pipeline-shutdown");
     private KraftCluster kafka;
@@ -165,11 +194,16 @@ public final class Pipeline implements AutoCloseable {
             boolean prefill = i < spec.prefillEngines();
             String role = prefill ? "prefill" : "decode";
             String id = role + "-" + (prefill ? i : i - spec.prefillEngines());
-            Path pool = Path.of("/dev/shm", "orbitkv-" + ProcessHandle.current().pid() + "-" + dir.getFileName() + "-" + id + ".kv");
-            Files.deleteIfExists(pool);
-            poolFiles.add(pool);
+            boolean python = spec.pythonEngines().contains(id);
+            // An engine that brings its own pool (device memory) names it in its hello: no shared file.
+            boolean ownPool = python && spec.enginesOwnPools();
+            Path pool = ownPool ? null : Path.of("/dev/shm", "orbitkv-" + ProcessHandle.current().pid() + "-" + dir.getFileName() + "-" + id + ".kv");
             KvGeometry g = spec.preset().geometry(spec.poolBlocks(), 1);
-            HostKvPool.ensureFile(g, pool);
+            if (pool != null) {
+                Files.deleteIfExists(pool);
+                poolFiles.add(pool);
+                HostKvPool.ensureFile(g, pool);
+            }
             long e = epoch + (n++);
             Map<String, String> engine = new LinkedHashMap<>();
             engine.put("bootstrap.servers", bs);
@@ -177,7 +211,9 @@ public final class Pipeline implements AutoCloseable {
             engine.put("engine.role", role);
             engine.put("engine.preset", spec.preset().key());
             engine.put("engine.pool.blocks", Integer.toString(spec.poolBlocks()));
-            engine.put("engine.pool.path", pool.toString());
+            if (pool != null) {
+                engine.put("engine.pool.path", pool.toString());
+            }
             engine.put("engine.instance-epoch", Long.toString(e));
             engine.put("engine.http.port", Integer.toString(ports.next()));
             engine.put("engine.compute.prefill-ms-per-token", Double.toString(spec.prefillMsPerToken()));
@@ -189,7 +225,9 @@ public final class Pipeline implements AutoCloseable {
             worker.put("worker.engine.id", id);
             worker.put("worker.engine.role", role);
             worker.put("worker.engine.instance-epoch", Long.toString(e));
-            worker.put("worker.pool.path", pool.toString());
+            if (pool != null) {
+                worker.put("worker.pool.path", pool.toString());
+            }
             worker.put("worker.layout.num-layers", Integer.toString(g.numLayers()));
             worker.put("worker.layout.block-size-tokens", Integer.toString(g.blockSizeTokens()));
             worker.put("worker.layout.num-kv-heads", Integer.toString(g.numKvHeads()));
@@ -199,17 +237,28 @@ public final class Pipeline implements AutoCloseable {
             worker.put("auth.key", authKey);
             worker.put("worker.http.port", Integer.toString(ports.next()));
             worker.putAll(spec.worker());
-            if (spec.pythonEngines().contains(id)) {
+            if (python) {
                 // The Python engine joins through its worker's engine API: the worker maps the pool the engine names.
                 Path socket = dir.resolve("api-" + id + ".sock");
                 worker.put("worker.engine-api.path", socket.toString());
-                launch("worker-" + id, "worker", worker, "-Xmx256m");
-                launchPython("engine-" + id, pythonEngineConfig(engine, socket));
+                if (spec.nodeWorker()) {
+                    nodeWorkers.put(id, worker);
+                } else {
+                    launch("worker-" + id, "worker", worker, "-Xmx256m");
+                }
+                launchPython("engine-" + id, pythonEngineConfig(engine, socket, spec));
             } else {
                 launch("engine-" + id, "engine", engine, "-Xmx256m");
-                launch("worker-" + id, "worker", worker, "-Xmx256m");
+                if (spec.nodeWorker()) {
+                    nodeWorkers.put(id, worker);
+                } else {
+                    launch("worker-" + id, "worker", worker, "-Xmx256m");
+                }
             }
             engines.add(new Engine(id, role, "http://127.0.0.1:" + engine.get("engine.http.port"), pool));
+        }
+        if (!nodeWorkers.isEmpty()) {
+            launchNodeWorker(nodeWorkers);
         }
         int proxyPort = ports.next();
         proxyUrl = "http://127.0.0.1:" + proxyPort;
@@ -244,16 +293,35 @@ public final class Pipeline implements AutoCloseable {
         say.accept(String.format("pipeline ready in %.1f s (logs under %s)", (System.nanoTime() - t0) / 1e9, dir.resolve("logs")));
     }
 
-    /** The Python engine's keys: the Java engine's that it reads, with its worker's socket. */
-    private static Map<String, String> pythonEngineConfig(Map<String, String> javaEngine, Path socket) {
+    /**
+     * The Python engine's keys: the Java engine's that its module reads (the simulated engine: most of them; another
+     * module: the common ones), every key the spec gives engines, and its worker's socket.
+     */
+    private static Map<String, String> pythonEngineConfig(Map<String, String> javaEngine, Path socket, Spec spec) {
+        java.util.Set<String> known = spec.enginesOwnPools() ? COMMON_ENGINE_KEYS : PYTHON_ENGINE_KEYS;
         Map<String, String> p = new LinkedHashMap<>();
         javaEngine.forEach((k, v) -> {
-            if (PYTHON_ENGINE_KEYS.contains(k)) {
+            if (known.contains(k) || spec.engine().containsKey(k)) {
                 p.put(k, v);
             }
         });
         p.put("engine.api.path", socket.toString());
         return p;
+    }
+
+    private static final java.util.Set<String> COMMON_ENGINE_KEYS = java.util.Set.of("engine.id", "engine.role", "engine.pool.blocks",
+            "engine.instance-epoch", "engine.http.host", "engine.http.port", "engine.max-prompt-tokens", "engine.lease.duration",
+            "engine.lease.heartbeat", "engine.kv.timeout");
+
+    /** The workers of every engine in one process ({@link Spec#withNodeWorker}): one config file each. */
+    private void launchNodeWorker(Map<String, Map<String, String>> workers) throws IOException {
+        List<Path> configs = new ArrayList<>();
+        for (Map.Entry<String, Map<String, String>> w : workers.entrySet()) {
+            configs.add(writeConfig("worker-" + w.getKey(), "worker", w.getValue()));
+        }
+        Path log = dir.resolve("logs").resolve("worker-node.log");
+        Process proc = startComponent("worker-node", "worker", configs, log, dir.resolve("config").resolve("classpath.args"), "-Xmx768m");
+        children.add(new Child("worker-node", proc, log, configs.get(0)));
     }
 
     private static final java.util.Set<String> PYTHON_ENGINE_KEYS = java.util.Set.of("engine.id", "engine.role", "engine.preset", "engine.pool.blocks",
@@ -270,7 +338,7 @@ public final class Pipeline implements AutoCloseable {
             p.store(w, "python3 -m orbitkv_pd.sim_engine (written by the pipeline launcher)");
         }
         Path log = dir.resolve("logs").resolve(name + ".log");
-        ProcessBuilder pb = new ProcessBuilder("python3", "-m", "orbitkv_pd.sim_engine", "--config", config.toString(), "--parent-pid",
+        ProcessBuilder pb = new ProcessBuilder("python3", "-m", spec.pythonModule(), "--config", config.toString(), "--parent-pid",
                 Long.toString(ProcessHandle.current().pid())).directory(pythonDir().toFile()).redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
         pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
@@ -297,15 +365,20 @@ public final class Pipeline implements AutoCloseable {
     }
 
     private void launch(String name, String command, Map<String, String> props, String heap) throws IOException {
+        Path config = writeConfig(name, command, props);
+        Path log = dir.resolve("logs").resolve(name + ".log");
+        Process proc = startComponent(name, command, config, log, dir.resolve("config").resolve("classpath.args"), heap);
+        children.add(new Child(name, proc, log, config));
+    }
+
+    private Path writeConfig(String name, String command, Map<String, String> props) throws IOException {
         Path config = dir.resolve("config").resolve(name + ".properties");
         Properties p = new Properties();
         p.putAll(props);
         try (Writer w = Files.newBufferedWriter(config, StandardCharsets.UTF_8)) {
             p.store(w, "orbitkv-pd " + command + " (written by the pipeline launcher)");
         }
-        Path log = dir.resolve("logs").resolve(name + ".log");
-        Process proc = startComponent(name, command, config, log, dir.resolve("config").resolve("classpath.args"), heap);
-        children.add(new Child(name, proc, log, config));
+        return config;
     }
 
     /**
@@ -313,6 +386,11 @@ public final class Pipeline implements AutoCloseable {
      * {@code argfile}), its output appended to {@code log}; the child exits by itself when this JVM dies.
      */
     public static Process startComponent(String name, String command, Path config, Path log, Path argfile, String heap) throws IOException {
+        return startComponent(name, command, List.of(config), log, argfile, heap);
+    }
+
+    /** As {@link #startComponent(String, String, Path, Path, Path, String)} with one {@code --config} per file. */
+    public static Process startComponent(String name, String command, List<Path> configs, Path log, Path argfile, String heap) throws IOException {
         if (!Files.exists(argfile)) {
             String cp = ChildClasspath.join(ChildClasspath.current());
             Files.writeString(argfile, "-cp\n\"" + cp.replace("\\", "\\\\").replace("\"", "\\\"") + "\"\n", StandardCharsets.UTF_8);
@@ -320,7 +398,11 @@ public final class Pipeline implements AutoCloseable {
         List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElse(
                         Path.of(System.getProperty("java.home"), "bin", "java").toString()), heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5",
                 "--enable-native-access=ALL-UNNAMED", "-D" + ParentWatch.PROPERTY + "=" + ProcessHandle.current().pid(),
-                "-Dorbitkv.component=" + name, "@" + argfile, "io.orbitkv.pd.cli.Main", command, "--config", config.toString()));
+                "-Dorbitkv.component=" + name, "@" + argfile, "io.orbitkv.pd.cli.Main", command));
+        for (Path config : configs) {
+            cmd.add("--config");
+            cmd.add(config.toString());
+        }
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
         for (String v : List.of("CLASSPATH", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")) {
             pb.environment().remove(v);

@@ -10,8 +10,9 @@ public sealed interface KvSignal {
      *
      * @param receivedMicros when this engine read the {@code KvReady} (wall clock, µs; {@code Marks#nowMicros})
      * @param decidedMicros  when the decider handed it to Kafka (its {@code out} mark), or 0 if it carries none
+     * @param firstToken     the token the prefill sampled, or null when its engine reported none
      */
-    record Ready(String orderId, long bytes, long receivedMicros, long decidedMicros) implements KvSignal { }
+    record Ready(String orderId, long bytes, long receivedMicros, long decidedMicros, Integer firstToken) implements KvSignal { }
 
     /** No KV will come: compute the prefill here (bump the lease epoch first). */
     record Recompute(String reason) implements KvSignal { }

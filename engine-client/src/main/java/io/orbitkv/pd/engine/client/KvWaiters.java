@@ -58,7 +58,8 @@ public final class KvWaiters {
         String rid = d.getRequestId();
         switch (d.getPayload()) {
             case KvReady k -> {
-                complete(rid, new KvSignal.Ready(k.getOrderId(), k.getBytes(), receivedMicros, marks.get(Marks.OUT).orElse(0)));
+                complete(rid, new KvSignal.Ready(k.getOrderId(), k.getBytes(), receivedMicros, marks.get(Marks.OUT).orElse(0),
+                        k.getFirstToken()));
                 listener.onKvReady(d, k);
             }
             case RecomputeDecided r -> {

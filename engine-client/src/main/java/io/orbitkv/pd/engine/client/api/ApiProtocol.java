@@ -294,8 +294,12 @@ public final class ApiProtocol {
         ObjectNode m = ApiFrames.object().put("op", DECISION).put("seq", seq).put("decision_id", d.getDecisionId()).put("request_id", d.getRequestId())
                 .put("decider_seq", d.getSeq()).put("stream_time_ms", d.getStreamTimeMs());
         switch (d.getPayload()) {
-            case KvReady k -> m.put("kind", KV_READY).put("order_id", k.getOrderId()).put("bytes", k.getBytes())
-                    .put("decode_engine_id", k.getDecodeEngineId());
+            case KvReady k -> {
+                m.put("kind", KV_READY).put("order_id", k.getOrderId()).put("bytes", k.getBytes()).put("decode_engine_id", k.getDecodeEngineId());
+                if (k.getFirstToken() != null) {
+                    m.put("first_token", k.getFirstToken().intValue());
+                }
+            }
             case ReleaseDecided r -> {
                 m.put("kind", RELEASE).put("engine_id", r.getEngineId()).put("side", lower(r.getSide())).put("reason", r.getReason());
                 ArrayNode runs = m.putArray("blocks");
@@ -342,7 +346,8 @@ public final class ApiProtocol {
         String kind = text(m, "kind", false);
         Object payload = switch (kind) {
             case KV_READY -> KvReady.newBuilder().setDecodeEngineId(text(m, "decode_engine_id", false)).setOrderId(text(m, "order_id", false))
-                    .setBytes(integer(m, "bytes", 0, Long.MAX_VALUE)).build();
+                    .setBytes(integer(m, "bytes", 0, Long.MAX_VALUE))
+                    .setFirstToken(m.hasNonNull("first_token") ? (Integer) (int) integer(m, "first_token", 0, Integer.MAX_VALUE) : null).build();
             case RELEASE -> {
                 List<BlockRun> runs = new ArrayList<>();
                 JsonNode a = m.get("blocks");

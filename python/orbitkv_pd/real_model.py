@@ -1,0 +1,196 @@
+"""A real transformer as the engine's model: prefill writes the prompt's KV into GPU pages, decode gathers the pages it
+holds into the model's cache and generates greedily (the reference engine, ``python -m orbitkv_pd.real_engine``).
+
+The model is a transformers causal LM: a Llama-shaped config with random weights from a fixed seed (two processes
+with the same seed, shape and device build bit-identical weights), or a local checkpoint directory (never a hub
+download). Its KV lives in :class:`~orbitkv_pd.gpu_pool.GpuKvPool` pages in vLLM's per-layer layout; transformers'
+eager attention reads a contiguous cache, so decode gathers the pages into a ``DynamicCache`` first — on every path
+(P/D and colocated alike), as a paged attention kernel would read them in place.
+
+One forward pass at a time (a lock): this engine does not batch. Needs PyTorch and transformers (the GPU machine).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterator, List, Optional
+
+from .protocol import Layout
+
+log = logging.getLogger("orbitkv_pd.real_model")
+
+# Llama-3-shaped configs for random weights: (layers, hidden, intermediate, heads, kv heads, head dim, vocab).
+SHAPES = {
+    "8b": (32, 4096, 14336, 32, 8, 128, 128256),
+    "1b": (16, 2048, 8192, 32, 8, 64, 128256),
+    "tiny": (4, 256, 512, 4, 2, 64, 32000),
+}
+
+
+@dataclass
+class RealModelConfig:
+    shape: str = "8b"
+    path: Optional[str] = None  # a local checkpoint directory (config, weights, tokenizer)
+    seed: int = 1234
+    device: int = 0
+    dtype: str = "bf16"
+    num_blocks: int = 4096
+    block_size_tokens: int = 16
+    max_positions: int = 131072
+
+
+class RealModel:
+    """The transformer, its tokenizer and its GPU page pool."""
+
+    def __init__(self, cfg: RealModelConfig) -> None:
+        import torch  # the GPU machine's; imported here so the rest of the package needs only the standard library
+        import transformers
+
+        self.torch = torch
+        self.cfg = cfg
+        self.lock = threading.Lock()
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[cfg.dtype]
+        self.dtype = dtype
+        torch.cuda.set_device(cfg.device)
+        self.dev = torch.device("cuda", cfg.device)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        t0 = time.monotonic()
+        if cfg.path:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.path, local_files_only=True)
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(cfg.path, local_files_only=True, **_dtype_kw(transformers, dtype),
+                                                                           attn_implementation="sdpa").to(self.dev)
+            self.name = cfg.path
+        else:
+            layers, hidden, inter, heads, kv_heads, head_dim, vocab = SHAPES[cfg.shape]
+            config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                                              num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
+                                              max_position_embeddings=cfg.max_positions, rope_theta=500000.0, rms_norm_eps=1e-5,
+                                              tie_word_embeddings=False, attn_implementation="sdpa")
+            torch.manual_seed(cfg.seed)
+            torch.cuda.manual_seed_all(cfg.seed)
+            with torch.device(self.dev):
+                self.model = transformers.LlamaForCausalLM._from_config(config, **_dtype_kw(transformers, dtype))
+            self.tokenizer = None
+            self.name = f"random-llama-{cfg.shape}-seed{cfg.seed}"
+        self.model.eval()
+        c = self.model.config
+        self.vocab = int(c.vocab_size)
+        head_dim = int(getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads)
+        self.layout = Layout(num_layers=int(c.num_hidden_layers), num_blocks=cfg.num_blocks, block_size_tokens=cfg.block_size_tokens,
+                             num_kv_heads=int(c.num_key_value_heads), head_dim=head_dim, dtype=cfg.dtype)
+        torch.cuda.synchronize()
+        log.info("model %s on cuda:%d in %.1f s (%d layers, %d KV heads, head dim %d, %.1f GB of weights)", self.name, cfg.device,
+                 time.monotonic() - t0, self.layout.num_layers, self.layout.num_kv_heads, head_dim,
+                 sum(p.numel() * p.element_size() for p in self.model.parameters()) / 1e9)
+        from .gpu_pool import GpuKvPool
+        self.pool = GpuKvPool(self.layout, cfg.device, torch, dtype)
+        log.info("KV pool: %d blocks x %d regions of %d KiB pages (%.2f GB) in GPU memory", cfg.num_blocks, 2 * self.layout.num_layers,
+                 self.layout.page // 1024, self.pool.bytes / 1e9)
+
+    # ------------------------------------------------------------------------------------------------ tokens
+
+    def tokenize(self, text: str) -> List[int]:
+        if self.tokenizer is not None:
+            return list(self.tokenizer.encode(text, add_special_tokens=True))
+        # Random weights have no vocabulary: one token per whitespace-separated word, a stable hash into the vocab
+        # (so a prompt of N words is N tokens and both engines tokenize alike).
+        return [256 + zlib.crc32(w.encode("utf-8")) % (self.vocab - 256) for w in text.split()]
+
+    def token_text(self, token: int) -> str:
+        if self.tokenizer is not None:
+            return self.tokenizer.decode([token])
+        return f" t{token}"
+
+    def blocks_for(self, tokens: int) -> int:
+        return (tokens + self.layout.block_size_tokens - 1) // self.layout.block_size_tokens
+
+    # ------------------------------------------------------------------------------------------------ compute
+
+    def prefill(self, tokens: List[int], blocks: List[int]) -> int:
+        """Runs the prompt, writes its KV into ``blocks`` (token order) and returns the greedy first token. The pages
+        are in device memory when this returns (the worker may copy them from its own context at once)."""
+        torch = self.torch
+        with self.lock, torch.inference_mode():
+            ids = torch.tensor([tokens], device=self.dev)
+            out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            first = int(out.logits[0, -1].argmax())
+            self._scatter(out.past_key_values, len(tokens), blocks)
+            torch.cuda.synchronize()
+            return first
+
+    def decode(self, tokens: List[int], blocks: List[int], first: Optional[int], max_tokens: int) -> Iterator[int]:
+        """Greedy tokens after the prompt whose KV is in ``blocks``, starting with ``first`` (the prefill's token).
+        Without it, the last prompt token is run again over the KV of the others (vLLM's way)."""
+        torch = self.torch
+        n = len(tokens)
+        cache = None
+        if first is None:
+            with self.lock, torch.inference_mode():
+                cache = self._gather(n - 1, blocks)
+                first = self._step(tokens[-1], n - 1, cache)
+        yield first
+        if max_tokens <= 1:
+            return
+        if cache is None:
+            with self.lock, torch.inference_mode():
+                cache = self._gather(n, blocks)
+        tok = first
+        for i in range(max_tokens - 1):
+            with self.lock, torch.inference_mode():
+                tok = self._step(tok, n + i, cache)
+            yield tok
+
+    def _step(self, token: int, pos: int, cache: Any) -> int:
+        torch = self.torch
+        out = self.model(input_ids=torch.tensor([[token]], device=self.dev), past_key_values=cache, use_cache=True,
+                         cache_position=torch.tensor([pos], device=self.dev), logits_to_keep=1)
+        return int(out.logits[0, -1].argmax())
+
+    def _scatter(self, cache: Any, n: int, blocks: List[int]) -> None:
+        bs = self.layout.block_size_tokens
+        nb = len(blocks)
+        idx = self.torch.tensor(blocks, device=self.dev, dtype=self.torch.long)
+        for layer in range(self.layout.num_layers):
+            k, v = _layer_kv(cache, layer)
+            for src, pool in ((k, self.pool.keys[layer]), (v, self.pool.values[layer])):
+                x = src[0].transpose(0, 1)  # [tokens, heads, dim]
+                if nb * bs != n:
+                    pad = x.new_zeros((nb * bs - n,) + tuple(x.shape[1:]))
+                    x = self.torch.cat([x, pad], 0)
+                pool.index_copy_(0, idx, x.reshape(nb, bs, x.shape[1], x.shape[2]))
+
+    def _gather(self, n: int, blocks: List[int]) -> Any:
+        import transformers
+        idx = self.torch.tensor(blocks, device=self.dev, dtype=self.torch.long)
+        cache = transformers.DynamicCache()
+        for layer in range(self.layout.num_layers):
+            kv = []
+            for pool in (self.pool.keys[layer], self.pool.values[layer]):
+                x = pool.index_select(0, idx)  # [blocks, block tokens, heads, dim]
+                x = x.reshape(-1, x.shape[2], x.shape[3])[:n]
+                kv.append(x.transpose(0, 1).unsqueeze(0).contiguous())  # [1, heads, tokens, dim]
+            cache.update(kv[0], kv[1], layer)
+        return cache
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _layer_kv(cache: Any, layer: int) -> Any:
+    """(keys, values) of one layer of a transformers cache, across the versions' layouts."""
+    if hasattr(cache, "layers"):
+        lay = cache.layers[layer]
+        return lay.keys, lay.values
+    if hasattr(cache, "key_cache"):
+        return cache.key_cache[layer], cache.value_cache[layer]
+    return cache[layer][0], cache[layer][1]
+
+
+def _dtype_kw(transformers: Any, dtype: Any) -> dict:
+    major = int(transformers.__version__.split(".")[0])
+    return {"dtype": dtype} if major >= 5 else {"torch_dtype": dtype}
