@@ -11,7 +11,8 @@ Keys: ``engine.id``, ``engine.role``, ``engine.api.path`` (the worker's socket; 
 ``engine.pool.blocks`` (16-token pages per layer and part, default 4096), and the model:
 ``engine.model.path`` (a local checkpoint directory; never a hub download) or ``engine.model.shape`` (``8b``, ``1b``,
 ``tiny``: a Llama-3-shaped config with random weights) with ``engine.model.seed``, ``engine.model.device`` (CUDA
-device index) and ``engine.model.dtype`` (``bf16``, ``fp16``). Docs: docs/gpu.md ("The real-model run").
+device index) and ``engine.model.dtype`` (``bf16``, ``fp16``); for fault tests ``engine.fault.stall-prefill-prefix`` and
+``engine.fault.no-heartbeat-prefix``. Docs: docs/gpu.md ("The real-model run").
 
 Decode continues from the token the prefill sampled (``KvReady.first_token``); without one it recomputes the last
 prompt token from the KV of the others, as vLLM's decode does. Needs PyTorch, transformers and a CUDA GPU.
@@ -55,10 +56,13 @@ class RealEngineConfig:
     seed: int
     device: int
     dtype: str
+    stall_prefix: Optional[str] = None
+    no_heartbeat_prefix: Optional[str] = None
 
     KEYS = ("engine.id", "engine.role", "engine.api.path", "engine.instance-epoch", "engine.model", "engine.http.host", "engine.http.port",
             "engine.max-prompt-tokens", "engine.lease.duration", "engine.lease.heartbeat", "engine.kv.timeout", "engine.pool.blocks",
-            "engine.model.path", "engine.model.shape", "engine.model.seed", "engine.model.device", "engine.model.dtype")
+            "engine.model.path", "engine.model.shape", "engine.model.seed", "engine.model.device", "engine.model.dtype",
+            "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix")
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "RealEngineConfig":
@@ -93,7 +97,9 @@ class RealEngineConfig:
                    heartbeat_s=parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s")),
                    kv_timeout_s=parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
                    num_blocks=blocks, model_path=path, shape=shape, seed=int(p.get("engine.model.seed", "1234")),
-                   device=int(p.get("engine.model.device", "0")), dtype=dtype)
+                   device=int(p.get("engine.model.device", "0")), dtype=dtype,
+                   stall_prefix=p.get("engine.fault.stall-prefill-prefix") or None,
+                   no_heartbeat_prefix=p.get("engine.fault.no-heartbeat-prefix") or None)
 
 
 class RealBackend:

@@ -9,7 +9,8 @@ Keys (a subset of the Java engine's, docs/engine-integration.md): ``engine.id``,
 it the engine serves colocated requests only), ``engine.instance-epoch``, ``engine.model``, ``engine.model.seed``,
 ``engine.http.host``, ``engine.http.port``, ``engine.compute.prefill-ms-per-token``,
 ``engine.compute.decode-ms-per-token``, ``engine.max-prompt-tokens``, ``engine.lease.duration``,
-``engine.lease.heartbeat``, ``engine.kv.timeout``, ``engine.kv.verify``, ``engine.fault.corrupt-kv-prefix``.
+``engine.lease.heartbeat``, ``engine.kv.timeout``, ``engine.kv.verify``, ``engine.fault.corrupt-kv-prefix``,
+``engine.fault.stall-prefill-prefix``, ``engine.fault.no-heartbeat-prefix`` (fault tests).
 """
 
 from __future__ import annotations
@@ -89,12 +90,14 @@ class SimEngineConfig:
     kv_timeout_s: float
     verify: bool
     corrupt_prefix: Optional[str]
+    stall_prefix: Optional[str] = None
+    no_heartbeat_prefix: Optional[str] = None
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port",
             "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens",
             "engine.lease.duration", "engine.lease.heartbeat", "engine.kv.timeout", "engine.kv.verify",
-            "engine.fault.corrupt-kv-prefix")
+            "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix")
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "SimEngineConfig":
@@ -127,7 +130,9 @@ class SimEngineConfig:
                    heartbeat_s=parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s")),
                    kv_timeout_s=parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
                    verify=p.get("engine.kv.verify", "true").lower() == "true",
-                   corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None)
+                   corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None,
+                   stall_prefix=p.get("engine.fault.stall-prefill-prefix") or None,
+                   no_heartbeat_prefix=p.get("engine.fault.no-heartbeat-prefix") or None)
 
 
 # ---------------------------------------------------------------------------------------------------- state
@@ -308,7 +313,8 @@ class SimEngine:
         self.lease_epochs = 0
         self._lock = threading.Lock()
         self.counters = {k: 0 for k in ("prefill", "decode", "colocated", "recomputed", "completed", "verified_pages", "kv_corrupt",
-                                        "ended_before_kv", "client_gone", "rejected_no_blocks", "releases")}
+                                        "ended_before_kv", "client_gone", "rejected_no_blocks", "releases", "stalled")}
+        self._ended: Dict[str, threading.Event] = {}
         self.server: Optional[ThreadingHTTPServer] = None
         self.ready = False
 
@@ -340,6 +346,12 @@ class SimEngine:
         return self
 
     def on_decision(self, d: Decision) -> None:
+        if d.kind == "outcome":
+            with self._lock:
+                ended = self._ended.get(d.request_id)
+            if ended is not None:
+                ended.set()
+            return
         if d.kind != "release" or d.fields.get("engine_id") != self.config.engine_id:
             return
         owner = ("P:" if d.fields.get("side") == "prefill" else "D:") + d.request_id
@@ -364,6 +376,21 @@ class SimEngine:
         self.backend.close()
 
     # ------------------------------------------------------------------------------------------------ compute
+
+    def stall(self, job: "Job") -> None:
+        """``engine.fault.stall-prefill-prefix``: a prefill that never reports (a hung engine, for tests of the decode
+        side's lease): it holds no pages and waits for the request's outcome (or ``engine.kv.timeout``), then fails."""
+        ended = threading.Event()
+        with self._lock:
+            self._ended[job.rid] = ended
+        self.count("stalled")
+        try:
+            got = ended.wait(self.config.kv_timeout_s)
+        finally:
+            with self._lock:
+                self._ended.pop(job.rid, None)
+        raise HttpError(503, f"the prefill of {job.rid} stalled (engine.fault.stall-prefill-prefix)"
+                             + ("; the request ended meanwhile" if got else ""), "service_unavailable")
 
     def compute(self, job: "Job", blocks: List[int], mode: str) -> int:
         """The prompt's KV into ``blocks`` (the compute marked ``c0``/``c1``); returns the first token."""
@@ -504,6 +531,8 @@ class _Handler(BaseHTTPRequestHandler):
         assert e.client is not None
         job.mode = "prefill"
         e.count("prefill")
+        if e.config.stall_prefix and job.rid.startswith(e.config.stall_prefix):
+            e.stall(job)
         blocks = self.allocate(job, "P:")
         if blocks is None:
             err = self.no_blocks(job)
@@ -543,14 +572,17 @@ class _Handler(BaseHTTPRequestHandler):
         t0 = time.monotonic()
         kv = client.await_kv(job.rid)
         client.decode_ready(job.rid, lease_id, lease_epoch, blocks, int(time.time() * 1000) + lease_ms, job.traceparent, dict(job.marks))
-        keeper = client.keep_lease(job.rid, lease_id, lease_epoch, lease_ms, e.config.heartbeat_s)
+        # engine.fault.no-heartbeat-prefix: a decode engine that stopped renewing its lease (tests of lease expiry).
+        hung = bool(e.config.no_heartbeat_prefix and job.rid.startswith(e.config.no_heartbeat_prefix))
+        keeper = None if hung else client.keep_lease(job.rid, lease_id, lease_epoch, lease_ms, e.config.heartbeat_s)
         try:
             signal_: KvSignal = kv.result(e.config.kv_timeout_s)
         except FutureTimeout:
             client.forget(job.rid)
             raise HttpError(504, f"the KV of request {job.rid} did not arrive within {e.config.kv_timeout_s:g}s", "timeout")
         finally:
-            keeper.stop()
+            if keeper is not None:
+                keeper.stop()
         job.kv_wait_ms = (time.monotonic() - t0) * 1000
         if signal_.kind == "ready":
             job.kv_bytes = signal_.bytes

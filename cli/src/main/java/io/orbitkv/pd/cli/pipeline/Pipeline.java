@@ -390,7 +390,8 @@ public final class Pipeline implements AutoCloseable {
     }
 
     /** As {@link #startComponent(String, String, Path, Path, Path, String)} with one {@code --config} per file. */
-    public static Process startComponent(String name, String command, List<Path> configs, Path log, Path argfile, String heap) throws IOException {
+    public static Process startComponent(String name, String command, List<Path> configs, Path log, Path argfile, String heap, String... extra)
+            throws IOException {
         if (!Files.exists(argfile)) {
             String cp = ChildClasspath.join(ChildClasspath.current());
             Files.writeString(argfile, "-cp\n\"" + cp.replace("\\", "\\\\").replace("\"", "\\\"") + "\"\n", StandardCharsets.UTF_8);
@@ -403,6 +404,7 @@ public final class Pipeline implements AutoCloseable {
             cmd.add("--config");
             cmd.add(config.toString());
         }
+        cmd.addAll(List.of(extra));
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
         for (String v : List.of("CLASSPATH", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")) {
             pb.environment().remove(v);
