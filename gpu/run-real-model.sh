@@ -28,7 +28,12 @@ case "${1:-}" in
     shift
     [ -x "$rt/jre/bin/java" ] || { echo "no runtime at $rt: run 'gpu/run-real-model.sh stage' first (was the machine given back in between?)"; exit 3; }
     step "jars"
-    rm -rf "$rt/lib" && tar -C "$rt" -xJf .device/real/lib.tar.xz || exit 2
+    if [ -f .device/real/lib.tar.xz ]; then
+      rm -rf "$rt/lib" && tar -C "$rt" -xJf .device/real/lib.tar.xz || exit 2
+    else
+      [ -d "$rt/lib" ] || { echo "no jars: carry .device/real/lib.tar.xz"; exit 3; }
+      echo "using the jars staged before at $rt/lib"
+    fi
     step "bench real-model $*"
     "$rt/jre/bin/java" --enable-native-access=ALL-UNNAMED -Xmx2g -Dorbitkv.home="$PWD" -cp "$rt/lib/*" io.orbitkv.pd.cli.Main \
       bench real-model --out "$out/real-model.md" "$@" 2>&1 | tee "$out/run.log"

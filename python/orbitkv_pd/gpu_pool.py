@@ -94,7 +94,7 @@ class GpuKvPool:
         nbytes = layout.num_blocks * layout.page
         try:
             for layer in range(layout.num_layers):
-                for part, into in (("k", self.keys), ("v", self.values)):
+                for part, into in (("K", self.keys), ("V", self.values)):
                     ptr = self._driver.alloc(nbytes)
                     self._ptrs.append(ptr)
                     self._driver.zero(ptr, nbytes)

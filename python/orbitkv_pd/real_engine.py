@@ -113,6 +113,8 @@ class RealBackend:
         self.step_s = 0.0  # real decode steps take their own time
         self.checks_kv = False  # a real engine never checks received KV (the answers are compared instead)
         self.kind = "python-transformers"
+        # ORBITKV_KV_DIGEST=1: log a digest of each request's pages at prefill and before decode (diagnosing).
+        self.digest = os.environ.get("ORBITKV_KV_DIGEST", "0") == "1"
 
     def pool_spec(self) -> Any:
         return self.model.pool.spec
@@ -127,9 +129,14 @@ class RealBackend:
         return self.model.token_text(token)
 
     def prefill(self, job: Job, blocks: List[int], mode: str) -> int:
-        return self.model.prefill(job.tokens, blocks)
+        first = self.model.prefill(job.tokens, blocks)
+        if self.digest:
+            log.info("kv-digest %s %s %s first=%d", job.rid, mode, self.model.kv_digest(len(job.tokens), blocks), first)
+        return first
 
     def tokens(self, job: Job, blocks: List[int], first: Optional[int], max_tokens: int) -> Iterator[int]:
+        if self.digest:
+            log.info("kv-digest %s decode %s first=%s", job.rid, self.model.kv_digest(len(job.tokens), blocks), first)
         return self.model.decode(job.tokens, blocks, first, max_tokens)
 
     def verify(self, blocks: List[int], tokens: List[int]) -> Optional[str]:

@@ -13,6 +13,7 @@ One forward pass at a time (a lock): this engine does not batch. Needs PyTorch a
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import zlib
@@ -47,6 +48,10 @@ class RealModel:
     """The transformer, its tokenizer and its GPU page pool."""
 
     def __init__(self, cfg: RealModelConfig) -> None:
+        self.deterministic = os.environ.get("ORBITKV_DETERMINISTIC", "1") == "1"
+        if self.deterministic:
+            # cuBLAS is bit-reproducible only with a fixed workspace (read when CUDA starts: before torch touches it).
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         import torch  # the GPU machine's; imported here so the rest of the package needs only the standard library
         import transformers
 
@@ -59,6 +64,14 @@ class RealModel:
         self.dev = torch.device("cuda", cfg.device)
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        if self.deterministic:
+            # The same tokens from the same KV on every run and in every process (P/D must equal colocated):
+            # deterministic kernels, no reduced-precision reductions. ORBITKV_DETERMINISTIC=0 turns this off.
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         t0 = time.monotonic()
         if cfg.path:
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.path, local_files_only=True)
@@ -147,9 +160,34 @@ class RealModel:
 
     def _step(self, token: int, pos: int, cache: Any) -> int:
         torch = self.torch
-        out = self.model(input_ids=torch.tensor([[token]], device=self.dev), past_key_values=cache, use_cache=True,
-                         cache_position=torch.tensor([pos], device=self.dev), logits_to_keep=1)
+        with self._attention():
+            out = self.model(input_ids=torch.tensor([[token]], device=self.dev), past_key_values=cache, use_cache=True,
+                             cache_position=torch.tensor([pos], device=self.dev), logits_to_keep=1)
         return int(out.logits[0, -1].argmax())
+
+    def _attention(self) -> Any:
+        """The attention backend of decode steps: PyTorch's reference kernel, which gives the same tokens from the same
+        KV on every run (measured on the H200: the default choice gave 2 of 5 repeated decodes equal at 1K tokens, this
+        one 5 of 5, and was faster at one token per step). ORBITKV_SDPA=default leaves the choice to PyTorch."""
+        import contextlib
+        if os.environ.get("ORBITKV_SDPA", "math") == "math":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            return sdpa_kernel([SDPBackend.MATH])
+        return contextlib.nullcontext()
+
+    def kv_digest(self, n: int, blocks: List[int]) -> str:
+        """Two sums over the request's pages (all layers, K and V, the first ``n`` token slots): equal KV, equal digest;
+        the second weighs by position, so misplaced pages show too. For diagnosing, not on any hot path."""
+        torch = self.torch
+        idx = torch.tensor(blocks, device=self.dev, dtype=torch.long)
+        total, placed = 0, 0
+        with self.lock, torch.inference_mode():
+            for layer in range(self.layout.num_layers):
+                for pool in (self.pool.keys[layer], self.pool.values[layer]):
+                    x = pool.index_select(0, idx).reshape(-1, pool.shape[2] * pool.shape[3])[:n].view(torch.int16)
+                    total += int(torch.sum(x, dtype=torch.int64))
+                    placed += int(torch.sum(x[:, :8].to(torch.int64) * torch.arange(1, x.shape[0] + 1, device=self.dev).unsqueeze(1)))
+        return f"{total & 0xffffffffffff:x}/{placed & 0xffffffffffff:x}"
 
     def _scatter(self, cache: Any, n: int, blocks: List[int]) -> None:
         bs = self.layout.block_size_tokens
@@ -210,6 +248,8 @@ def _self_test(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--lengths", default="128,1024")
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--blocks", type=int, default=2048)
+    ap.add_argument("--digest", action="store_true", help="print the prefill KV's digest per length (compare across processes)")
+    ap.add_argument("--repeat", type=int, default=1, help="decode this many times from the same pages: are the tokens repeatable?")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s %(message)s")
     m = RealModel(RealModelConfig(shape=args.shape, num_blocks=args.blocks))
@@ -236,6 +276,13 @@ def _self_test(argv: Optional[List[str]] = None) -> int:
                 tok = int(out.logits[0, -1].argmax())
         ok = paged == plain
         bad += 0 if ok else 1
+        if args.digest:
+            print(f"{n} tokens: KV digest {m.kv_digest(n, blocks)} first {first}", flush=True)
+        if args.repeat > 1:
+            again = [list(m.decode(tokens, blocks, first, args.max_tokens)) for _ in range(args.repeat - 1)]
+            same = sum(1 for a in again if a == paged)
+            bad += 0 if same == len(again) else 1
+            print(f"{n} tokens: {same + 1} of {args.repeat} decodes from the same pages equal", flush=True)
         print(f"{n} tokens: prefill {1000 * (t1 - t0):.1f} ms, decode {args.max_tokens} tokens {1000 * (t2 - t1):.1f} ms; paged == plain: {ok};"
               f" recomputing the last token instead: {'equal' if recomputed == plain else 'DIFFERS'}; tokens {paged[:6]}", flush=True)
     m.close()
