@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
-mvn -q -o -pl gpu -am -DskipTests package
+# install, not package: dependency:build-classpath below resolves the sibling modules from the local repository
+mvn -q -o -pl gpu -am -DskipTests install
 mvn -q -o -pl gpu dependency:build-classpath -Dmdep.outputFile="$PWD/gpu/target/gpu.classpath" -Dmdep.includeScope=runtime >/dev/null
 rm -rf .device/lib && mkdir -p .device/lib
 cp gpu/target/orbitkv-gpu-*.jar .device/lib/

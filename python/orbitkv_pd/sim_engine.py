@@ -373,6 +373,7 @@ class SimEngine:
             self.client.close()
         if self.server is not None:
             self.server.shutdown()
+            self.server.server_close()
         self.backend.close()
 
     # ------------------------------------------------------------------------------------------------ compute

@@ -15,6 +15,7 @@ import io.orbitkv.pd.transport.ReceiveSession;
 import io.orbitkv.pd.transport.Transfer;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
+import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.transport.TransferResult;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -237,8 +238,15 @@ public final class CudaTransport implements KvTransport {
             result.completeExceptionally(e);
         }
 
+        /**
+         * The push on the copy thread. Its marks ({@link TransferResult}): {@code conn} when this thread took it,
+         * {@code adm} when the receiver's gate admitted it, {@code w1} when the run table was built (the host's work
+         * done), {@code ack} when the copy's event completed (every byte in place); so the anatomy's hops read
+         * setup = order slot → copy thread, admission = the gate, wire = the run table, apply = upload, kernel and wait.
+         */
         void run(PushGate target, KvPool source, TransferPlan plan) {
             long t0 = System.nanoTime();
+            long tookUs = Marks.nowMicros();
             try {
                 if (closed) {
                     throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
@@ -248,8 +256,12 @@ public final class CudaTransport implements KvTransport {
                     throw new TransferException(TransferError.TIMEOUT, request.describe() + ": deadline passed before the copy started");
                 }
                 long bytes;
+                long admittedUs;
+                long builtUs;
                 try (ReceiveSession s = target.open(NAME, request, plan.source())) {
+                    admittedUs = Marks.nowMicros();
                     RunTable table = RunTable.build(plan, source, target.pool(), BlockRuns.intervals(request.destRuns()));
+                    builtUs = Marks.nowMicros();
                     checkCancelled("before launch");
                     s.beginFrame();
                     long written = 0;
@@ -262,7 +274,8 @@ public final class CudaTransport implements KvTransport {
                     bytes = written;
                 }
                 checkCancelled("while the copy ran (its bytes landed)");
-                result.complete(new TransferResult(bytes, System.nanoTime() - t0, NAME, 1));
+                result.complete(new TransferResult(bytes, System.nanoTime() - t0, NAME, 1, Marks.empty().at(TransferResult.CONNECTED, tookUs)
+                        .at(TransferResult.ADMITTED, admittedUs).at(TransferResult.WRITTEN, builtUs).mark(TransferResult.ACKED)));
             } catch (TransferException e) {
                 result.completeExceptionally(e);
             } catch (CudaException e) {

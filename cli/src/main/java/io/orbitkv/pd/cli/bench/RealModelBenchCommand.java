@@ -72,6 +72,8 @@ public final class RealModelBenchCommand implements Callable<Integer> {
     @Option(names = "--out", defaultValue = "docs/bench/real-model.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
     Path outFile;
 
+    private LatencyStats rawHop;
+
     /** One prompt, both ways. */
     record Pair(int length, LoadClient.Result pd, LoadClient.Result colocated, boolean equal, HandoffAnatomy anatomy) { }
 
@@ -113,6 +115,10 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         long[] pagesLeft;
         try (Pipeline pipeline = Pipeline.start(spec, work, s -> System.out.println("  " + s));
              LoadClient client = new LoadClient(pipeline.proxyUrl(), "unused", pipeline.deciderUrl())) {
+            System.out.println("raw Kafka produce->consume hop on the pipeline's broker, idle pipeline (200/s, 2 s warm-up, 4 s measured) ...");
+            rawHop = RawHop.measure(pipeline.bootstrapServers(), "bench.raw-hop-" + System.nanoTime() % 100_000, 200, Duration.ofSeconds(2),
+                    Duration.ofSeconds(4), false);
+            System.out.printf(Locale.ROOT, "  raw hop p50 %.3f ms  p99 %.3f ms%n", rawHop.p50ms(), rawHop.p99ms());
             Random rnd = new Random(7);
             for (int len : lengths) {
                 for (int i = 0; i < warmup; i++) {
@@ -314,6 +320,9 @@ public final class RealModelBenchCommand implements Callable<Integer> {
             }
             b.append('\n');
         }
+        b.append(String.format(Locale.ROOT, "%nReference, same run: one raw Kafka produce → consume hop on the pipeline's broker (idle pipeline, 200/s):"
+                + " p50 %.3f ms, p99 %.3f ms. Kafka hops on the handoff's path: fact_to_decider, order_to_worker, report_to_decider,"
+                + " kv_ready_to_engine.%n", rawHop.p50ms(), rawHop.p99ms()));
         b.append(String.format(Locale.ROOT, "%nFaults: %s. Pages still held at the end: prefill engine %d, decode engine %d. Audit of the run's log: %s.%n",
                 faults.get("outcomes"), pagesLeft[0], pagesLeft[1], audit));
         return b.toString();
@@ -363,6 +372,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         Map<String, Object> refs = new LinkedHashMap<>();
         contiguous.forEach((len, c) -> refs.put(Integer.toString(len), Map.of("bytes", c.bytes(), "gpu_ms", c.gpuMs(), "wall_ms", c.wallMs())));
         root.put("contiguous_copy", refs);
+        root.put("raw_kafka_hop", Map.of("p50_ms", rawHop.p50ms(), "p99_ms", rawHop.p99ms(), "count", rawHop.count()));
         root.put("faults", faults);
         root.put("pages_left", List.of(pagesLeft[0], pagesLeft[1]));
         root.put("audit", audit);

@@ -1,0 +1,84 @@
+"""The Python engine's HTTP and P/D flow over its model backend, standalone (colocated), and the engines' configs."""
+
+import http.client
+import json
+import os
+import tempfile
+import unittest
+
+from orbitkv_pd import sim_model as sm
+from orbitkv_pd.real_engine import RealEngineConfig
+from orbitkv_pd.sim_engine import SimEngine, SimEngineConfig
+
+
+class StandaloneEngineTest(unittest.TestCase):
+    """A standalone engine (no worker) answers colocated requests with the simulated model's tokens."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.engine = SimEngine(SimEngineConfig.from_properties({
+            "engine.id": "e-0", "engine.preset": "tiny", "engine.http.port": "0", "engine.model.seed": "42",
+            "engine.compute.prefill-ms-per-token": "0", "engine.compute.decode-ms-per-token": "0"})).start()
+        cls.port = cls.engine.server.server_address[1]
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.engine.close()
+
+    def post(self, body: dict) -> "tuple[int, bytes]":
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            c.request("POST", "/v1/completions", json.dumps(body), {"content-type": "application/json"})
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def expected(self, prompt: str, n: int) -> str:
+        return sm.detokenize(sm.SimModel(42).generate(sm.tokenize(prompt), n))
+
+    def test_a_whole_answer_is_the_models_tokens(self) -> None:
+        status, body = self.post({"prompt": "the quick brown fox", "max_tokens": 5})
+        self.assertEqual(status, 200)
+        o = json.loads(body)
+        self.assertEqual(o["choices"][0]["text"], self.expected("the quick brown fox", 5))
+        self.assertEqual(o["orbitkv"]["mode"], "colocated")
+
+    def test_a_stream_carries_the_same_tokens_one_event_each(self) -> None:
+        status, body = self.post({"prompt": "jumps over the lazy dog", "max_tokens": 4, "stream": True})
+        self.assertEqual(status, 200)
+        events = [line[6:] for line in body.decode().splitlines() if line.startswith("data: ")]
+        self.assertEqual(events[-1], "[DONE]")
+        text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+        self.assertEqual(text, self.expected("jumps over the lazy dog", 4))
+
+    def test_a_pd_request_without_a_worker_is_refused_naming_the_parameter(self) -> None:
+        status, body = self.post({"prompt": "x", "kv_transfer_params": {"do_remote_decode": True}})
+        self.assertEqual(status, 503)
+        self.assertEqual(json.loads(body)["error"]["param"], "kv_transfer_params")
+
+
+class ConfigTest(unittest.TestCase):
+
+    def test_the_fault_keys_are_read(self) -> None:
+        c = SimEngineConfig.from_properties({"engine.id": "d-0", "engine.fault.stall-prefill-prefix": "s-",
+                                             "engine.fault.no-heartbeat-prefix": "h-"})
+        self.assertEqual((c.stall_prefix, c.no_heartbeat_prefix), ("s-", "h-"))
+
+    def test_the_real_engine_refuses_what_it_cannot_use_naming_the_key(self) -> None:
+        with self.assertRaisesRegex(ValueError, r"unknown keys \['engine.preset'\]"):
+            RealEngineConfig.from_properties({"engine.id": "p-0", "engine.preset": "8b"})
+        with self.assertRaisesRegex(ValueError, "engine.model.shape: must be one of"):
+            RealEngineConfig.from_properties({"engine.id": "p-0", "engine.model.shape": "405b"})
+        with self.assertRaisesRegex(ValueError, "engine.model.path: not a directory"):
+            RealEngineConfig.from_properties({"engine.id": "p-0", "engine.model.path": os.path.join(tempfile.gettempdir(), "no-such-ckpt")})
+        with self.assertRaisesRegex(ValueError, "engine.model.dtype"):
+            RealEngineConfig.from_properties({"engine.id": "p-0", "engine.model.dtype": "fp64"})
+
+    def test_the_real_engine_defaults_to_the_8b_shape_with_random_weights(self) -> None:
+        c = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", "engine.api.path": "/tmp/x.sock"})
+        self.assertEqual((c.shape, c.model_path, c.num_blocks, c.dtype, c.model), ("8b", None, 4096, "bf16", "orbitkv-real-8b"))
+
+
+if __name__ == "__main__":
+    unittest.main()
