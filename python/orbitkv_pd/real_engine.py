@@ -20,19 +20,15 @@ prompt token from the KV of the others, as vLLM's decode does. Needs PyTorch, tr
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import re
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional
 
-from .protocol import ApiError, Layout
-from .sim_engine import Job, SimEngine, parse_duration, read_properties
+from .protocol import Layout
+from .sim_engine import Job, SimEngine, common_settings, run_engine
 
 log = logging.getLogger("orbitkv_pd.real_engine")
 
@@ -66,15 +62,7 @@ class RealEngineConfig:
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "RealEngineConfig":
-        unknown = sorted(k for k in p if k not in cls.KEYS)
-        if unknown:
-            raise ValueError(f"unknown keys {unknown}: the real engine reads {list(cls.KEYS)}")
-        engine_id = p.get("engine.id", "")
-        if not re.fullmatch(r"[A-Za-z0-9._:-]+", engine_id):
-            raise ValueError(f"engine.id: required; letters, digits, '.', '_', ':' and '-' only, got '{engine_id}'")
-        role = p.get("engine.role", "both").lower()
-        if role not in ("prefill", "decode", "both"):
-            raise ValueError(f"engine.role: must be prefill, decode or both, got '{role}'")
+        common = common_settings(p, cls.KEYS, "the real engine")
         from .real_model import SHAPES
         shape = p.get("engine.model.shape", "8b").lower()
         if shape not in SHAPES:
@@ -88,18 +76,9 @@ class RealEngineConfig:
         blocks = int(p.get("engine.pool.blocks", "4096"))
         if blocks < 1:
             raise ValueError(f"engine.pool.blocks: must be >= 1, got {blocks}")
-        return cls(engine_id=engine_id, role=role, api_path=p.get("engine.api.path") or None,
-                   instance_epoch=int(p.get("engine.instance-epoch", str(int(time.time() * 1000)))),
-                   model=p.get("engine.model", "orbitkv-real-" + (os.path.basename(path.rstrip("/")) if path else shape)),
-                   host=p.get("engine.http.host", "127.0.0.1"), port=int(p.get("engine.http.port", "8100")),
-                   max_prompt_tokens=int(p.get("engine.max-prompt-tokens", "32768")),
-                   lease_s=parse_duration("engine.lease.duration", p.get("engine.lease.duration", "30s")),
-                   heartbeat_s=parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s")),
-                   kv_timeout_s=parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
+        return cls(**common, model=p.get("engine.model", "orbitkv-real-" + (os.path.basename(path.rstrip("/")) if path else shape)),
                    num_blocks=blocks, model_path=path, shape=shape, seed=int(p.get("engine.model.seed", "1234")),
-                   device=int(p.get("engine.model.device", "0")), dtype=dtype,
-                   stall_prefix=p.get("engine.fault.stall-prefill-prefix") or None,
-                   no_heartbeat_prefix=p.get("engine.fault.no-heartbeat-prefix") or None)
+                   device=int(p.get("engine.model.device", "0")), dtype=dtype)
 
 
 class RealBackend:
@@ -147,48 +126,8 @@ class RealBackend:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m orbitkv_pd.real_engine", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", required=True, help="properties file with the engine.* keys")
-    ap.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone (a launcher that died)")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s %(message)s")
-    try:
-        config = RealEngineConfig.from_properties(read_properties(args.config))
-    except (ValueError, OSError) as e:
-        print(f"engine: {e}", file=sys.stderr)
-        return 2
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    if args.parent_pid > 0:
-        def watch() -> None:
-            while not stop.wait(1.0):
-                try:
-                    os.kill(args.parent_pid, 0)
-                except ProcessLookupError:
-                    log.warning("the launcher (pid %d) is gone: stopping", args.parent_pid)
-                    stop.set()
-                except PermissionError:
-                    pass
-        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-    try:
-        backend = RealBackend(config)
-    except Exception as e:  # no GPU, no torch, a bad checkpoint: say which, and stop
-        log.exception("cannot build the model")
-        print(f"engine: cannot build the model: {e}", file=sys.stderr)
-        return 1
-    engine = SimEngine(config, backend)
-    try:
-        engine.start()
-    except (ApiError, OSError) as e:
-        print(f"engine: cannot join through the engine API: {e}", file=sys.stderr)
-        return 1
-    assert engine.server is not None
-    print(f"engine running: id={config.engine_id} role={config.role} url=http://{config.host}:{engine.server.server_address[1]}"
-          f" model={backend.model.name} (python, transformers)", flush=True)
-    stop.wait()
-    engine.close()
-    return 0
+    return run_engine(argv, "python3 -m orbitkv_pd.real_engine", (__doc__ or "").split("\n\n")[0], RealEngineConfig.from_properties,
+                      lambda c: SimEngine(c, RealBackend(c)), "python, transformers")
 
 
 if __name__ == "__main__":

@@ -101,38 +101,45 @@ class SimEngineConfig:
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "SimEngineConfig":
-        unknown = sorted(k for k in p if k not in cls.KEYS)
-        if unknown:
-            raise ValueError(f"unknown keys {unknown}: the Python engine reads {list(cls.KEYS)}")
-        engine_id = p.get("engine.id", "")
-        if not re.fullmatch(r"[A-Za-z0-9._:-]+", engine_id):
-            raise ValueError(f"engine.id: required; letters, digits, '.', '_', ':' and '-' only, got '{engine_id}'")
-        role = p.get("engine.role", "both").lower()
-        if role not in ("prefill", "decode", "both"):
-            raise ValueError(f"engine.role: must be prefill, decode or both, got '{role}'")
+        common = common_settings(p, cls.KEYS, "the Python engine")
         preset = p.get("engine.preset", "8b").lower()
         if preset not in PRESETS:
             raise ValueError(f"engine.preset: must be one of {list(PRESETS)}, got '{preset}'")
         layers, heads, dim = PRESETS[preset]
         layout = Layout(num_layers=layers, num_blocks=int(p.get("engine.pool.blocks", "256")), num_kv_heads=heads, head_dim=dim)
-        api = p.get("engine.api.path") or None
         pool = p.get("engine.pool.path") or None
-        if api and not pool:
+        if common["api_path"] and not pool:
             raise ValueError("engine.pool.path: required with engine.api.path (the pool file the engine and its worker share)")
-        return cls(engine_id=engine_id, role=role, preset=preset, layout=layout, pool_path=pool, api_path=api,
-                   instance_epoch=int(p.get("engine.instance-epoch", str(int(time.time() * 1000)))),
-                   model=p.get("engine.model", f"orbitkv-sim-{preset}"), seed=int(p.get("engine.model.seed", "42")),
-                   host=p.get("engine.http.host", "127.0.0.1"), port=int(p.get("engine.http.port", "8100")),
+        return cls(**common, preset=preset, layout=layout, pool_path=pool, model=p.get("engine.model", f"orbitkv-sim-{preset}"),
+                   seed=int(p.get("engine.model.seed", "42")),
                    prefill_ms_per_token=float(p.get("engine.compute.prefill-ms-per-token", "0.05")),
                    decode_ms_per_token=float(p.get("engine.compute.decode-ms-per-token", "2.0")),
-                   max_prompt_tokens=int(p.get("engine.max-prompt-tokens", "32768")),
-                   lease_s=parse_duration("engine.lease.duration", p.get("engine.lease.duration", "30s")),
-                   heartbeat_s=parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s")),
-                   kv_timeout_s=parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
                    verify=p.get("engine.kv.verify", "true").lower() == "true",
-                   corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None,
-                   stall_prefix=p.get("engine.fault.stall-prefill-prefix") or None,
-                   no_heartbeat_prefix=p.get("engine.fault.no-heartbeat-prefix") or None)
+                   corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None)
+
+
+def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[str, Any]:
+    """Refuses a key not in ``keys`` (most are typos) and reads what every Python engine has: its identity, HTTP
+    listener, worker socket, leases and fault hooks (``engine.fault.stall-prefill-prefix``: a prefill that never reports;
+    ``engine.fault.no-heartbeat-prefix``: a decode that stops renewing its lease)."""
+    unknown = sorted(k for k in p if k not in keys)
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}: {who} reads {list(keys)}")
+    engine_id = p.get("engine.id", "")
+    if not re.fullmatch(r"[A-Za-z0-9._:-]+", engine_id):
+        raise ValueError(f"engine.id: required; letters, digits, '.', '_', ':' and '-' only, got '{engine_id}'")
+    role = p.get("engine.role", "both").lower()
+    if role not in ("prefill", "decode", "both"):
+        raise ValueError(f"engine.role: must be prefill, decode or both, got '{role}'")
+    return {"engine_id": engine_id, "role": role, "api_path": p.get("engine.api.path") or None,
+            "instance_epoch": int(p.get("engine.instance-epoch", str(int(time.time() * 1000)))),
+            "host": p.get("engine.http.host", "127.0.0.1"), "port": int(p.get("engine.http.port", "8100")),
+            "max_prompt_tokens": int(p.get("engine.max-prompt-tokens", "32768")),
+            "lease_s": parse_duration("engine.lease.duration", p.get("engine.lease.duration", "30s")),
+            "heartbeat_s": parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s")),
+            "kv_timeout_s": parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
+            "stall_prefix": p.get("engine.fault.stall-prefill-prefix") or None,
+            "no_heartbeat_prefix": p.get("engine.fault.no-heartbeat-prefix") or None}
 
 
 # ---------------------------------------------------------------------------------------------------- state
@@ -779,18 +786,20 @@ def _timing(marks: Dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in marks.items())
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m orbitkv_pd.sim_engine", description=__doc__.split("\n\n")[0])
+def run_engine(argv: Optional[List[str]], prog: str, description: str, read_config: Callable[[Dict[str, str]], Any],
+               build: Callable[[Any], SimEngine], kind: str) -> int:
+    """The command line of a Python engine: reads ``--config`` (exit 2 naming a bad key), builds the engine (exit 1
+    with the reason), joins its worker, serves until SIGTERM/SIGINT or until ``--parent-pid`` is gone."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
     ap.add_argument("--config", required=True, help="properties file with the engine.* keys")
     ap.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone (a launcher that died)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s %(message)s")
     try:
-        config = SimEngineConfig.from_properties(read_properties(args.config))
+        config = read_config(read_properties(args.config))
     except (ValueError, OSError) as e:
         print(f"engine: {e}", file=sys.stderr)
         return 2
-    engine = SimEngine(config)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -806,15 +815,27 @@ def main(argv: Optional[List[str]] = None) -> int:
                     pass
         threading.Thread(target=watch, name="parent-watch", daemon=True).start()
     try:
+        engine = build(config)
+    except Exception as e:  # no GPU, no torch, a bad checkpoint, an unusable pool file: say which, and stop
+        log.exception("cannot build the engine")
+        print(f"engine: cannot build the engine: {e}", file=sys.stderr)
+        return 1
+    try:
         engine.start()
     except (ApiError, OSError) as e:
         print(f"engine: cannot join through the engine API: {e}", file=sys.stderr)
         return 1
+    assert engine.server is not None
     print(f"engine running: id={config.engine_id} role={config.role} url=http://{config.host}:{engine.server.server_address[1]}"
-          f" (python)", flush=True)
+          f" ({kind})", flush=True)
     stop.wait()
     engine.close()
     return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run_engine(argv, "python3 -m orbitkv_pd.sim_engine", (__doc__ or "").split("\n\n")[0], SimEngineConfig.from_properties,
+                      SimEngine, "python")
 
 
 if __name__ == "__main__":
