@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional
 
