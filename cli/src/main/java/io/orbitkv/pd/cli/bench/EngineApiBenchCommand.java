@@ -88,7 +88,7 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
     int count;
     @Option(names = "--warmup", defaultValue = "300", description = "Facts and decisions per client before the measured ones (default: ${DEFAULT-VALUE}).")
     int warmup;
-    @Option(names = "--interval-ms", defaultValue = "5", description = "Pause between decisions, so each is measured alone (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--interval-ms", defaultValue = "5", description = "Decisions this many ms apart, start to start, so each is measured alone (default: ${DEFAULT-VALUE}).")
     int intervalMs;
     @Option(names = "--requests", defaultValue = "80", description = "Part B: requests per level and pipeline (default: ${DEFAULT-VALUE}).")
     int requests;
@@ -208,7 +208,9 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
             }
         }
         Histogram decision = LatencyStats.histogram();
+        Runnable paced = pacer();
         for (int i = 0; i < warmup + count; i++) {
+            paced.run();
             String rid = "dec-" + i;
             CompletableFuture<KvSignal> f = c.awaitKv(rid);
             decide(decider, topics, c.engineId(), rid);
@@ -217,7 +219,6 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
                 decision.recordValue(Math.max(0, r.receivedMicros() - r.decidedMicros()));
             }
             c.forget(rid);
-            pause();
         }
         ClientResult r = new ClientResult(name, path, LatencyStats.of(fact), LatencyStats.of(decision), null);
         report(r);
@@ -239,9 +240,10 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
             expect(in, "READY");
             command(out, "facts " + (warmup + count));
             expect(in, "FACTS_DONE");
+            Runnable paced = pacer();
             for (int i = 0; i < warmup + count; i++) {
+                paced.run();
                 decide(decider, topics, "py-0", "pydec-" + i);
-                pause();
             }
             command(out, "decisions " + (warmup + count));
             expect(in, "DECISIONS_DONE");
@@ -306,10 +308,13 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
         producer.send(r);
     }
 
-    private void pause() throws InterruptedException {
-        if (intervalMs > 0) {
-            Thread.sleep(intervalMs); // pacing the load generator, not waiting for a condition
+    /** Decisions {@code --interval-ms} apart, start to start, so each is measured alone (0: back to back). */
+    private Runnable pacer() {
+        if (intervalMs == 0) {
+            return () -> { };
         }
+        Pacer p = new Pacer(1000.0 / intervalMs);
+        return p::awaitNext;
     }
 
     private static void report(ClientResult r) {
@@ -432,26 +437,22 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
                 + " preset, " + requests + " requests per level, streamed, 16 tokens) through a whole pipeline twice: Java engines, then"
                 + " the Python simulated engine (`python -m orbitkv_pd.sim_engine`) for both prefill and decode, each on its worker's"
                 + " engine API. Hops from the log's timing marks (docs/topics.md).\n");
-        Path json = md.equals(Path.of("docs", "bench", "engine-api.md")) ? Path.of("bench", "results", "engine-api.json")
-                : md.resolveSibling(md.getFileName().toString().replaceFirst("\\.md$", "") + ".json");
-        if (json.getParent() != null) {
-            Files.createDirectories(json.getParent());
-        }
+        Path json = BenchFiles.jsonFor(md, "engine-api");
         Map<String, Object> root = new LinkedHashMap<>();
         root.put("date", LocalDate.now().toString());
         root.put("count", count);
         root.put("warmup", warmup);
         root.put("interval_ms", intervalMs);
-        root.put("raw_hop", stats(raw));
+        root.put("raw_hop", raw.json());
         List<Object> cs = new ArrayList<>();
         for (ClientResult r : clients) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("client", r.client());
             m.put("path", r.path());
-            m.put("fact", stats(r.fact()));
-            m.put("decision", stats(r.decision()));
+            m.put("fact", r.fact().json());
+            m.put("decision", r.decision().json());
             if (r.ping() != null) {
-                m.put("ping", stats(r.ping()));
+                m.put("ping", r.ping().json());
             }
             cs.add(m);
         }
@@ -475,15 +476,5 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
         root.put("pipelines", ps);
         Files.writeString(json, JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
         System.out.println("results written to " + md + " and " + json);
-    }
-
-    private static Map<String, Object> stats(LatencyStats l) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("count", l.count());
-        m.put("p50_ms", l.p50ms());
-        m.put("p90_ms", l.p90ms());
-        m.put("p99_ms", l.p99ms());
-        m.put("max_ms", l.maxMs());
-        return m;
     }
 }

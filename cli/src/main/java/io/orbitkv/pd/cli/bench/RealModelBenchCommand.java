@@ -348,11 +348,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
                 + " prompt. TTFT at the client (through the proxy, streamed); exposed handoff = P/D TTFT − colocated TTFT of the same prompt; the"
                 + " push as the worker timed it (order taken → every byte in place); the contiguous copy is one `cuMemcpyDtoDAsync` of the same"
                 + " bytes on the same GPU, end to end from the host, in the same run. How to run: docs/gpu.md (\"The real-model run\").\n\n" + text);
-        Path json = md.equals(Path.of("docs", "bench", "real-model.md")) ? Path.of("bench", "results", "real-model.json")
-                : md.resolveSibling(md.getFileName().toString().replaceFirst("\\.md$", "") + ".json");
-        if (json.getParent() != null) {
-            Files.createDirectories(json.getParent());
-        }
+        Path json = BenchFiles.jsonFor(md, "real-model");
         Map<String, Object> root = new LinkedHashMap<>();
         root.put("date", LocalDate.now().toString());
         root.put("model", modelPath != null ? modelPath : "random-llama-" + shape);
@@ -380,8 +376,8 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         Map<String, Object> refs = new LinkedHashMap<>();
         contiguous.forEach((len, c) -> refs.put(Integer.toString(len), Map.of("bytes", c.bytes(), "gpu_ms", c.gpuMs(), "wall_ms", c.wallMs())));
         root.put("contiguous_copy", refs);
-        root.put("raw_kafka_hop", Map.of("p50_ms", rawHop.p50ms(), "p99_ms", rawHop.p99ms(), "count", rawHop.count()));
-        root.put("raw_kafka_hop_5_per_s", Map.of("p50_ms", rawHopSlow.p50ms(), "p99_ms", rawHopSlow.p99ms(), "count", rawHopSlow.count()));
+        root.put("raw_kafka_hop", rawHop.json());
+        root.put("raw_kafka_hop_5_per_s", rawHopSlow.json());
         root.put("faults", faults);
         root.put("pages_left", List.of(pagesLeft[0], pagesLeft[1]));
         root.put("audit", audit);
