@@ -12,6 +12,7 @@ import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.BlockRuns;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.kv.KvTestData;
 import io.orbitkv.pd.kv.TransferPlan;
 import io.orbitkv.pd.schemas.OrderTokens;
 import io.orbitkv.pd.transport.PeerEndpoint;
@@ -57,8 +58,8 @@ class CudaTransportTest {
     private final PeerEndpoint peer = new PeerEndpoint("decode-0", 7, "cuda", NODE, null);
 
     CudaTransportTest() {
-        KvBytes.fill(src.host(), 3);
-        KvBytes.sentinel(dst.host(), SENTINEL);
+        KvTestData.fill(src.host(), 3);
+        KvTestData.sentinel(dst.host(), SENTINEL);
     }
 
     @AfterEach
@@ -111,7 +112,7 @@ class CudaTransportTest {
         TransferResult r = join(s.push(signed("req-1", 1, "lease-1", 3, 7, dstRuns), src, plan(), peer));
         assertThat(r.bytes()).isEqualTo(11L * 6 * 1024);
         assertThat(r.transport()).isEqualTo("cuda");
-        assertThat(KvBytes.verify(src.host(), dst.host(), plan(), SENTINEL)).isNull();
+        assertThat(KvTestData.verify(src.host(), dst.host(), plan(), SENTINEL)).isNull();
         assertThat(engine.launches.get()).isEqualTo(1);
         assertThat(receiverEngine.launches.get()).isZero();
         assertThat(gate.acceptedPushes()).isEqualTo(1);
@@ -125,14 +126,14 @@ class CudaTransportTest {
         CudaTransport s = sender();
         SplittableRandom rnd = new SplittableRandom(42);
         for (int round = 0; round < 25; round++) {
-            KvBytes.sentinel(dst.host(), SENTINEL);
+            KvTestData.sentinel(dst.host(), SENTINEL);
             int n = 1 + rnd.nextInt(40);
             List<BlockRun> sr = BlockRuns.fromBlocks(randomBlocks(rnd, 64, n));
             List<BlockRun> dr = BlockRuns.fromBlocks(randomBlocks(rnd, 48, n));
             TransferPlan p = TransferPlan.build(g, sr, dst.geometry(), dr);
             TransferResult r = join(s.push(signed("req-r" + round, 1, "lease-r" + round, 1, 7, dr), src, p, peer));
             assertThat(r.bytes()).isEqualTo(p.totalBytes());
-            assertThat(KvBytes.verify(src.host(), dst.host(), p, SENTINEL)).as("round %d", round).isNull();
+            assertThat(KvTestData.verify(src.host(), dst.host(), p, SENTINEL)).as("round %d", round).isNull();
         }
         assertThat(engine.launches.get()).isEqualTo(25);
     }
@@ -162,7 +163,7 @@ class CudaTransportTest {
         gate.releaseLease("lease-1", 3);
         assertRefused(s.push(signed("req-1", 1, "lease-1", 3, 7, dstRuns), src, plan(), peer), TransferError.STALE_EPOCH, "was released");
         assertThat(engine.launches.get()).isZero();
-        assertThat(KvBytes.untouched(dst.host(), SENTINEL, null)).isNull();
+        assertThat(KvTestData.untouched(dst.host(), SENTINEL)).isNull();
     }
 
     @Test
@@ -188,7 +189,7 @@ class CudaTransportTest {
         TransferPlan p = TransferPlan.build(g, List.of(run(0, 4)), g, outside);
         assertRefused(s.push(signed("req-1", 1, "lease-1", 3, 7, outside), src, p, peer), TransferError.OUT_OF_RANGE, "outside the pool of 48");
         assertThat(engine.launches.get()).isZero();
-        assertThat(KvBytes.untouched(dst.host(), SENTINEL, null)).isNull();
+        assertThat(KvTestData.untouched(dst.host(), SENTINEL)).isNull();
     }
 
     @Test
@@ -199,7 +200,7 @@ class CudaTransportTest {
         assertRefused(s.push(signed("req-1", 1, "lease-1", 3, 7, dstRuns), src, other, peer), TransferError.OUT_OF_RANGE,
                 "not among the order's destination pages");
         assertThat(engine.launches.get()).isZero();
-        assertThat(KvBytes.untouched(dst.host(), SENTINEL, null)).isNull();
+        assertThat(KvTestData.untouched(dst.host(), SENTINEL)).isNull();
     }
 
     @Test
