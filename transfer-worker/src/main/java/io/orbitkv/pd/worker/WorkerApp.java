@@ -130,7 +130,7 @@ public final class WorkerApp implements AutoCloseable {
             if (config.engineApi().enabled()) {
                 api = new EngineApiServer(config.engineApi().path(), config.engineApi().maxFrameBytes(), config.engineApi().decisionBuffer(),
                         new ApiHost()).start();
-                workerMetrics.engineApi(this::apiRefusals);
+                workerMetrics.engineApi(api.refusals());
             } else {
                 KvPool own = config.poolPath() == null ? HostKvPool.allocate(config.geometry()) : HostKvPool.mapFile(config.geometry(), config.poolPath());
                 engine = new Engine(config.instanceEpoch(), config.role(), config.model(), "", config.geometry(), config.tpRank(), config.tpSize(),

@@ -17,7 +17,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Supplier;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The worker's meters: per transport (registered when the transport is first used, then a map lookup by name) the
@@ -52,10 +52,13 @@ public final class WorkerMetrics {
                 Hop.TRANSFER_APPLY, Hop.TRANSFER_REPORT);
     }
 
-    /** {@code orbitkv_worker_api_refused_total{code}}: the engine API's refusals, read when scraped (every code from the start). */
-    public void engineApi(Supplier<Map<String, Long>> refusals) {
+    /** {@code orbitkv_worker_api_refused_total{code}}: the engine API's live refusal counts, read when scraped (every code from the start). */
+    public void engineApi(Map<String, AtomicLong> refusals) {
         for (String code : ApiException.CODES) {
-            FunctionCounter.builder(MetricNames.WORKER_API_REFUSED, refusals, s -> s.get().getOrDefault(code, 0L))
+            FunctionCounter.builder(MetricNames.WORKER_API_REFUSED, refusals, m -> {
+                AtomicLong n = m.get(code);
+                return n == null ? 0 : n.get();
+            })
                     .description("requests the engine API refused, by error code").tag("code", code).register(registry);
         }
     }

@@ -58,11 +58,11 @@ class WorkerMetricsTest {
     @Test
     void theEngineApisRefusalsAreCountedByCodeFromTheStart() {
         try (ComponentMetrics m = ComponentMetrics.create("worker", "decode-0")) {
-            java.util.Map<String, Long> refusals = new java.util.concurrent.ConcurrentHashMap<>();
-            new WorkerMetrics(m.registry()).engineApi(() -> refusals);
+            java.util.Map<String, java.util.concurrent.atomic.AtomicLong> refusals = new java.util.concurrent.ConcurrentHashMap<>();
+            new WorkerMetrics(m.registry()).engineApi(refusals);
             assertThat(m.scrape()).contains("orbitkv_worker_api_refused_total{code=\"bad_request\",component=\"worker\",instance=\"decode-0\"} 0");
-            refusals.put("bad_request", 3L);
-            refusals.put("fenced", 1L);
+            refusals.put("bad_request", new java.util.concurrent.atomic.AtomicLong(3));
+            refusals.put("fenced", new java.util.concurrent.atomic.AtomicLong(1));
             assertThat(m.scrape()).contains("orbitkv_worker_api_refused_total{code=\"bad_request\",component=\"worker\",instance=\"decode-0\"} 3")
                     .contains("orbitkv_worker_api_refused_total{code=\"fenced\",component=\"worker\",instance=\"decode-0\"} 1")
                     .contains("orbitkv_worker_api_refused_total{code=\"too_large\",component=\"worker\",instance=\"decode-0\"} 0");
