@@ -12,6 +12,7 @@ One forward pass at a time (a lock): this engine does not batch. Needs PyTorch a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -169,7 +170,6 @@ class RealModel:
         """The attention backend of decode steps: PyTorch's reference kernel, which gives the same tokens from the same
         KV on every run (measured on the H200: the default choice gave 2 of 5 repeated decodes equal at 1K tokens, this
         one 5 of 5, and was faster at one token per step). ORBITKV_SDPA=default leaves the choice to PyTorch."""
-        import contextlib
         if os.environ.get("ORBITKV_SDPA", "math") == "math":
             from torch.nn.attention import SDPBackend, sdpa_kernel
             return sdpa_kernel([SDPBackend.MATH])

@@ -10,7 +10,7 @@ part. A slot is one big-integer XOR of a fixed step table with the seed repeated
 from __future__ import annotations
 
 import unicodedata
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 MASK = (1 << 64) - 1
 VOCAB = 32_000
@@ -140,20 +140,9 @@ class SimModel:
         table, rep, lanes = self._table(slot_bytes)
         return (table ^ (state * rep)).to_bytes(lanes * 8, "little")[:slot_bytes]
 
-    def write_kv(self, pool: "KvPoolLike", blocks: Sequence[int], tokens: Sequence[int]) -> None:
-        """Writes the KV of every prompt token into ``blocks`` (token ``i`` goes to block ``i // block_size``)."""
-        g = pool.layout
-        tb = token_bytes(g)
-        _check_blocks(g, blocks, len(tokens))
-        h = self.prefix_hashes(tokens)
-        for r in range(g.region_count):
-            layer, part = divmod(r, g.parts_per_layer)
-            for i in range(len(tokens)):
-                off = blocks[i // g.block_size_tokens] * g.page + (i % g.block_size_tokens) * tb
-                pool.write(r, off, self.slot(self.stream_seed(h[i], layer, part), tb))
-
-    def verify_kv(self, pool: "KvPoolLike", blocks: Sequence[int], tokens: Sequence[int]) -> Optional[str]:
-        """Where the pages differ from what the model computes, or None when every byte is right."""
+    def _slots(self, pool: "KvPoolLike", blocks: Sequence[int], tokens: Sequence[int]) -> Iterator[Tuple[int, int, int, int, bytes]]:
+        """Every token slot of the prompt's KV in ``blocks`` (token ``i`` goes to block ``i // block_size``): region,
+        token, block, byte offset in the region, and the bytes the model computes for it."""
         g = pool.layout
         tb = token_bytes(g)
         _check_blocks(g, blocks, len(tokens))
@@ -162,12 +151,22 @@ class SimModel:
             layer, part = divmod(r, g.parts_per_layer)
             for i in range(len(tokens)):
                 block = blocks[i // g.block_size_tokens]
-                off = block * g.page + (i % g.block_size_tokens) * tb
-                want = self.slot(self.stream_seed(h[i], layer, part), tb)
-                got = pool.read(r, off, tb)
-                if got != want:
-                    at = next(k for k in range(tb) if got[k] != want[k])
-                    return (f"KV of token {i} in block {block} (layer {layer} {g.part_name(r)}) differs at byte {at}")
+                yield r, i, block, block * g.page + (i % g.block_size_tokens) * tb, self.slot(self.stream_seed(h[i], layer, part), tb)
+
+    def write_kv(self, pool: "KvPoolLike", blocks: Sequence[int], tokens: Sequence[int]) -> None:
+        """Writes the KV of every prompt token into ``blocks`` (token ``i`` goes to block ``i // block_size``)."""
+        for r, _, _, off, data in self._slots(pool, blocks, tokens):
+            pool.write(r, off, data)
+
+    def verify_kv(self, pool: "KvPoolLike", blocks: Sequence[int], tokens: Sequence[int]) -> Optional[str]:
+        """Where the pages differ from what the model computes, or None when every byte is right."""
+        g = pool.layout
+        for r, i, block, off, want in self._slots(pool, blocks, tokens):
+            got = pool.read(r, off, len(want))
+            if got != want:
+                at = next(k for k in range(len(want)) if got[k] != want[k])
+                layer = r // g.parts_per_layer
+                return (f"KV of token {i} in block {block} (layer {layer} {g.part_name(r)}) differs at byte {at}")
         return None
 
 
