@@ -92,7 +92,8 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
                 p.duration("decider.retry.backoff.max", d.backoffMax()),
                 p.integer("decider.max-runs", d.maxRuns()),
                 p.integer("decider.history.limit", d.historyLimit()),
-                keyBytes);
+                keyBytes,
+                p.bool("decider.order-ahead", d.orderAhead()));
         return new DeciderConfig(
                 p.required("bootstrap.servers"),
                 p.string("decider.application.id", "orbitkv-decider"),

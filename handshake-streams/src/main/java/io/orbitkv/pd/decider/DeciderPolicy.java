@@ -19,11 +19,23 @@ import java.time.Duration;
  * @param maxRuns            most block runs one fact may list
  * @param historyLimit       history entries kept per request for queries
  * @param authKey            HMAC key of order tokens (shared with the receiving workers), >= 16 bytes
+ * @param orderAhead         issue the order as soon as the decode pages are held, before the prefill finishes
+ *                           ({@code TransferOrder.await_prefill}): a worker that hears its engine's prefill fact itself
+ *                           (the engine API) pushes the moment the engine reports, with no Kafka hop in between; the
+ *                           decider sends the order again with the source pages once PrefillCompleted reaches it
  */
 public record DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout, Duration transferTimeout,
                             Duration leaseDuration, Duration admissionGrace, Duration drainGrace, Duration retention,
                             int maxAttempts, Duration backoffBase, Duration backoffMax, int maxRuns, int historyLimit,
-                            byte[] authKey) {
+                            byte[] authKey, boolean orderAhead) {
+
+    /** A policy with {@code orderAhead} on (the default). */
+    public DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout, Duration transferTimeout, Duration leaseDuration,
+                         Duration admissionGrace, Duration drainGrace, Duration retention, int maxAttempts, Duration backoffBase,
+                         Duration backoffMax, int maxRuns, int historyLimit, byte[] authKey) {
+        this(prefillTimeout, decodeReadyTimeout, transferTimeout, leaseDuration, admissionGrace, drainGrace, retention, maxAttempts,
+                backoffBase, backoffMax, maxRuns, historyLimit, authKey, true);
+    }
 
     public DeciderPolicy {
         positive("decider.timeout.prefill", prefillTimeout);
@@ -50,11 +62,17 @@ public record DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout
         authKey = authKey.clone();
     }
 
-    /** Defaults: 60 s prefill and decode-ready, 10 s transfer, 30 s lease, 3 attempts from 50 ms backoff. */
+    /** Defaults: 60 s prefill and decode-ready, 10 s transfer, 30 s lease, 3 attempts from 50 ms backoff, orders ahead. */
     public static DeciderPolicy defaults(byte[] authKey) {
         return new DeciderPolicy(Duration.ofSeconds(60), Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(30),
                 Duration.ofSeconds(5), Duration.ofSeconds(5), Duration.ofMinutes(10), 3, Duration.ofMillis(50), Duration.ofSeconds(2),
                 65_536, 24, authKey);
+    }
+
+    /** This policy with {@link #orderAhead()} set to {@code on}. */
+    public DeciderPolicy withOrderAhead(boolean on) {
+        return new DeciderPolicy(prefillTimeout, decodeReadyTimeout, transferTimeout, leaseDuration, admissionGrace, drainGrace, retention,
+                maxAttempts, backoffBase, backoffMax, maxRuns, historyLimit, authKey, on);
     }
 
     /** Backoff before {@code nextAttempt} (2, 3, ...): base · 2^(nextAttempt-2), capped. */

@@ -230,9 +230,29 @@ public final class RequestStateMachine {
         s.setSource(held);
         s.setFirstToken(pc.getFirstToken());
         s.getTimings().setPrefillCompletedMs(c.now);
-        if (s.getPhase() != Phase.AWAITING_ADMISSION) {
-            advance(c);
+        switch (s.getPhase()) {
+            case AWAITING_ADMISSION, RETRY_WAIT -> { } // the order that follows carries the pages
+            case TRANSFERRING -> confirmAhead(c); // an order went out ahead of this fact
+            case KV_READY -> c.release(s.getSource(), ReleaseSide.PREFILL, "kv delivered to " + s.getDest().getEngineId());
+            default -> advance(c);
         }
+    }
+
+    /**
+     * The prefill finished while an order issued ahead of it ({@code await_prefill}) is open: check the pages fit, and
+     * send the order again with them, for a worker that did not hear the engine's fact itself. Same order id and attempt,
+     * so a worker that already pushes ignores it; the transfer's deadline counts from now.
+     */
+    private void confirmAhead(Ctx c) {
+        DeciderState s = c.s;
+        String mismatch = pairMismatch(s);
+        if (mismatch != null) {
+            c.abort("incompatible KV: " + mismatch);
+            prefillUnusable(c, "incompatible KV: " + mismatch);
+            return;
+        }
+        s.setOrderDeadlineMs(transferDeadline(s, c.now));
+        emitOrder(c, s.getAttempt());
     }
 
     private void onPrefillFailed(Ctx c, PrefillFailed pf) {
@@ -348,6 +368,9 @@ public final class RequestStateMachine {
             c.emit(KvReady.newBuilder().setDecodeEngineId(s.getDest().getEngineId()).setOrderId(tc.getOrderId())
                     .setBytes(tc.getBytes()).setFirstToken(s.getFirstToken()).build(), s.getDest().getEngineId());
             c.release(s.getSource(), ReleaseSide.PREFILL, "kv delivered to " + s.getDest().getEngineId());
+            if (s.getDecodeCompletedEarly()) {
+                finishWith(c, OutcomeKind.COMPLETED, "decode finished");
+            }
         }
         // KV_READY / RECOMPUTING: a duplicate completion of an attempt already settled; nothing to do.
     }
@@ -370,6 +393,12 @@ public final class RequestStateMachine {
     private void onDecodeCompleted(Ctx c, DecodeCompleted dc) {
         DeciderState s = c.s;
         if (isTerminal(s.getPhase())) {
+            return;
+        }
+        if (s.getPhase() == Phase.TRANSFERRING || s.getPhase() == Phase.RETRY_WAIT) {
+            // The receiving worker handed the engine its KV the moment the bytes landed, and the engine's report overtook
+            // the transfer's (two writers, one partition): the request completes once the transfer's report is in.
+            s.setDecodeCompletedEarly(true);
             return;
         }
         if (s.getPhase() != Phase.KV_READY && s.getPhase() != Phase.RECOMPUTING) {
@@ -548,10 +577,7 @@ public final class RequestStateMachine {
             return;
         }
         if (s.getSource() != null && s.getDest() != null) {
-            String mismatch = layoutMismatch(s.getSource().getLayout(), s.getDest().getLayout());
-            if (mismatch == null && blocks(s.getSource().getBlocks()) != blocks(s.getDest().getBlocks())) {
-                mismatch = "source holds " + blocks(s.getSource().getBlocks()) + " blocks, destination " + blocks(s.getDest().getBlocks());
-            }
+            String mismatch = pairMismatch(s);
             if (mismatch != null) {
                 prefillUnusable(c, "incompatible KV: " + mismatch);
                 return;
@@ -560,18 +586,38 @@ public final class RequestStateMachine {
         } else if (s.getSource() != null) {
             s.setPhase(Phase.PREFILL_DONE);
         } else if (s.getDest() != null) {
-            s.setPhase(Phase.DECODE_READY);
+            if (policy.orderAhead()) {
+                issueOrder(c); // ahead of the prefill: its worker pushes the moment the engine reports
+            } else {
+                s.setPhase(Phase.DECODE_READY);
+            }
         } else {
             s.setPhase(Phase.ADMITTED);
         }
     }
 
+    /** Null when the reported source pages can be copied page for page into the destination pages; else why not. */
+    private static String pairMismatch(DeciderState s) {
+        String mismatch = layoutMismatch(s.getSource().getLayout(), s.getDest().getLayout());
+        if (mismatch == null && blocks(s.getSource().getBlocks()) != blocks(s.getDest().getBlocks())) {
+            mismatch = "source holds " + blocks(s.getSource().getBlocks()) + " blocks, destination " + blocks(s.getDest().getBlocks());
+        }
+        return mismatch;
+    }
+
+    private long transferDeadline(DeciderState s, long now) {
+        return Math.min(now + policy.transferTimeout().toMillis(), Math.max(now + 1, s.getLeaseDeadlineMs()));
+    }
+
+    /**
+     * The next attempt. Without the prefill's pages yet (order-ahead) it waits for them: its deadline covers the
+     * prefill's time as well (the prefill timeout, which fires first, ends a prefill that never comes).
+     */
     private void issueOrder(Ctx c) {
         DeciderState s = c.s;
         int attempt = s.getAttempt() + 1;
-        String orderId = s.getRequestId() + "/a" + attempt;
-        long deadline = Math.min(c.now + policy.transferTimeout().toMillis(), Math.max(c.now + 1, s.getLeaseDeadlineMs()));
-        byte[] token = tokens.sign(orderId, s.getLeaseEpoch(), s.getDest().getEngineId(), s.getDest().getInstanceEpoch(), s.getDest().getBlocks());
+        long deadline = s.getSource() != null ? transferDeadline(s, c.now)
+                : Math.max(c.now, s.getTimings().getAdmittedMs() + policy.prefillTimeout().toMillis()) + policy.transferTimeout().toMillis();
         s.setAttempt(attempt);
         s.setAttemptOpen(true);
         s.setOrderDeadlineMs(deadline);
@@ -579,12 +625,29 @@ public final class RequestStateMachine {
         if (s.getTimings().getOrderIssuedMs() == null) {
             s.getTimings().setOrderIssuedMs(c.now);
         }
+        emitOrder(c, attempt);
+    }
+
+    /** The order of {@code attempt}, to the source engine's worker: with the source pages once reported, else ahead of them. */
+    private void emitOrder(Ctx c, int attempt) {
+        DeciderState s = c.s;
+        String orderId = s.getRequestId() + "/a" + attempt;
+        byte[] token = tokens.sign(orderId, s.getLeaseEpoch(), s.getDest().getEngineId(), s.getDest().getInstanceEpoch(), s.getDest().getBlocks());
+        HeldPages src = s.getSource();
+        String sourceEngine = sourceEngine(s);
         c.emit(TransferOrder.newBuilder().setOrderId(orderId).setAttempt(attempt)
-                .setSourceEngineId(s.getSource().getEngineId()).setSourceInstanceEpoch(s.getSource().getInstanceEpoch())
+                .setSourceEngineId(sourceEngine).setSourceInstanceEpoch(src == null ? -1 : src.getInstanceEpoch())
                 .setDestEngineId(s.getDest().getEngineId()).setDestInstanceEpoch(s.getDest().getInstanceEpoch())
-                .setSourceBlocks(s.getSource().getBlocks()).setDestBlocks(s.getDest().getBlocks()).setLayout(s.getSource().getLayout())
+                .setSourceBlocks(src == null ? List.of() : src.getBlocks()).setDestBlocks(s.getDest().getBlocks())
+                .setLayout(src == null ? s.getDest().getLayout() : src.getLayout())
                 .setLeaseId(s.getLeaseId()).setLeaseEpoch(s.getLeaseEpoch()).setAuthToken(ByteBuffer.wrap(token))
-                .setDeadlineMs(deadline).setTransport("auto").build(), s.getSource().getEngineId());
+                .setDeadlineMs(s.getOrderDeadlineMs()).setTransport("auto").setAwaitPrefill(src == null).setFirstToken(s.getFirstToken()).build(),
+                sourceEngine);
+    }
+
+    /** The engine the request's KV comes from: the one that reported it, else the one it was admitted for. */
+    private static String sourceEngine(DeciderState s) {
+        return s.getSource() != null ? s.getSource().getEngineId() : s.getAdmission().getPrefillEngineId();
     }
 
     private void attemptFailed(Ctx c, String reason, boolean retriable) {
@@ -611,6 +674,9 @@ public final class RequestStateMachine {
     /** No prefill KV exists (failed, timed out, engine lost it). */
     private void prefillLost(Ctx c, String reason) {
         DeciderState s = c.s;
+        if (s.getAttemptOpen()) {
+            c.abort(reason); // an order issued ahead of the prefill: nothing will come to push
+        }
         if (s.getAdmission().getFailurePolicy() == FailurePolicy.RECOMPUTE) {
             if (s.getDest() != null && !s.getDest().getReleased()) {
                 c.release(s.getSource(), ReleaseSide.PREFILL, reason);
@@ -824,6 +890,7 @@ public final class RequestStateMachine {
         final long now;
         final List<Emit> emits = new ArrayList<>();
         Rejection rejection;
+        boolean aborted;
 
         Ctx(DeciderState s, RequestEvent event, long now) {
             this.s = s;
@@ -853,9 +920,14 @@ public final class RequestStateMachine {
         }
 
         void abort(String reason) {
+            if (aborted) {
+                return; // one abort per attempt and step, whichever path asked first
+            }
+            aborted = true;
+            String source = sourceEngine(s);
             emit(AbortTransfer.newBuilder().setOrderId(s.getRequestId() + "/a" + s.getAttempt()).setAttempt(s.getAttempt())
-                    .setSourceEngineId(s.getSource().getEngineId()).setDestEngineId(s.getDest().getEngineId()).setReason(reason).build(),
-                    List.of(s.getSource().getEngineId(), s.getDest().getEngineId()));
+                    .setSourceEngineId(source).setDestEngineId(s.getDest().getEngineId()).setReason(reason).build(),
+                    List.of(source, s.getDest().getEngineId()));
             // The attempt may be mid-push: it stays open until it reports, or until the drain window after now.
             s.setOrderDeadlineMs(Math.min(s.getOrderDeadlineMs(), now));
         }

@@ -35,7 +35,8 @@ import java.util.TreeMap;
  *       engine, side and blocks; nothing released that was never held;</li>
  *   <li>no TransferOrder after the outcome;</li>
  *   <li>every order's lease epoch is the epoch of the accepted DecodeReady of its lease and destination pages;
- *       attempts 1, 2, … ≤ maxAttempts;</li>
+ *       attempts 1, 2, … ≤ maxAttempts (an order issued ahead of the prefill may be sent once more, with its source
+ *       pages, under the same attempt);</li>
  *   <li>no release of pages an order pushes into / reads from while an attempt may still push: every order of
  *       the request reported (completed / failed), or aborted and drain-grace past min(its deadline, the abort) (releases caused by an
  *       EngineEpochChanged of that engine are exempt: its memory is gone);</li>
@@ -58,7 +59,7 @@ final class DeciderInvariants {
     }
 
     private static final class Order {
-        final TransferOrder order;
+        TransferOrder order;
         boolean reported;
         Long abortedAt;
 
@@ -170,6 +171,12 @@ final class DeciderInvariants {
                 Long epoch = r.leaseEpochs.get(o.getLeaseId() + " " + pages("", ReleaseSide.DECODE, o.getDestBlocks()));
                 if (epoch == null || epoch != o.getLeaseEpoch()) {
                     bad.add(at + ": (d) lease epoch " + o.getLeaseEpoch() + " but the accepted DecodeReady of that lease had " + epoch);
+                }
+                Order ahead = r.orders.get(o.getAttempt());
+                if (ahead != null && ahead.order.getAwaitPrefill() && !o.getAwaitPrefill() && o.getAttempt() == r.lastAttempt
+                        && ahead.order.getOrderId().equals(o.getOrderId())) {
+                    ahead.order = o; // the order issued ahead of the prefill, sent again with its source pages
+                    break;
                 }
                 if (o.getAttempt() != r.lastAttempt + 1 || o.getAttempt() > policy.maxAttempts()) {
                     bad.add(at + ": (d) attempt " + o.getAttempt() + " after attempt " + r.lastAttempt + " (max " + policy.maxAttempts() + ")");

@@ -44,7 +44,7 @@ import org.slf4j.LoggerFactory;
  */
 class DeciderInvariantsPropertyTest {
 
-    private static final DeciderPolicy POLICY = fastPolicy();
+    private static final DeciderPolicy POLICY = fastPolicy().withOrderAhead(Boolean.getBoolean("orbitkv.orderAhead"));
     private static final long SEED = Long.getLong("orbitkv.seed", 20_261_202L);
     private static final int REQUESTS = Integer.getInteger("orbitkv.requests", 10_000);
     /** Engine epoch changes may also come before the admission (they do in production: BUG-1). */
@@ -315,10 +315,14 @@ class DeciderInvariantsPropertyTest {
     record Run(List<Item> trace, List<Decision> decisions, List<DeadLetter> deadLetters, long remainingStates) { }
 
     static Run drive(List<Timed> input) {
+        return drive(input, POLICY);
+    }
+
+    static Run drive(List<Timed> input, DeciderPolicy policy) {
         List<Item> trace = new ArrayList<>(input.size() * 2);
         List<Decision> decisions = new ArrayList<>();
         List<DeadLetter> dls = new ArrayList<>();
-        try (DeciderDriver d = new DeciderDriver(POLICY)) {
+        try (DeciderDriver d = new DeciderDriver(policy)) {
             int i = 0;
             for (Timed t : input) {
                 d.pipe(t.at(), t.event());
@@ -383,6 +387,15 @@ class DeciderInvariantsPropertyTest {
             org.assertj.core.api.Assertions.fail(summary + "\n" + bad.size() + " violations by invariant " + byKind + "; first ones:\n"
                     + String.join("\n", bad.subList(0, Math.min(40, bad.size()))));
         }
+    }
+
+    @Test
+    void invariantsHoldWithOrdersIssuedAheadOfThePrefill() {
+        DeciderPolicy ahead = POLICY.withOrderAhead(true);
+        Run run = drive(interleaving(SEED + 3, 3000), ahead);
+        assertThat(run.decisions()).anyMatch(x -> x.getPayload() instanceof TransferOrder o && o.getAwaitPrefill());
+        assertThat(new DeciderInvariants(ahead).check(run.trace())).as("seed %d, decider.order-ahead=true", SEED + 3).isEmpty();
+        assertThat(run.remainingStates()).isZero();
     }
 
     @Test

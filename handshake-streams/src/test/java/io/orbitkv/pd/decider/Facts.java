@@ -37,12 +37,12 @@ public final class Facts {
         return DeciderPolicy.defaults("test-auth-key-0123456789".getBytes(StandardCharsets.UTF_8));
     }
 
-    /** Short timeouts for timeout tests. */
+    /** Short timeouts for timeout tests; orders wait for both sides (the classic match; order-ahead has its own tests). */
     public static DeciderPolicy fastPolicy() {
         DeciderPolicy d = policy();
         return new DeciderPolicy(Duration.ofSeconds(2), Duration.ofSeconds(2), Duration.ofSeconds(1), Duration.ofSeconds(3),
                 Duration.ofSeconds(1), Duration.ofMillis(500), Duration.ofSeconds(30), 3, Duration.ofMillis(100), Duration.ofSeconds(1),
-                1024, 64, d.authKey());
+                1024, 64, d.authKey(), false);
     }
 
     public static KvLayout layout() {

@@ -211,7 +211,7 @@ class RequestStateMachineTest {
             TRANSFERRING | TRANSFER_COMPLETED        | KV_READY     | KvReady,RelP             | -
             TRANSFERRING | TRANSFER_FAILED_RETRIABLE | RETRY_WAIT   | -                        | -
             TRANSFERRING | TRANSFER_FAILED_FATAL     | FAILED       | RelP,RelD,Outcome:FAILED | -
-            TRANSFERRING | DECODE_COMPLETED          | TRANSFERRING | Rejected                 | ILLEGAL_TRANSITION
+            TRANSFERRING | DECODE_COMPLETED          | TRANSFERRING | -                        | -
             TRANSFERRING | CANCEL                    | CANCELLED    | Abort,Outcome:CANCELLED  | -
             TRANSFERRING | EPOCH_DECODE              | FAILED       | RelD,Abort,Outcome:FAILED | -
             TRANSFERRING | EPOCH_PREFILL             | FAILED       | RelP,Abort,Outcome:FAILED | -   | BUG-2
@@ -228,7 +228,7 @@ class RequestStateMachineTest {
             RETRY_WAIT | TRANSFER_COMPLETED        | KV_READY   | KvReady,RelP             | -
             RETRY_WAIT | TRANSFER_FAILED_RETRIABLE | RETRY_WAIT | -                        | -
             RETRY_WAIT | TRANSFER_FAILED_FATAL     | RETRY_WAIT | -                        | -
-            RETRY_WAIT | DECODE_COMPLETED          | RETRY_WAIT | Rejected                 | ILLEGAL_TRANSITION
+            RETRY_WAIT | DECODE_COMPLETED          | RETRY_WAIT | -                        | -
             RETRY_WAIT | CANCEL                    | CANCELLED  | RelP,RelD,Outcome:CANCELLED | -
             RETRY_WAIT | EPOCH_DECODE              | FAILED     | RelD,RelP,Outcome:FAILED | -
             RETRY_WAIT | EPOCH_PREFILL             | FAILED     | RelP,RelD,Outcome:FAILED | -
@@ -540,5 +540,105 @@ class RequestStateMachineTest {
         Step s = m.onEvent(b.state(), completed(R, 1), 1003);
         assertThat(s.emits()).extracting(RequestStateMachine.Emit::payload).filteredOn(p -> p instanceof KvReady)
                 .singleElement().extracting(p -> ((KvReady) p).getFirstToken()).isEqualTo(4242);
+    }
+    // ------------------------------------------------------------------------------------------------ order-ahead
+
+    private static final DeciderPolicy AHEAD = POLICY.withOrderAhead(true);
+
+    private static List<Object> payloads(Step s) {
+        return s.emits().stream().map(e -> (Object) e.payload()).toList();
+    }
+
+    @Test
+    void orderAheadIssuesTheOrderWhenTheDecodePagesAreHeldAndConfirmsItWithTheSourcePages() {
+        RequestStateMachine m = new RequestStateMachine(AHEAD);
+        Built b = replay(m, 1000L, admitted(R));
+        Step ready = m.onEvent(b.state(), decodeReady(R, run(100, 4)), 1001);
+        assertThat(ready.state().getPhase()).isEqualTo(Phase.TRANSFERRING);
+        TransferOrder ahead = (TransferOrder) payloads(ready).stream().filter(p -> p instanceof TransferOrder).findFirst().orElseThrow();
+        assertThat(ahead.getAwaitPrefill()).isTrue();
+        assertThat(ahead.getSourceBlocks()).isEmpty();
+        assertThat(ahead.getSourceEngineId()).isEqualTo(PREFILL);
+        assertThat(ahead.getSourceInstanceEpoch()).isEqualTo(-1);
+        assertThat(ahead.getLayout()).isEqualTo(layout());
+        assertThat(ahead.getDeadlineMs()).as("covers the prefill timeout and the transfer").isEqualTo(1000 + 2000 + 1000);
+
+        RequestEvent pc = prefillCompleted(R, run(0, 4));
+        ((io.orbitkv.pd.events.PrefillCompleted) pc.getPayload()).setFirstToken(7);
+        Step done = m.onEvent(ready.state(), pc, 1500);
+        TransferOrder again = (TransferOrder) payloads(done).stream().filter(p -> p instanceof TransferOrder).findFirst().orElseThrow();
+        assertThat(again.getOrderId()).isEqualTo(ahead.getOrderId());
+        assertThat(again.getAttempt()).isEqualTo(1);
+        assertThat(again.getAwaitPrefill()).isFalse();
+        assertThat(again.getSourceBlocks()).containsExactly(run(0, 4));
+        assertThat(again.getSourceInstanceEpoch()).isEqualTo(1);
+        assertThat(again.getFirstToken()).isEqualTo(7);
+        assertThat(again.getAuthToken()).as("the token covers the destination only").isEqualTo(ahead.getAuthToken());
+        assertThat(again.getDeadlineMs()).isEqualTo(1500 + 1000);
+        assertThat(done.state().getAttempt()).isEqualTo(1);
+
+        Step kv = m.onEvent(done.state(), completed(R, 1), 1510);
+        assertThat(payloads(kv)).anySatisfy(p -> assertThat(p).isInstanceOf(KvReady.class));
+        assertThat(payloads(kv)).anySatisfy(p -> assertThat(p).isInstanceOfSatisfying(ReleaseDecided.class,
+                r -> assertThat(r.getSide()).isEqualTo(ReleaseSide.PREFILL)));
+    }
+
+    @Test
+    void orderAheadWaitsForAdmissionAndIsNotIssuedWhenThePrefillCameFirst() {
+        RequestStateMachine m = new RequestStateMachine(AHEAD);
+        Step early = m.onEvent(null, decodeReady(R, run(100, 4)), 1000);
+        assertThat(early.emits()).isEmpty();
+        Built b = replay(m, 1000L, admitted(R), 1001L, prefillCompleted(R, run(0, 4)));
+        Step order = m.onEvent(b.state(), decodeReady(R, run(100, 4)), 1002);
+        assertThat(payloads(order)).singleElement().isInstanceOfSatisfying(TransferOrder.class, o -> assertThat(o.getAwaitPrefill()).isFalse());
+    }
+
+    @Test
+    void aPrefillFailureAfterAnOrderAheadAbortsIt() {
+        RequestStateMachine m = new RequestStateMachine(AHEAD);
+        Built b = replay(m, 1000L, admitted(R), 1001L, decodeReady(R, run(100, 4)));
+        Step s = m.onEvent(b.state(), prefillFailed(R), 1100);
+        assertThat(payloads(s)).filteredOn(p -> p instanceof AbortTransfer).singleElement()
+                .satisfies(p -> assertThat(((AbortTransfer) p).getSourceEngineId()).isEqualTo(PREFILL));
+        assertThat(s.state().getOutcome()).isEqualTo(OutcomeKind.FAILED);
+        assertThat(payloads(s)).as("decode pages wait for the aborted attempt to drain").noneMatch(p -> p instanceof ReleaseDecided);
+        Step settled = m.onEvent(s.state(), failed(R, 1, false), 1101);
+        assertThat(payloads(settled)).filteredOn(p -> p instanceof ReleaseDecided).hasSize(1);
+    }
+
+    @Test
+    void aPrefillTimeoutAfterAnOrderAheadAbortsItOnce() {
+        RequestStateMachine m = new RequestStateMachine(AHEAD);
+        Built b = replay(m, 1000L, admitted(R, FailurePolicy.RECOMPUTE), 1001L, decodeReady(R, run(100, 4)));
+        assertThat(m.nextDeadline(b.state())).isEqualTo(1000 + 2000);
+        Step s = m.onTimer(b.state(), 3000);
+        assertThat(payloads(s)).filteredOn(p -> p instanceof AbortTransfer).hasSize(1);
+        assertThat(payloads(s)).anySatisfy(p -> assertThat(p).isInstanceOf(RecomputeDecided.class));
+    }
+
+    @Test
+    void mismatchedPagesReportedAfterAnOrderAheadAbortIt() {
+        RequestStateMachine m = new RequestStateMachine(AHEAD);
+        Built b = replay(m, 1000L, admitted(R), 1001L, decodeReady(R, run(100, 4)));
+        Step s = m.onEvent(b.state(), prefillCompleted(R, run(0, 3)), 1100);
+        assertThat(payloads(s)).anySatisfy(p -> assertThat(p).isInstanceOf(AbortTransfer.class));
+        assertThat(payloads(s)).noneMatch(p -> p instanceof TransferOrder);
+        assertThat(s.state().getOutcome()).isEqualTo(OutcomeKind.FAILED);
+        assertThat(s.state().getOutcomeReason()).contains("source holds 3 blocks, destination 4");
+    }
+
+    @Test
+    void aDecodeCompletedThatOvertakesTheTransfersReportCompletesTheRequestOnThatReport() {
+        RequestStateMachine m = new RequestStateMachine(AHEAD);
+        Built b = replay(m, 1000L, admitted(R), 1001L, decodeReady(R, run(100, 4)), 1002L, prefillCompleted(R, run(0, 4)));
+        Step early = m.onEvent(b.state(), decodeCompleted(R), 1003);
+        assertThat(early.rejection()).isNull();
+        assertThat(early.emits()).isEmpty();
+        assertThat(early.state().getPhase()).isEqualTo(Phase.TRANSFERRING);
+        Step done = m.onEvent(early.state(), completed(R, 1), 1004);
+        assertThat(payloads(done)).anySatisfy(p -> assertThat(p).isInstanceOf(KvReady.class));
+        assertThat(done.state().getOutcome()).isEqualTo(OutcomeKind.COMPLETED);
+        assertThat(payloads(done)).filteredOn(p -> p instanceof ReleaseDecided).hasSize(2);
+        assertThat(payloads(done)).filteredOn(p -> p instanceof RequestOutcome).hasSize(1);
     }
 }
