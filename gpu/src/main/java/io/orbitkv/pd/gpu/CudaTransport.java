@@ -258,6 +258,7 @@ public final class CudaTransport implements KvTransport {
                 long bytes;
                 long admittedUs;
                 long builtUs;
+                long ackedUs;
                 try (ReceiveSession s = target.open(NAME, request, plan.source())) {
                     admittedUs = Marks.nowMicros();
                     RunTable table = RunTable.build(plan, source, target.pool(), BlockRuns.intervals(request.destRuns()));
@@ -271,11 +272,14 @@ public final class CudaTransport implements KvTransport {
                     } finally {
                         s.endFrame(written);
                     }
+                    // every byte in place: marked before the session closes, which may hand the KV to the decode engine
+                    ackedUs = Marks.nowMicros();
                     bytes = written;
+                    s.complete();
                 }
                 checkCancelled("while the copy ran (its bytes landed)");
                 result.complete(new TransferResult(bytes, System.nanoTime() - t0, NAME, 1, Marks.empty().at(TransferResult.CONNECTED, tookUs)
-                        .at(TransferResult.ADMITTED, admittedUs).at(TransferResult.WRITTEN, builtUs).mark(TransferResult.ACKED)));
+                        .at(TransferResult.ADMITTED, admittedUs).at(TransferResult.WRITTEN, builtUs).at(TransferResult.ACKED, ackedUs)));
             } catch (TransferException e) {
                 result.completeExceptionally(e);
             } catch (CudaException e) {

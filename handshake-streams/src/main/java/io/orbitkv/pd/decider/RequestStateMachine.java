@@ -213,6 +213,14 @@ public final class RequestStateMachine {
             if (samePages(s.getSource(), held)) {
                 return; // a duplicate of the fact already recorded; those pages are (or will be) released with the request
             }
+            if (s.getSource() == null && s.getAttempt() > 0 && s.getAdmission() != null
+                    && s.getAdmission().getPrefillEngineId().equals(pc.getEngineId())) {
+                // An order went out ahead of these pages: its worker may be reading them (it heard the engine first), so
+                // they are released like any source, once the attempt has drained.
+                s.setSource(held);
+                c.release(held, ReleaseSide.PREFILL, "request already " + s.getPhase() + ": prefill pages not needed");
+                return;
+            }
             // No order was or will be issued against these pages: free them at once, drain or not.
             c.releaseNow(held, ReleaseSide.PREFILL, "request already " + s.getPhase() + ": prefill pages not needed", null, null);
             return;

@@ -641,4 +641,16 @@ class RequestStateMachineTest {
         assertThat(payloads(done)).filteredOn(p -> p instanceof ReleaseDecided).hasSize(2);
         assertThat(payloads(done)).filteredOn(p -> p instanceof RequestOutcome).hasSize(1);
     }
+
+    @Test
+    void prefillPagesReportedAfterACancelWaitForTheOrderAheadToDrain() {
+        RequestStateMachine m = new RequestStateMachine(AHEAD);
+        Built b = replay(m, 1000L, admitted(R), 1001L, decodeReady(R, run(100, 4)), 1002L, cancel(R));
+        assertThat(b.state().getPhase()).isEqualTo(Phase.CANCELLED);
+        Step late = m.onEvent(b.state(), prefillCompleted(R, run(0, 4)), 1003);
+        assertThat(payloads(late)).as("its worker may be pushing from them").noneMatch(p -> p instanceof ReleaseDecided);
+        Step settled = m.onEvent(late.state(), failed(R, 1, false), 1004);
+        assertThat(payloads(settled)).filteredOn(p -> p instanceof ReleaseDecided).extracting(p -> ((ReleaseDecided) p).getSide())
+                .containsExactlyInAnyOrder(ReleaseSide.PREFILL, ReleaseSide.DECODE);
+    }
 }

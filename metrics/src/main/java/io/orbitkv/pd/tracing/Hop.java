@@ -33,6 +33,11 @@ public enum Hop {
     DECIDER_ORDER("decider_order", "decider: fact in → order out", false),
     /** The {@code TransferOrder} → the source engine's worker polled it. */
     ORDER_TO_WORKER("order_to_worker", "Kafka: order out → worker in", true),
+    /**
+     * Order-ahead: the prefill engine's KV computed → its worker read the engine's {@code PrefillCompleted} on the engine
+     * API and started the order it holds (replaces the three hops above: the decider is not on this path).
+     */
+    PREFILL_TO_WORKER("prefill_to_worker", "engine API: prefill computed → worker starts the order ahead", true),
     /** Worker: polled → an order slot took it up. */
     WORKER_QUEUE("worker_queue", "worker: queued", false),
     /** Worker: destination looked up, plan built, {@code TransferStarted} sent, connection ready. */
@@ -49,6 +54,11 @@ public enum Hop {
     REPORT_TO_DECIDER("report_to_decider", "Kafka: report out → decider in", true),
     /** Decider: the report taken up → {@code KvReady} handed to Kafka. */
     DECIDER_KV_READY("decider_kv_ready", "decider: report in → KvReady out", false),
+    /**
+     * Ready on landing: every byte in place → the decode engine read the kv_ready its own worker handed it on the engine
+     * API (replaces the report → decider → {@code KvReady} hops, which follow off the critical path).
+     */
+    LANDED_TO_ENGINE("landed_to_engine", "engine API: bytes landed → decode engine in", true),
     /** {@code KvReady} → the decode engine read it. */
     KV_READY_TO_ENGINE("kv_ready_to_engine", "Kafka: KvReady out → decode engine in", true),
     /** Decode engine: {@code KvReady} read → first token written on the HTTP answer. */

@@ -62,6 +62,10 @@ public final class Marks {
     public static final String ACKED = "ack";
     /** Worker's engine API: the engine's fact frame was read (its {@code out} is when the worker handed it to Kafka). */
     public static final String API = "api";
+    /** Worker: an order issued ahead of the prefill started from its engine's own PrefillCompleted, read at this time. */
+    public static final String ENGINE_FACT = "ef";
+    /** Receiving worker: every byte of the push in place; the kv_ready it hands its engine on the engine API carries it. */
+    public static final String LANDED = "land";
 
     private static final int MAX = 32;
 

@@ -7,6 +7,7 @@ import io.orbitkv.pd.kv.TransferPlan;
 import io.orbitkv.pd.mooncake.internal.AdmissionClient;
 import io.orbitkv.pd.mooncake.internal.AdmissionServer;
 import io.orbitkv.pd.mooncake.internal.AdmissionWire;
+import io.orbitkv.pd.transport.tcp.wire.Wire;
 import io.orbitkv.pd.mooncake.internal.WriteBatcher;
 import io.orbitkv.pd.mooncake.te.MooncakeEngine;
 import io.orbitkv.pd.mooncake.te.MooncakeException;
@@ -158,7 +159,8 @@ public final class MooncakeTransport implements KvTransport {
         String host = config.host().contains(":") ? "[" + config.host() + "]" : config.host();
         return Optional.of(TransportEndpoint.newBuilder().setTransport(NAME).setAddress(engine.segmentName())
                 .setAttributes(Map.of("control", host + ":" + admission.localAddress().getPort(), "protocol", engine.protocol(), "metadata",
-                        config.metadata(), "wire-version", Integer.toString(AdmissionWire.VERSION)))
+                        config.metadata(), "wire-version", Integer.toString(AdmissionWire.VERSION),
+                        Wire.FIRST_TOKEN, "true"))
                 .build());
     }
 
@@ -173,7 +175,9 @@ public final class MooncakeTransport implements KvTransport {
     // ---- sending ------------------------------------------------------------------------------------------------
 
     @Override
-    public Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+    public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+        PushRequest request = "true".equals(peer.attributes().get(Wire.FIRST_TOKEN)) ? push
+                : push.withFirstToken(null);
         MooncakeTransfer t = new MooncakeTransfer(request, source, plan, peer);
         if (closed) {
             t.fail(new TransferException(TransferError.INTERNAL, "mooncake transport is closed"));

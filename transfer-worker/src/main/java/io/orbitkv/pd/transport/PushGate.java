@@ -51,6 +51,9 @@ public final class PushGate {
     private final LongAdder bytesWritten = new LongAdder();
     private final Map<TransferError, LongAdder> refused = new EnumMap<>(TransferError.class);
     private volatile ReceiveListener listener = (transport, nanos) -> { };
+    private volatile LandingListener landing;
+    /** Bytes of complete sessions per push (order id#attempt) until the push's destination pages are all written. */
+    private final Map<String, long[]> landingBytes;
 
     /** The reasons {@link #open} refuses a push for, in the order it checks them. */
     public static final java.util.List<TransferError> REFUSALS = java.util.List.of(TransferError.WRONG_ENGINE, TransferError.STALE_EPOCH,
@@ -64,6 +67,13 @@ public final class PushGate {
          * @param nanos     admission to close
          */
         void ended(String transport, long nanos);
+    }
+
+    /** Hears of every push whose bytes have all landed (see {@link #onLanded}). */
+    @FunctionalInterface
+    public interface LandingListener {
+        /** On the receiving thread of the push's last part: must be cheap and must not throw. */
+        void landed(PushRequest request, long bytes);
     }
 
     /**
@@ -84,6 +94,7 @@ public final class PushGate {
         this.leases = lru(maxFences);
         this.abortedAttempts = lru(maxFences);
         this.fencedRequests = lru(maxFences);
+        this.landingBytes = lru(maxFences);
         for (TransferError e : TransferError.values()) {
             refused.put(e, new LongAdder());
         }
@@ -113,6 +124,15 @@ public final class PushGate {
     /** Tells {@code listener} of every receive session that ends from now on (one listener; the worker's metrics). */
     public void listen(ReceiveListener listener) {
         this.listener = Objects.requireNonNull(listener, "listener");
+    }
+
+    /**
+     * Tells {@code listener} of every push whose destination pages have all been written by receive sessions that
+     * completed without a fence (all of a push's stripes, whatever the transport): the moment a decode engine may read
+     * them. Once per push (order id and attempt).
+     */
+    public void onLanded(LandingListener listener) {
+        this.landing = listener;
     }
 
     /**
@@ -248,6 +268,20 @@ public final class PushGate {
         sessions.remove(s.id());
         bytesWritten.add(s.bytesWritten());
         listener.ended(s.transport(), nanos);
+        LandingListener l = landing;
+        if (l != null && s.isComplete() && s.bytesWritten() > 0) {
+            PushRequest r = s.request();
+            long expected = BlockRuns.totalBlocks(r.destRuns()) * pool.geometry().bytesPerBlock();
+            boolean whole;
+            synchronized (this) {
+                long[] got = landingBytes.computeIfAbsent(attemptKey(r.orderId(), r.attempt()), k -> new long[1]);
+                got[0] += s.bytesWritten();
+                whole = got[0] == expected;
+            }
+            if (whole) {
+                l.landed(r, expected);
+            }
+        }
     }
 
     /** Open sessions (pushes being received). */

@@ -21,9 +21,18 @@ import java.util.Objects;
  * @param token             HMAC-SHA256 token from the order
  * @param deadlineMs        wall-clock deadline of the order (epoch ms), 0 for none
  * @param senderId          the sending worker, for logs
+ * @param firstToken        the prefill's sampled token, or null: the receiving worker hands it to its engine with the
+ *                          kv_ready it delivers when the push lands (not covered by the token: it only saves the decode
+ *                          engine a step, and the decider's KvReady carries the same value)
  */
 public record PushRequest(String requestId, String orderId, int attempt, String leaseId, long leaseEpoch, String destEngineId,
-                          long destInstanceEpoch, List<BlockRun> destRuns, byte[] token, long deadlineMs, String senderId) {
+                          long destInstanceEpoch, List<BlockRun> destRuns, byte[] token, long deadlineMs, String senderId, Integer firstToken) {
+
+    /** A push that carries no first token. */
+    public PushRequest(String requestId, String orderId, int attempt, String leaseId, long leaseEpoch, String destEngineId,
+                       long destInstanceEpoch, List<BlockRun> destRuns, byte[] token, long deadlineMs, String senderId) {
+        this(requestId, orderId, attempt, leaseId, leaseEpoch, destEngineId, destInstanceEpoch, destRuns, token, deadlineMs, senderId, null);
+    }
 
     public PushRequest {
         Objects.requireNonNull(requestId, "requestId");
@@ -41,7 +50,13 @@ public record PushRequest(String requestId, String orderId, int attempt, String 
         byte[] token = new byte[t.remaining()];
         t.get(token);
         return new PushRequest(requestId, o.getOrderId(), o.getAttempt(), o.getLeaseId(), o.getLeaseEpoch(), o.getDestEngineId(),
-                o.getDestInstanceEpoch(), o.getDestBlocks(), token, o.getDeadlineMs(), senderId);
+                o.getDestInstanceEpoch(), o.getDestBlocks(), token, o.getDeadlineMs(), senderId, o.getFirstToken());
+    }
+
+    /** This push with {@code first} as its first token (null: none). */
+    public PushRequest withFirstToken(Integer first) {
+        return new PushRequest(requestId, orderId, attempt, leaseId, leaseEpoch, destEngineId, destInstanceEpoch, destRuns, token, deadlineMs,
+                senderId, first);
     }
 
     @Override

@@ -27,6 +27,7 @@ public final class ReceiveSession implements AutoCloseable {
     private volatile TransferException stopped;
     private long bytes;
     private boolean closed;
+    private volatile boolean complete;
 
     ReceiveSession(PushGate gate, long id, String transport, PushRequest request, KvPool pool, BlockRuns.Intervals authorized) {
         this.gate = gate;
@@ -92,6 +93,18 @@ public final class ReceiveSession implements AutoCloseable {
         return pool.hostRegion(region)
                 .orElseThrow(() -> new TransferException(TransferError.UNSUPPORTED, pool.location() + " pool has no host view for this transport"))
                 .asSlice(offset, length);
+    }
+
+    /**
+     * The transport received everything this session announced and acknowledges it (a tcp stripe's END, a cuda copy's
+     * event): only complete sessions count towards a push's landing ({@link PushGate#onLanded}).
+     */
+    public void complete() {
+        complete = true;
+    }
+
+    boolean isComplete() {
+        return complete && stopped == null;
     }
 
     /** Bytes written so far. */

@@ -1,5 +1,8 @@
 package io.orbitkv.pd.worker;
 
+import io.orbitkv.pd.tracing.Marks;
+import io.orbitkv.pd.events.PrefillFailed;
+import io.orbitkv.pd.events.PrefillCompleted;
 import io.orbitkv.pd.schemas.config.KafkaClients;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -78,7 +81,7 @@ public final class WorkerApp implements AutoCloseable {
     private KafkaProducer<String, byte[]> producer;
     private EventReporter reporter;
     private EngineDirectory directory;
-    private OrderRunner runner;
+    private volatile OrderRunner runner;
     private CommandLoop commands;
     private Thread commandThread;
     private EngineApiServer api;
@@ -178,6 +181,12 @@ public final class WorkerApp implements AutoCloseable {
         long epoch = engine.instanceEpoch();
         gate = new PushGate(config.engineId(), () -> epoch, pool, new OrderTokens(config.authKey()), config.maxRuns(), 100_000);
         workerMetrics.receiving(gate);
+        if (api != null) {
+            // Ready on landing: the engine on the engine API decodes once the bytes are in its pages, not once the report
+            // has made the round trip through the decider (whose KvReady still follows in the log).
+            EngineApiServer engineApi = api;
+            gate.onLanded(engineApi::deliverLanded);
+        }
         for (String name : config.transports()) {
             transports.add(switch (name) {
                 case "tcp" -> TcpTransport.start(config.tcp(), config.workerId(), gate);
@@ -336,6 +345,18 @@ public final class WorkerApp implements AutoCloseable {
                     done.complete(f.fact().eventId());
                 }
             });
+            // After the send (one producer, one partition per request: the fact precedes the push's reports in the log),
+            // an order issued ahead of this prefill starts now.
+            OrderRunner r = runner;
+            if (r != null) {
+                long heard = f.marks() == null ? Marks.nowMicros() : f.marks().get(Marks.API).orElse(Marks.nowMicros());
+                switch (f.fact().payload()) {
+                    case PrefillCompleted pc -> r.prefillCompleted(f.fact().requestId(), pc.getSourceBlocks(), pc.getInstanceEpoch(),
+                            pc.getFirstToken(), heard);
+                    case PrefillFailed pf -> r.prefillFailed(f.fact().requestId(), pf.getReason(), heard);
+                    default -> { }
+                }
+            }
             return done;
         }
 

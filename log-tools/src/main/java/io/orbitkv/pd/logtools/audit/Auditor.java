@@ -171,10 +171,10 @@ public final class Auditor {
     }
 
     private static final class Order {
-        final TransferOrder order;
+        TransferOrder order;
         final long time;
         final String destKey;
-        final String sourceKey;
+        String sourceKey;
         Hold dest;
         Long reported;
         Long failed;
@@ -213,6 +213,8 @@ public final class Auditor {
         OutcomeKind outcomeKind;
         long finishedAt = -1;
         long firstOrderAt = -1;
+        /** The first order went out ahead of the prefill (decider.order-ahead). */
+        boolean firstOrderAhead;
         long kvReadyAt = -1;
         long recomputeAt = -1;
         int cancelDecisionSeq = -1;
@@ -568,7 +570,6 @@ public final class Auditor {
 
     private void order(Req r, Decision d, TransferOrder o, long t, int anchor, String where) {
         String what = "TransferOrder " + o.getOrderId() + " (seq " + d.getSeq() + ", " + time(t) + ")";
-        report.attempts.merge(o.getAttempt(), 1L, Long::sum);
         if (r.outcomeSeq >= 0) {
             violation(Rule.ORDER_AFTER_OUTCOME, r.id, where, what + " after the request's outcome " + r.outcomeKind + " (seq "
                     + r.outcomeSeq + ")");
@@ -584,6 +585,12 @@ public final class Auditor {
                 }
             }
         }
+        // The order issued ahead of the prefill, sent again with the source pages: the same attempt, checked as an order
+        // (epochs, pages) but not as a new attempt.
+        Order ahead = r.orders.get(o.getAttempt());
+        boolean confirms = ahead != null && ahead.order.getAwaitPrefill() && ahead.order.getSourceBlocks().isEmpty() && !o.getAwaitPrefill()
+                && ahead.order.getOrderId().equals(o.getOrderId());
+        boolean noSourceYet = o.getAwaitPrefill() && o.getSourceBlocks().isEmpty();
         // epochs: the lease and both engines' instance epochs the order names must be those the facts reported
         Hold dest = null;
         Hold src = null;
@@ -617,7 +624,9 @@ public final class Auditor {
                         + o.getLeaseEpoch() + " (" + time(dest.leaseExpiry) + ")");
             }
         }
-        if (src == null) {
+        if (noSourceYet) {
+            // issued ahead: it names no source pages (it pushes those its engine's PrefillCompleted reports)
+        } else if (src == null) {
             violation(Rule.STALE_EPOCH, r.id, where, what + " reads [" + srcKey + "], which no accepted PrefillCompleted holds");
         } else {
             if (src.instanceEpoch != o.getSourceInstanceEpoch()) {
@@ -631,12 +640,18 @@ public final class Auditor {
         for (Fact f : r.facts) {
             if (f.kind == Kind.EPOCH && !f.rejected && f.idx <= anchor
                     && ((f.engine.equals(o.getDestEngineId()) && f.epoch > o.getDestInstanceEpoch())
-                    || (f.engine.equals(o.getSourceEngineId()) && f.epoch > o.getSourceInstanceEpoch()))) {
+                    || (!noSourceYet && f.engine.equals(o.getSourceEngineId()) && f.epoch > o.getSourceInstanceEpoch()))) {
                 violation(Rule.STALE_EPOCH, r.id, where, what + " after " + f.eventId + ": engine " + f.engine + " moved past the epoch"
                         + " the order names");
                 break;
             }
         }
+        if (confirms) {
+            ahead.order = o;
+            ahead.sourceKey = srcKey;
+            return;
+        }
+        report.attempts.merge(o.getAttempt(), 1L, Long::sum);
         // retries
         int a = o.getAttempt();
         if (a != r.lastAttempt + 1) {
@@ -673,6 +688,7 @@ public final class Auditor {
         r.lastAttempt = Math.max(r.lastAttempt, a);
         if (r.firstOrderAt < 0) {
             r.firstOrderAt = t;
+            r.firstOrderAhead = noSourceYet;
         }
         if (r.orders.size() < MAX_ORDERS_PER_REQUEST) {
             Order ord = new Order(o, t);
@@ -781,7 +797,8 @@ public final class Auditor {
             }
         }
         for (Long side : new Long[] {tm.getPrefillCompletedMs(), tm.getDecodeReadyMs()}) {
-            if (side != null && tm.getOrderIssuedMs() != null && side > tm.getOrderIssuedMs()) {
+            boolean mayFollow = r.firstOrderAhead && side == tm.getPrefillCompletedMs(); // an order ahead precedes the prefill
+            if (side != null && tm.getOrderIssuedMs() != null && side > tm.getOrderIssuedMs() && !mayFollow) {
                 bad.add("an order issued (" + tm.getOrderIssuedMs() + ") before both sides were in (" + side + ")");
             }
             if (side != null && tm.getFinishedMs() != null && side > tm.getFinishedMs()) {

@@ -25,6 +25,11 @@ import java.util.OptionalLong;
  * and the worker's reports. Each hop runs from a mark of one record to a mark of the next, so the hops from the fact
  * that completed the pair to the first token at the proxy add up exactly to that span. A hop whose marks are missing
  * (an older component, a request that ended early) is left out, never guessed.
+ *
+ * <p>The path has two shortcuts, each taken per request and read from the marks: an order issued ahead of the prefill
+ * that the worker started from its engine's own fact ({@link Hop#PREFILL_TO_WORKER} instead of the decider's three hops),
+ * and KV handed to the decode engine by its worker when the bytes landed ({@link Hop#LANDED_TO_ENGINE} instead of the
+ * report's way through the decider). {@link #path} lists the hops of the path a request took.
  */
 public final class HandoffAnatomy {
 
@@ -102,6 +107,15 @@ public final class HandoffAnatomy {
         }
         Observation cause = order == null ? null : factsById.get(((Decision) order.event()).getCauseEventId());
 
+        // The worker's record of the measured attempt: its completion, else its start, else its failure report.
+        Observation worker = completed != null ? completed : order == null ? null
+                : started.containsKey(key(order)) ? started.get(key(order)) : failed.get(key(order));
+        // Order-ahead: the worker started the order it held when its engine's own prefill fact reached it.
+        boolean byEngine = worker != null && worker.marks().get(Marks.ENGINE_FACT).isPresent();
+        // Ready on landing: the decode engine had its KV from its worker before the decider's KvReady was out.
+        boolean onLanding = decoded != null && completed != null && decoded.marks().get(Marks.KV_READY).isPresent()
+                && (kvReady == null || kvReady.marks().get(Marks.OUT).orElse(Long.MAX_VALUE) > decoded.marks().get(Marks.KV_READY).getAsLong());
+
         List<Span> spans = new ArrayList<>();
         add(spans, Hop.ADMIT, admitted, Marks.IN, admitted, Marks.OUT);
         add(spans, Hop.PREFILL_REQUEST, admitted, Marks.OUT, prefill, Marks.IN);
@@ -109,21 +123,26 @@ public final class HandoffAnatomy {
         add(spans, Hop.PREFILL_COMPUTE, prefill, Marks.COMPUTE_START, prefill, Marks.COMPUTE_END);
         add(spans, Hop.PREFILL_REPORT, prefill, Marks.COMPUTE_END, prefill, Marks.OUT);
         add(spans, Hop.PREFILL_ANSWER, prefill, Marks.OUT, answer, Marks.PREFILL_ANSWERED);
-        add(spans, Hop.FACT_TO_DECIDER, cause, Marks.OUT, order, Marks.IN);
-        add(spans, Hop.DECIDER_ORDER, order, Marks.IN, order, Marks.OUT);
-        // The worker's record of the measured attempt: its completion, else its start, else its failure report.
-        Observation worker = completed != null ? completed : order == null ? null
-                : started.containsKey(key(order)) ? started.get(key(order)) : failed.get(key(order));
-        add(spans, Hop.ORDER_TO_WORKER, order, Marks.OUT, worker, Marks.IN);
+        if (byEngine) {
+            add(spans, Hop.PREFILL_TO_WORKER, prefill, Marks.COMPUTE_END, worker, Marks.ENGINE_FACT);
+        } else {
+            add(spans, Hop.FACT_TO_DECIDER, cause, Marks.OUT, order, Marks.IN);
+            add(spans, Hop.DECIDER_ORDER, order, Marks.IN, order, Marks.OUT);
+            add(spans, Hop.ORDER_TO_WORKER, order, Marks.OUT, worker, Marks.IN);
+        }
         add(spans, Hop.WORKER_QUEUE, worker, Marks.IN, worker, Marks.RUN);
         add(spans, Hop.TRANSFER_SETUP, completed, Marks.RUN, completed, Marks.CONNECTED);
         add(spans, Hop.TRANSFER_ADMISSION, completed, Marks.CONNECTED, completed, Marks.ADMITTED);
         add(spans, Hop.TRANSFER_WIRE, completed, Marks.ADMITTED, completed, Marks.WRITTEN);
         add(spans, Hop.TRANSFER_APPLY, completed, Marks.WRITTEN, completed, Marks.ACKED);
-        add(spans, Hop.TRANSFER_REPORT, completed, Marks.ACKED, completed, Marks.OUT);
-        add(spans, Hop.REPORT_TO_DECIDER, completed, Marks.OUT, kvReady, Marks.IN);
-        add(spans, Hop.DECIDER_KV_READY, kvReady, Marks.IN, kvReady, Marks.OUT);
-        add(spans, Hop.KV_READY_TO_ENGINE, kvReady, Marks.OUT, decoded, Marks.KV_READY);
+        if (onLanding) {
+            add(spans, Hop.LANDED_TO_ENGINE, completed, Marks.ACKED, decoded, Marks.KV_READY);
+        } else {
+            add(spans, Hop.TRANSFER_REPORT, completed, Marks.ACKED, completed, Marks.OUT);
+            add(spans, Hop.REPORT_TO_DECIDER, completed, Marks.OUT, kvReady, Marks.IN);
+            add(spans, Hop.DECIDER_KV_READY, kvReady, Marks.IN, kvReady, Marks.OUT);
+            add(spans, Hop.KV_READY_TO_ENGINE, kvReady, Marks.OUT, decoded, Marks.KV_READY);
+        }
         add(spans, Hop.ENGINE_FIRST_TOKEN, decoded, Marks.KV_READY, decoded, Marks.FIRST_TOKEN);
         add(spans, Hop.FIRST_TOKEN_TO_PROXY, decoded, Marks.FIRST_TOKEN, answer, Marks.FIRST_TOKEN);
 
@@ -166,6 +185,27 @@ public final class HandoffAnatomy {
     /** The hops that could be measured, in the order the request crossed them. */
     public List<Span> spans() {
         return spans;
+    }
+
+    /** The hops from the prefill's end (or the fact that completed the pair) to the first token at the proxy, in order. */
+    public static List<Hop> path(boolean byEngine, boolean onLanding) {
+        List<Hop> p = new ArrayList<>();
+        for (Hop h : Hop.values()) {
+            boolean decider = h == Hop.FACT_TO_DECIDER || h == Hop.DECIDER_ORDER || h == Hop.ORDER_TO_WORKER;
+            boolean report = h == Hop.TRANSFER_REPORT || h == Hop.REPORT_TO_DECIDER || h == Hop.DECIDER_KV_READY || h == Hop.KV_READY_TO_ENGINE;
+            boolean skip = h.ordinal() < Hop.FACT_TO_DECIDER.ordinal()
+                    || (h == Hop.PREFILL_TO_WORKER ? !byEngine : decider && byEngine)
+                    || (h == Hop.LANDED_TO_ENGINE ? !onLanding : report && onLanding);
+            if (!skip) {
+                p.add(h);
+            }
+        }
+        return p;
+    }
+
+    /** The hops of the path this request took ({@link #path(boolean, boolean)}). */
+    public List<Hop> path() {
+        return path(spans.stream().anyMatch(x -> x.hop() == Hop.PREFILL_TO_WORKER), spans.stream().anyMatch(x -> x.hop() == Hop.LANDED_TO_ENGINE));
     }
 
     /** The hop's span, if measured. */

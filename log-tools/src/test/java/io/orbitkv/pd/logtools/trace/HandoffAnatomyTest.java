@@ -90,13 +90,14 @@ class HandoffAnatomyTest {
                 .containsEntry(Hop.TRANSFER_WIRE, 6_500L).containsEntry(Hop.TRANSFER_APPLY, 500L).containsEntry(Hop.TRANSFER_REPORT, 100L)
                 .containsEntry(Hop.REPORT_TO_DECIDER, 400L).containsEntry(Hop.DECIDER_KV_READY, 100L).containsEntry(Hop.KV_READY_TO_ENGINE, 700L)
                 .containsEntry(Hop.ENGINE_FIRST_TOKEN, 200L).containsEntry(Hop.FIRST_TOKEN_TO_PROXY, 300L);
-        assertThat(s.keySet()).containsExactly(Hop.values()); // all of them, in the order a request crosses them
+        // all of them but the two shortcuts' hops, in the order a request crosses them
+        assertThat(s.keySet()).containsExactlyElementsOf(java.util.Arrays.stream(Hop.values())
+                .filter(h -> h != Hop.PREFILL_TO_WORKER && h != Hop.LANDED_TO_ENGINE).toList());
+        assertThat(a.path()).isEqualTo(HandoffAnatomy.path(false, false));
         // From the fact that completed the pair to the first token at the proxy, the hops are contiguous.
         long path = 0;
-        for (Hop h : Hop.values()) {
-            if (h.ordinal() >= Hop.FACT_TO_DECIDER.ordinal()) {
-                path += s.get(h);
-            }
+        for (Hop h : a.path()) {
+            path += s.get(h);
         }
         assertThat(path).isEqualTo(20_300 - 9_500);
         assertThat(a.ttftMicros()).isEqualTo(19_300);
@@ -148,5 +149,37 @@ class HandoffAnatomyTest {
         HandoffAnatomy a = HandoffAnatomy.of(bare);
         assertThat(a.spans()).isEmpty();
         assertThat(a.startMicros()).isEqualTo(-1);
+    }
+
+    @Test
+    void anOrderStartedByTheEnginesOwnFactAndKvHandedOverOnLandingTakeTheShortPath() {
+        List<Observation> o = new ArrayList<>();
+        o.add(fact("admitted", RequestAdmitted.newBuilder().setModel("m").setPromptTokens(100).setMaxTokens(16).setPrefillEngineId("p")
+                .setDecodeEngineId("d").build(), "in=1000,out=1100"));
+        o.add(fact("decode-ready", DecodeReady.newBuilder().setEngineId("d").setInstanceEpoch(2).setLeaseId("l").setLeaseEpoch(1)
+                .setDestBlocks(RUNS).setLeaseDeadlineMs(0).build(), "in=1200,out=1500"));
+        o.add(decision(0, "decode-ready", order(1), "in=2000,out=2100")); // ahead of the prefill
+        o.add(fact("prefill-completed", PrefillCompleted.newBuilder().setEngineId("p").setInstanceEpoch(1).setSourceBlocks(RUNS).setNumTokens(100)
+                .build(), "in=1300,c0=1400,c1=9400,api=9450,out=9500"));
+        o.add(fact("o#1/completed", TransferCompleted.newBuilder().setOrderId(R + "/o").setAttempt(1).setWorkerId("w").setBytes(8 << 20)
+                .setDurationUs(1_000).build(), "in=9460,ef=9460,run=9480,conn=9500,adm=9520,w1=9560,ack=10400,out=10500"));
+        o.add(fact("decode-completed", DecodeCompleted.newBuilder().setEngineId("d").setOutputTokens(16).build(),
+                "in=1200,kv=10450,first=10600,out=52000"));
+        o.add(decision(1, "o#1/completed", KvReady.newBuilder().setDecodeEngineId("d").setOrderId(R + "/o").setBytes(8 << 20).build(),
+                "in=12000,out=12100"));
+        o.add(new Observation(RequestAnswered.newBuilder().setRequestId(R).setProxyId("proxy").setRoute("pd").setStatus(200).setEnd("ANSWERED")
+                .setTtftUs(9_900L).setHandoffUs(1_000L).setTotalUs(51_000L).setAnsweredAtMs(1).build(),
+                Marks.parse("in=1000,pf=9600,first=10900,end=52000,out=52100")));
+        HandoffAnatomy a = HandoffAnatomy.of(o);
+        Map<Hop, Long> s = spans(a);
+        assertThat(a.path()).isEqualTo(HandoffAnatomy.path(true, true)).contains(Hop.PREFILL_TO_WORKER, Hop.LANDED_TO_ENGINE)
+                .doesNotContain(Hop.FACT_TO_DECIDER, Hop.ORDER_TO_WORKER, Hop.REPORT_TO_DECIDER, Hop.KV_READY_TO_ENGINE);
+        assertThat(s).containsEntry(Hop.PREFILL_TO_WORKER, 60L).containsEntry(Hop.WORKER_QUEUE, 20L).containsEntry(Hop.LANDED_TO_ENGINE, 50L)
+                .doesNotContainKeys(Hop.FACT_TO_DECIDER, Hop.DECIDER_ORDER, Hop.ORDER_TO_WORKER, Hop.TRANSFER_REPORT, Hop.KV_READY_TO_ENGINE);
+        long path = 0;
+        for (Hop h : a.path()) {
+            path += s.get(h);
+        }
+        assertThat(path).as("prefill computed → first token at the proxy").isEqualTo(10_900 - 9_400);
     }
 }

@@ -215,6 +215,7 @@ public final class AdmissionServer implements AutoCloseable {
                                         + " bytes, BEGIN announced " + b.stripeBytes()));
                             } else {
                                 written = claimed;
+                                session.complete();
                                 AdmissionWire.write(out, AdmissionWire.ACK, id, Wire.longBody(claimed));
                             }
                             return;

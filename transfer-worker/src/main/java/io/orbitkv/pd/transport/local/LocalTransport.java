@@ -126,6 +126,7 @@ public final class LocalTransport implements KvTransport {
                             bytes += n;
                         }
                     }
+                    s.complete();
                 }
                 result.complete(new TransferResult(bytes, System.nanoTime() - t0, "local", 1));
             } catch (TransferException e) {

@@ -149,7 +149,8 @@ public final class TcpTransport implements KvTransport {
         String host = config.advertisedHost().contains(":") ? "[" + config.advertisedHost() + "]" : config.advertisedHost();
         return Optional.of(TransportEndpoint.newBuilder().setTransport("tcp").setAddress(host + ":" + a.getPort())
                 .setAttributes(Map.of("max-payload-bytes", Integer.toString(config.maxPayloadBytes()),
-                        "max-segments", Integer.toString(config.maxSegments()), "wire-version", "1", PIPELINED_BEGIN, "true"))
+                        "max-segments", Integer.toString(config.maxSegments()), "wire-version", "1", PIPELINED_BEGIN, "true",
+                        Wire.FIRST_TOKEN, "true"))
                 .build());
     }
 
@@ -211,7 +212,8 @@ public final class TcpTransport implements KvTransport {
     // ---- sending -----------------------------------------------------------------------------------------------
 
     @Override
-    public Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+    public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+        PushRequest request = "true".equals(peer.attributes().get(Wire.FIRST_TOKEN)) ? push : push.withFirstToken(null);
         TcpTransfer t = new TcpTransfer(request, plan, peer);
         try {
             if (closed) {

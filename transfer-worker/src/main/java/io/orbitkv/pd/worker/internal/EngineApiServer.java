@@ -5,7 +5,9 @@ import io.orbitkv.pd.engine.client.api.ApiException;
 import io.orbitkv.pd.engine.client.api.ApiFrames;
 import io.orbitkv.pd.engine.client.api.ApiProtocol;
 import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.KvReady;
 import io.orbitkv.pd.tracing.Marks;
+import io.orbitkv.pd.transport.PushRequest;
 import io.orbitkv.pd.tracing.TraceContext;
 import java.io.IOException;
 import java.net.StandardProtocolFamily;
@@ -98,6 +100,9 @@ public final class EngineApiServer implements AutoCloseable {
     };
 
     private record Buffered(long seq, ByteBuffer frame) { }
+
+    /** Key prefix in {@link #seen}: the engine was handed this request's KV (one kv_ready per request). */
+    private static final String KV_DELIVERED = "kv-delivered:";
 
     public EngineApiServer(Path path, int maxFrameBytes, int bufferLimit, Host host) {
         this.path = path;
@@ -202,6 +207,9 @@ public final class EngineApiServer implements AutoCloseable {
             if (seen.put(d.getDecisionId(), Boolean.TRUE) != null) {
                 return;
             }
+            if (d.getPayload() instanceof KvReady && seen.put(KV_DELIVERED + d.getRequestId(), Boolean.TRUE) != null) {
+                return; // the engine has this request's KV already: its worker handed it over when the bytes landed
+            }
             long s = ++seq;
             frame = ApiFrames.encode(ApiProtocol.decision(d, s, trace, marks, receivedMicros));
             buffer.addLast(new Buffered(s, frame));
@@ -213,6 +221,22 @@ public final class EngineApiServer implements AutoCloseable {
         if (to != null) {
             to.send(frame.duplicate());
         }
+    }
+
+    /**
+     * Ready on landing: every byte of a push into the engine's pages is in place (the gate counted them against the
+     * destination pages the decider's token authorized), so the engine may decode now rather than after the transfer's
+     * report has gone through the decider. A {@code kv_ready} frame like the decider's (decision id
+     * {@code <order id>#<attempt>/landed}, decider seq -1, the push's first token, timing {@code land} and {@code out});
+     * the decider's own KvReady for the request follows in the log and is not delivered again. Once per request.
+     */
+    public void deliverLanded(PushRequest push, long bytes) {
+        long now = Marks.nowMicros();
+        KvReady k = KvReady.newBuilder().setDecodeEngineId(push.destEngineId()).setOrderId(push.orderId()).setBytes(bytes)
+                .setFirstToken(push.firstToken()).build();
+        Decision d = Decision.newBuilder().setRequestId(push.requestId()).setDecisionId(push.orderId() + "#" + push.attempt() + "/landed")
+                .setSeq(-1).setStreamTimeMs(now / 1000).setPayload(k).build();
+        publish(d, null, Marks.empty().at(Marks.LANDED, now).at(Marks.OUT, now), now);
     }
 
     // ------------------------------------------------------------------------------------------------ one connection

@@ -35,15 +35,21 @@ import org.slf4j.LoggerFactory;
 /**
  * Executes transfer orders for the local (source) engine: at most {@code concurrency} at a time, each (order id,
  * attempt) once, reporting started, then completed (bytes, duration) or failed (reason, retriable). An
- * {@code AbortTransfer} cancels the attempt wherever it is (queued or pushing). An order's record counts as done —
- * and its offset may be committed — only once its terminal report is acknowledged by the broker.
+ * {@code AbortTransfer} cancels the attempt wherever it is (parked, queued or pushing). An order's record counts as
+ * done — and its offset may be committed — only once its terminal report is acknowledged by the broker.
+ *
+ * <p>An order issued ahead of the prefill ({@code await_prefill}) is parked until the source pages are known: from the
+ * engine's own {@code PrefillCompleted} when the engine reports through this worker's engine API
+ * ({@link #prefillCompleted}: the push starts then, with no Kafka hop in between), or from the decider's second copy of
+ * the order, which carries them — whichever comes first; the other is a duplicate. The worker writes the engine's fact
+ * before it pushes, with the same producer, so the log still shows PrefillCompleted before TransferStarted.
  */
 public final class OrderRunner implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(OrderRunner.class);
 
     /** What happened to an (order id, attempt). */
-    enum State { QUEUED, RUNNING, COMPLETED, FAILED, ABORTED }
+    enum State { PARKED, QUEUED, RUNNING, COMPLETED, FAILED, ABORTED }
 
     private static final class Attempt {
         State state;
@@ -70,6 +76,21 @@ public final class OrderRunner implements AutoCloseable {
     private final AtomicLong completed = new AtomicLong();
     private final AtomicLong failed = new AtomicLong();
     private final WorkerMetrics metrics;
+    /** Orders issued ahead of the prefill, by request id, until their source pages are known. */
+    private final Map<String, Parked> parked = new LinkedHashMap<>();
+    /** The engine's recent prefill results (by request id), for an order ahead that arrives after them. */
+    private final Map<String, LocalPrefill> prefills;
+
+    /** An order ahead of the prefill, waiting, with what {@link #submit} got. */
+    private record Parked(String requestId, TransferOrder order, Attempt entry, TraceContext trace, long orderTimestampMs, Runnable done,
+                          long decidedMicros, long receivedMicros) { }
+
+    /**
+     * What the engine reported through the engine API: the pages and first token of a finished prefill (blocks null:
+     * the prefill failed), with when the worker got it.
+     */
+    private record LocalPrefill(List<io.orbitkv.pd.events.BlockRun> blocks, long instanceEpoch, Integer firstToken, long receivedMicros,
+                                String failure) { }
 
     public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, EngineDirectory directory,
                        EventReporter reporter, String workerId, int concurrency, int dedupeCapacity, Duration peerWait) {
@@ -94,6 +115,12 @@ public final class OrderRunner implements AutoCloseable {
             }
         };
         this.executor = Executors.newFixedThreadPool(concurrency, Thread.ofPlatform().daemon().name("worker-order-", 0).factory());
+        this.prefills = new LinkedHashMap<>(256, 0.75f, false) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, LocalPrefill> eldest) {
+                return size() > dedupeCapacity;
+            }
+        };
     }
 
     private static String key(String orderId, int attempt) {
@@ -132,25 +159,105 @@ public final class OrderRunner implements AutoCloseable {
         metrics.hop(Hop.ORDER_TO_WORKER, decidedMicros, receivedMicros);
         String k = key(o.getOrderId(), o.getAttempt());
         Attempt e;
+        TransferOrder run = o;
+        long in = receivedMicros;
+        Runnable alsoDone = null;
         synchronized (orders) {
             e = orders.get(k);
-            if (e != null && e.state != State.ABORTED) {
+            if (e != null && e.state == State.PARKED && !o.getAwaitPrefill()) {
+                // The decider's copy with the source pages, before the engine told this worker: run it now.
+                Parked p = parked.remove(requestId);
+                alsoDone = p == null ? null : p.done();
+                e.state = State.QUEUED;
+            } else if (e != null && e.state != State.ABORTED) {
                 log.atInfo().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("state", e.state)
                         .log("duplicate order ignored");
                 done.run();
                 return;
-            }
-            if (e == null) {
-                e = new Attempt(State.QUEUED);
-                orders.put(k, e);
+            } else {
+                if (e == null) {
+                    e = new Attempt(State.QUEUED);
+                    orders.put(k, e);
+                }
+                if (o.getAwaitPrefill() && e.state != State.ABORTED) {
+                    LocalPrefill lp = prefills.get(requestId);
+                    if (lp == null) {
+                        e.state = State.PARKED;
+                        parked.put(requestId, new Parked(requestId, o, e, trace, orderTimestampMs, done, decidedMicros, receivedMicros));
+                        return;
+                    }
+                    if (lp.blocks() == null) {
+                        e.abortReason = "the engine's prefill failed: " + lp.failure();
+                    } else {
+                        run = withSource(o, lp);
+                        in = lp.receivedMicros();
+                    }
+                }
             }
         }
-        Attempt entry = e;
+        enqueue(requestId, run, e, trace, orderTimestampMs, alsoDone == null ? done : both(done, alsoDone), in);
+    }
+
+    private static Runnable both(Runnable a, Runnable b) {
+        return () -> {
+            a.run();
+            b.run();
+        };
+    }
+
+    /** The order ahead, completed with the pages and first token the engine reported. */
+    private static TransferOrder withSource(TransferOrder o, LocalPrefill p) {
+        return TransferOrder.newBuilder(o).setSourceBlocks(p.blocks()).setSourceInstanceEpoch(p.instanceEpoch())
+                .setFirstToken(p.firstToken() != null ? p.firstToken() : o.getFirstToken()).build();
+    }
+
+    /**
+     * The engine reported a finished prefill through the engine API (the worker has already handed the fact to its
+     * producer): an order parked for that request starts now, marked as received at {@code receivedMicros}.
+     */
+    public void prefillCompleted(String requestId, List<io.orbitkv.pd.events.BlockRun> blocks, long instanceEpoch, Integer firstToken,
+                                 long receivedMicros) {
+        local(requestId, new LocalPrefill(List.copyOf(blocks), instanceEpoch, firstToken, receivedMicros, null));
+    }
+
+    /** The engine reported that a prefill failed: an order parked for that request fails now instead of waiting. */
+    public void prefillFailed(String requestId, String reason, long receivedMicros) {
+        local(requestId, new LocalPrefill(null, -1, null, receivedMicros, reason));
+    }
+
+    private void local(String requestId, LocalPrefill p) {
+        Parked w;
+        synchronized (orders) {
+            prefills.put(requestId, p);
+            w = parked.remove(requestId);
+            if (w == null) {
+                return;
+            }
+            w.entry().state = State.QUEUED;
+            if (p.blocks() == null && w.entry().abortReason == null) {
+                w.entry().abortReason = "the engine's prefill failed: " + p.failure();
+            }
+        }
+        enqueue(w.requestId(), p.blocks() == null ? w.order() : withSource(w.order(), p), w.entry(), w.trace(), w.orderTimestampMs(), w.done(),
+                p.receivedMicros());
+    }
+
+    /**
+     * Runs the order on an order thread. {@code receivedMicros}: when this worker got what lets it run (the order, or the
+     * engine's prefill fact for an order ahead: then the marks say so with {@link Marks#ENGINE_FACT}).
+     */
+    private void enqueue(String requestId, TransferOrder o, Attempt entry, TraceContext trace, long orderTimestampMs, Runnable done,
+                         long receivedMicros) {
+        boolean byEngine = o.getAwaitPrefill() && !o.getSourceBlocks().isEmpty();
         queued.incrementAndGet();
         executor.execute(() -> {
             queued.decrementAndGet();
             metrics.started(orderTimestampMs);
-            Marks marks = Marks.receivedAt(receivedMicros).mark(Marks.RUN);
+            Marks marks = Marks.receivedAt(receivedMicros);
+            if (byEngine) {
+                marks.at(Marks.ENGINE_FACT, receivedMicros);
+            }
+            marks.mark(Marks.RUN);
             metrics.hop(Hop.WORKER_QUEUE, receivedMicros, marks.get(Marks.RUN).getAsLong());
             try {
                 run(requestId, o, entry, trace, done, marks);
@@ -163,6 +270,7 @@ public final class OrderRunner implements AutoCloseable {
     /** The decider aborted this attempt: stop it if it runs, refuse it if it has not started. */
     public void abort(String orderId, int attempt, String reason) {
         Transfer t = null;
+        Parked p = null;
         synchronized (orders) {
             Attempt e = orders.computeIfAbsent(key(orderId, attempt), k -> new Attempt(State.ABORTED));
             if (e.abortReason == null) {
@@ -171,6 +279,21 @@ public final class OrderRunner implements AutoCloseable {
             if (e.state == State.RUNNING) {
                 t = e.transfer;
             }
+            if (e.state == State.PARKED) {
+                for (Parked w : parked.values()) {
+                    if (w.entry() == e) {
+                        p = w;
+                    }
+                }
+                if (p != null) {
+                    parked.remove(p.requestId());
+                    e.state = State.QUEUED;
+                }
+            }
+        }
+        if (p != null) {
+            // reported as failed (aborted before it started) through the normal path, which also commits its offset
+            enqueue(p.requestId(), p.order(), p.entry(), p.trace(), p.orderTimestampMs(), p.done(), p.receivedMicros());
         }
         log.atInfo().addKeyValue("orderId", orderId).addKeyValue("attempt", attempt).log("abort requested: " + reason);
         if (t != null) {
@@ -249,6 +372,9 @@ public final class OrderRunner implements AutoCloseable {
         if (!engineId.equals(o.getSourceEngineId())) {
             throw new TransferException(TransferError.WRONG_ENGINE, "order's source engine is '" + o.getSourceEngineId() + "', this worker serves '"
                     + engineId + "'");
+        }
+        if (o.getAwaitPrefill() && o.getSourceBlocks().isEmpty()) {
+            throw new TransferException(TransferError.INTERNAL, "order " + o.getOrderId() + " has no source pages yet");
         }
         if (o.getSourceInstanceEpoch() != instanceEpoch) {
             throw new TransferException(TransferError.STALE_EPOCH, "order names instance epoch " + o.getSourceInstanceEpoch() + " of " + engineId
@@ -347,6 +473,9 @@ public final class OrderRunner implements AutoCloseable {
             }
         }
         running.forEach(t -> t.cancel("worker stopping"));
+        synchronized (orders) {
+            parked.clear(); // their offsets stay uncommitted: a restarted worker parks them again
+        }
         executor.shutdownNow();
         try {
             if (!executor.awaitTermination(10, TimeUnit.SECONDS)) {

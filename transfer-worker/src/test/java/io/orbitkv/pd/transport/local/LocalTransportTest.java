@@ -81,6 +81,29 @@ class LocalTransportTest {
     }
 
     @Test
+    void aPushThatLandedWholeIsAnnouncedOnceWithItsRequestAndBytes() {
+        List<PushRequest> landed = new java.util.concurrent.CopyOnWriteArrayList<>();
+        List<Long> bytes = new java.util.concurrent.CopyOnWriteArrayList<>();
+        gate.onLanded((req, n) -> {
+            landed.add(req);
+            bytes.add(n);
+        });
+        PushRequest first = good().withFirstToken(42);
+        TransferResult r = push(first);
+        assertThat(landed).singleElement().satisfies(p -> {
+            assertThat(p.orderId()).isEqualTo("req-1/a1");
+            assertThat(p.firstToken()).isEqualTo(42);
+        });
+        assertThat(bytes).containsExactly(r.bytes());
+        push(first); // the same attempt again (a duplicate): not announced twice
+        assertThat(landed).hasSize(1);
+        // a refused push lands nothing
+        gate.abortAttempt("req-1/a2", 2, "cancelled");
+        assertThatThrownBy(() -> push(Pushes.signed("req-1", 2, "lease-1", 3, "decode-0", 5, dstRuns))).isNotNull();
+        assertThat(landed).hasSize(1);
+    }
+
+    @Test
     void aForgedTokenIsRefusedAndNothingIsWritten() {
         assertRefused(Pushes.forged(good()), TransferError.UNAUTHORIZED,
                 "authorization token of order req-1/a1 (lease lease-1 epoch 3) does not verify over its 2 destination runs");

@@ -63,6 +63,12 @@ public final class Wire {
 
     /** BEGIN flag: WRITE frames follow without waiting for BEGIN_OK; a refusal is answered at END. */
     public static final int FLAG_PIPELINED = 1;
+    /**
+     * Endpoint attribute of a receiver (tcp, mooncake) that reads a BEGIN's optional first token: after the token,
+     * {@code u8 1, i32 first token}. A sender appends it only for a receiver announcing {@code first-token=true}
+     * (older receivers refuse trailing bytes).
+     */
+    public static final String FIRST_TOKEN = "first-token";
 
     /** A parsed frame header. */
     public record Header(int type, int stream, int bodyLength, long payloadLength, int flags) {
@@ -201,7 +207,8 @@ public final class Wire {
     public static ByteBuffer begin(PushRequest r, KvGeometry g, long stripeBytes) {
         byte[] token = r.token();
         int size = stringBytes(r.requestId()) + stringBytes(r.orderId()) + 4 + stringBytes(r.leaseId()) + 8 + stringBytes(r.destEngineId()) + 8
-                + stringBytes(r.senderId()) + 4 + 1 + 4 + 4 + 4 + 1 + 4 + 8 + 8 + 4 + 8 * r.destRuns().size() + 2 + token.length;
+                + stringBytes(r.senderId()) + 4 + 1 + 4 + 4 + 4 + 1 + 4 + 8 + 8 + 4 + 8 * r.destRuns().size() + 2 + token.length
+                + (r.firstToken() == null ? 0 : 5);
         ByteBuffer b = ByteBuffer.allocate(size);
         putString(b, r.requestId());
         putString(b, r.orderId());
@@ -219,6 +226,9 @@ public final class Wire {
             b.putInt(run.getStart()).putInt(run.getCount());
         }
         b.putShort((short) token.length).put(token);
+        if (r.firstToken() != null) {
+            b.put((byte) 1).putInt(r.firstToken());
+        }
         return b.flip();
     }
 
@@ -265,6 +275,11 @@ public final class Wire {
         need(b, tokenLen, "BEGIN.token");
         byte[] token = new byte[tokenLen];
         b.get(token);
+        Integer firstToken = null;
+        if (b.remaining() >= 5 && b.get(b.position()) == 1) {
+            b.get();
+            firstToken = b.getInt();
+        }
         end(b, "BEGIN");
         if (stripeBytes < 0) {
             throw new FrameException("BEGIN: negative stripe length " + stripeBytes);
@@ -272,7 +287,8 @@ public final class Wire {
         if (split >= KvSplit.values().length || dtype >= Dtype.values().length) {
             throw new FrameException("BEGIN: unknown kv_split " + split + " or dtype " + dtype);
         }
-        PushRequest r = new PushRequest(requestId, orderId, attempt, leaseId, leaseEpoch, engine, instanceEpoch, list, token, deadline, sender);
+        PushRequest r = new PushRequest(requestId, orderId, attempt, leaseId, leaseEpoch, engine, instanceEpoch, list, token, deadline, sender,
+                firstToken);
         KvGeometry g;
         try {
             // The sender's pool size is its own business: only the page shape must match.

@@ -30,6 +30,17 @@ class WireTest {
     }
 
     @Test
+    void aBeginCarriesThePrefillsFirstTokenWhenItHasOne() throws Exception {
+        PushRequest withToken = r.withFirstToken(-17);
+        Wire.Begin b = Wire.parseBegin(Wire.begin(withToken, g, 1), 100);
+        assertThat(b.request().firstToken()).isEqualTo(-17);
+        assertThat(b.request()).usingRecursiveComparison().isEqualTo(withToken);
+        assertThat(Wire.parseBegin(Wire.begin(r, g, 1), 100).request().firstToken()).isNull();
+        ByteBuffer extra = ByteBuffer.allocate(Wire.begin(r, g, 1).remaining() + 3).put(Wire.begin(r, g, 1)).put(new byte[] {1, 2, 3}).flip();
+        assertThatThrownBy(() -> Wire.parseBegin(extra, 100)).isInstanceOf(FrameException.class);
+    }
+
+    @Test
     void headersAreCheckedBeforeAnythingIsTrusted() throws FrameException {
         ByteBuffer h = ByteBuffer.allocate(Wire.HEADER_BYTES);
         Wire.putHeader(h, Wire.WRITE, 3, 20, 4096);
