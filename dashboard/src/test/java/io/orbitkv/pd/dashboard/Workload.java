@@ -166,6 +166,7 @@ final class Workload implements AutoCloseable {
                 String req = dec.getRequestId();
                 Scenario sc = scenarios.get(req);
                 switch (dec.getPayload()) {
+                    case TransferOrder o when o.getAwaitPrefill() -> { } // like an engine on Kafka: it waits for the copy with pages
                     case TransferOrder o -> onOrder(req, sc, o);
                     case KvReady k -> fact(req, "dc", DecodeCompleted.newBuilder().setEngineId(k.getDecodeEngineId()).setOutputTokens(16).build());
                     default -> { }

@@ -94,6 +94,7 @@ final class HopJoin {
             }
             case Decision d -> {
                 switch (d.getPayload()) {
+                    case TransferOrder o when o.getAwaitPrefill() -> { } // ahead of the prefill: its copy with the pages is the order timed
                     case TransferOrder o -> {
                         inside(out, Hop.DECIDER_ORDER, m, Marks.IN, Marks.OUT);
                         put(slots, ORDER_IN, m, Marks.IN);

@@ -169,6 +169,11 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
     }
 
     private void onOrder(Decision d, TransferOrder o, long ts) {
+        if (o.getAwaitPrefill()) {
+            // An order ahead of the prefill: counted, and timed, by its copy with the source pages (the decider sends it
+            // when PrefillCompleted arrives); a worker that started on its engine's own fact reported before that copy.
+            return;
+        }
         update(ORDERS, ts, a -> {
             a.add(ORDERS_COUNT, 1);
             if (o.getAttempt() > 1) {
@@ -181,7 +186,7 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
         String transport = e != null && !e.transport().isEmpty() ? e.transport() : o.getTransport();
         OrderEntry next = new OrderEntry(orderMs, e == null ? -1 : e.reportMs(), transport, o.getSourceEngineId(),
                 o.getDestEngineId(), e != null && e.done());
-        if (e != null && e.reportMs() >= 0) {
+        if (e != null && e.reportMs() >= 0 && e.reportMs() >= orderMs) {
             decisionLatency(orderMs, e.reportMs()); // the worker's report was processed first
         }
         if (e != null && e.failedMs() >= 0) {

@@ -160,7 +160,6 @@ public final class OrderRunner implements AutoCloseable {
         String k = key(o.getOrderId(), o.getAttempt());
         Attempt e;
         TransferOrder run = o;
-        long in = receivedMicros;
         Runnable alsoDone = null;
         synchronized (orders) {
             e = orders.get(k);
@@ -189,13 +188,12 @@ public final class OrderRunner implements AutoCloseable {
                     if (lp.blocks() == null) {
                         e.abortReason = "the engine's prefill failed: " + lp.failure();
                     } else {
-                        run = withSource(o, lp);
-                        in = lp.receivedMicros();
+                        run = withSource(o, lp); // the engine reported first: this order is what starts the push
                     }
                 }
             }
         }
-        enqueue(requestId, run, e, trace, orderTimestampMs, alsoDone == null ? done : both(done, alsoDone), in);
+        enqueue(requestId, run, e, trace, orderTimestampMs, alsoDone == null ? done : both(done, alsoDone), receivedMicros, 0);
     }
 
     private static Runnable both(Runnable a, Runnable b) {
@@ -239,23 +237,24 @@ public final class OrderRunner implements AutoCloseable {
             }
         }
         enqueue(w.requestId(), p.blocks() == null ? w.order() : withSource(w.order(), p), w.entry(), w.trace(), w.orderTimestampMs(), w.done(),
-                p.receivedMicros());
+                p.receivedMicros(), p.blocks() == null ? 0 : p.receivedMicros());
     }
 
     /**
-     * Runs the order on an order thread. {@code receivedMicros}: when this worker got what lets it run (the order, or the
-     * engine's prefill fact for an order ahead: then the marks say so with {@link Marks#ENGINE_FACT}).
+     * Runs the order on an order thread. {@code receivedMicros}: when this worker got what lets it run — the order, or
+     * the engine's prefill fact for a parked order ahead, whose time {@code engineFactMicros} (else 0) then also is
+     * ({@link Marks#ENGINE_FACT}: the anatomy's path skips the decider).
      */
     private void enqueue(String requestId, TransferOrder o, Attempt entry, TraceContext trace, long orderTimestampMs, Runnable done,
-                         long receivedMicros) {
-        boolean byEngine = o.getAwaitPrefill() && !o.getSourceBlocks().isEmpty();
+                         long receivedMicros, long engineFactMicros) {
+        boolean byEngine = engineFactMicros > 0;
         queued.incrementAndGet();
         executor.execute(() -> {
             queued.decrementAndGet();
             metrics.started(orderTimestampMs);
             Marks marks = Marks.receivedAt(receivedMicros);
             if (byEngine) {
-                marks.at(Marks.ENGINE_FACT, receivedMicros);
+                marks.at(Marks.ENGINE_FACT, engineFactMicros);
             }
             marks.mark(Marks.RUN);
             metrics.hop(Hop.WORKER_QUEUE, receivedMicros, marks.get(Marks.RUN).getAsLong());
@@ -293,7 +292,7 @@ public final class OrderRunner implements AutoCloseable {
         }
         if (p != null) {
             // reported as failed (aborted before it started) through the normal path, which also commits its offset
-            enqueue(p.requestId(), p.order(), p.entry(), p.trace(), p.orderTimestampMs(), p.done(), p.receivedMicros());
+            enqueue(p.requestId(), p.order(), p.entry(), p.trace(), p.orderTimestampMs(), p.done(), Marks.nowMicros(), 0);
         }
         log.atInfo().addKeyValue("orderId", orderId).addKeyValue("attempt", attempt).log("abort requested: " + reason);
         if (t != null) {
