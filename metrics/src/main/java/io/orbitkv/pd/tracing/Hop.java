@@ -56,7 +56,9 @@ public enum Hop {
     DECIDER_KV_READY("decider_kv_ready", "decider: report in → KvReady out", false),
     /**
      * Ready on landing: every byte in place → the decode engine read the kv_ready its own worker handed it on the engine
-     * API (replaces the report → decider → {@code KvReady} hops, which follow off the critical path).
+     * API (replaces the report → decider → {@code KvReady} hops, which follow off the critical path). It starts at the
+     * sender's {@code ack}, or at the engine's notice when that came first (tcp: both follow the landing over two
+     * sockets; the apply hop then ends there), so apply + this hop are exactly last byte written → engine in.
      */
     LANDED_TO_ENGINE("landed_to_engine", "engine API: bytes landed → decode engine in", true),
     /** {@code KvReady} → the decode engine read it. */

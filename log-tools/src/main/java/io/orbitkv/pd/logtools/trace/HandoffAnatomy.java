@@ -134,10 +134,20 @@ public final class HandoffAnatomy {
         add(spans, Hop.TRANSFER_SETUP, completed, Marks.RUN, completed, Marks.CONNECTED);
         add(spans, Hop.TRANSFER_ADMISSION, completed, Marks.CONNECTED, completed, Marks.ADMITTED);
         add(spans, Hop.TRANSFER_WIRE, completed, Marks.ADMITTED, completed, Marks.WRITTEN);
-        add(spans, Hop.TRANSFER_APPLY, completed, Marks.WRITTEN, completed, Marks.ACKED);
         if (onLanding) {
-            add(spans, Hop.LANDED_TO_ENGINE, completed, Marks.ACKED, decoded, Marks.KV_READY);
+            // The receiver hands its engine the KV when the last part lands, before or after the sender reads the ACK
+            // (tcp: both follow the landing, over two sockets): apply ends at the earlier of the two, and the engine's
+            // hop is what it waited beyond the ACK (0 when it heard first). The two still add up to w1 → kv.
+            OptionalLong w1 = completed.marks().get(Marks.WRITTEN);
+            OptionalLong ack = completed.marks().get(Marks.ACKED);
+            OptionalLong kv = decoded.marks().get(Marks.KV_READY);
+            if (w1.isPresent() && ack.isPresent() && kv.isPresent() && w1.getAsLong() > 0 && ack.getAsLong() > 0) {
+                long landed = Math.min(ack.getAsLong(), kv.getAsLong());
+                spans.add(new Span(Hop.TRANSFER_APPLY, w1.getAsLong(), landed));
+                spans.add(new Span(Hop.LANDED_TO_ENGINE, landed, kv.getAsLong()));
+            }
         } else {
+            add(spans, Hop.TRANSFER_APPLY, completed, Marks.WRITTEN, completed, Marks.ACKED);
             add(spans, Hop.TRANSFER_REPORT, completed, Marks.ACKED, completed, Marks.OUT);
             add(spans, Hop.REPORT_TO_DECIDER, completed, Marks.OUT, kvReady, Marks.IN);
             add(spans, Hop.DECIDER_KV_READY, kvReady, Marks.IN, kvReady, Marks.OUT);

@@ -197,8 +197,9 @@ public final class EngineApiServer implements AutoCloseable {
     // ------------------------------------------------------------------------------------------------ decisions
 
     /**
-     * A decision for the engine, from the worker's command loop: numbered, buffered for a reconnect, and queued to the
-     * engine's connection if one is live. Never blocks on the engine. Duplicates (same decision id) are dropped.
+     * A decision for the engine, from the worker's command loop (or a landing, {@link #deliverLanded}): numbered,
+     * buffered for a reconnect, and queued to the engine's connection if one is live, in seq order. Never blocks on the
+     * engine. Duplicates (same decision id) are dropped.
      */
     public void publish(Decision d, TraceContext trace, Marks marks, long receivedMicros) {
         Connection to;
@@ -217,9 +218,11 @@ public final class EngineApiServer implements AutoCloseable {
                 buffer.removeFirst();
             }
             to = owner;
-        }
-        if (to != null) {
-            to.send(frame.duplicate());
+            if (to != null) {
+                // queued under the lock: two publishers (the command loop, a landing on a receiving thread) must not
+                // overtake each other, or the engine would drop the lower seq as already seen
+                to.send(frame.duplicate());
+            }
         }
     }
 
