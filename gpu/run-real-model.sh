@@ -41,6 +41,8 @@ case "${1:-}" in
     for d in /tmp/orbitkv-bench-real-*/logs; do
       [ -d "$d" ] && mkdir -p "$out/logs" && cp "$d"/*.log "$d"/*.json "$out/logs/" 2>/dev/null
     done
+    step "where each cuda push's time went (from the node worker's log)"
+    python3 gpu/push-steps.py "$out"/logs/worker-node.log 2>&1 | tee "$out/push-steps.md"
     exit "$status"
     ;;
   *)

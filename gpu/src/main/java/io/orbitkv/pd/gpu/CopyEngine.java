@@ -12,6 +12,14 @@ public interface CopyEngine extends AutoCloseable {
      */
     void copy(RunTable table);
 
+    /**
+     * When the last {@link #copy} had its table staged (chunked, written to pinned memory, upload enqueued) and its copies
+     * launched, µs since the epoch ({@code Marks.nowMicros}); zeros when the engine does not say. For the push's marks.
+     */
+    default long[] lastSteps() {
+        return new long[2];
+    }
+
     /** {@code kernel t256_u8_h1, 64 KiB chunks, grid per chunk} or {@code batch}: for logs and endpoint attributes. */
     String describe();
 

@@ -49,6 +49,7 @@ public final class CudaCopyEngine implements CopyEngine {
     private long deviceTable;
     private long deviceTableBytes;
     private boolean inFlight;
+    private final long[] steps = new long[2];
     private boolean closed;
 
     private CudaCopyEngine(CudaKernels kernels, Mode mode, CopyKernel kernel, Grid grid, long chunkBytes, int maxBatch) {
@@ -179,10 +180,17 @@ public final class CudaCopyEngine implements CopyEngine {
     @Override
     public void copy(RunTable table) {
         Staged s = stage(table);
+        steps[0] = io.orbitkv.pd.tracing.Marks.nowMicros();
         enqueue(s);
         driver.eventRecord(done, stream);
+        steps[1] = io.orbitkv.pd.tracing.Marks.nowMicros();
         driver.eventSynchronize(done);
         inFlight = false;
+    }
+
+    @Override
+    public long[] lastSteps() {
+        return steps.clone();
     }
 
     /** The engine's stream (benchmarks record timing events on it). */

@@ -59,6 +59,9 @@ import org.slf4j.LoggerFactory;
 public final class CudaTransport implements KvTransport {
 
     public static final String NAME = "cuda";
+    /** Push marks inside apply: the run table staged (chunked, written, upload enqueued), the copies launched. */
+    public static final String STAGED = "stg";
+    public static final String LAUNCHED = "lnch";
     private static final Logger log = LoggerFactory.getLogger(CudaTransport.class);
 
     private final CudaConfig config;
@@ -259,6 +262,7 @@ public final class CudaTransport implements KvTransport {
                 long admittedUs;
                 long builtUs;
                 long ackedUs;
+                long[] steps;
                 try (ReceiveSession s = target.open(NAME, request, plan.source())) {
                     admittedUs = Marks.nowMicros();
                     RunTable table = RunTable.build(plan, source, target.pool(), BlockRuns.intervals(request.destRuns()));
@@ -274,12 +278,17 @@ public final class CudaTransport implements KvTransport {
                     }
                     // every byte in place: marked before the session closes, which may hand the KV to the decode engine
                     ackedUs = Marks.nowMicros();
+                    steps = engine.lastSteps();
                     bytes = written;
                     s.complete();
                 }
                 checkCancelled("while the copy ran (its bytes landed)");
-                result.complete(new TransferResult(bytes, System.nanoTime() - t0, NAME, 1, Marks.empty().at(TransferResult.CONNECTED, tookUs)
-                        .at(TransferResult.ADMITTED, admittedUs).at(TransferResult.WRITTEN, builtUs).at(TransferResult.ACKED, ackedUs)));
+                Marks m = Marks.empty().at(TransferResult.CONNECTED, tookUs).at(TransferResult.ADMITTED, admittedUs)
+                        .at(TransferResult.WRITTEN, builtUs);
+                if (steps[0] > 0 && steps[1] > 0) {
+                    m.at(STAGED, steps[0]).at(LAUNCHED, steps[1]);
+                }
+                result.complete(new TransferResult(bytes, System.nanoTime() - t0, NAME, 1, m.at(TransferResult.ACKED, ackedUs)));
             } catch (TransferException e) {
                 result.completeExceptionally(e);
             } catch (CudaException e) {
@@ -303,6 +312,11 @@ public final class CudaTransport implements KvTransport {
         @Override
         public void copy(RunTable table) {
             engine.copy(table);
+        }
+
+        @Override
+        public long[] lastSteps() {
+            return engine.lastSteps();
         }
 
         @Override

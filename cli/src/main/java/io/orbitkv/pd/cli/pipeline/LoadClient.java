@@ -275,14 +275,19 @@ public final class LoadClient implements AutoCloseable {
         return body.toString().getBytes(StandardCharsets.UTF_8);
     }
 
-    /** Walks away (closes the connection) as soon as the decider reports the request TRANSFERRING. */
+    /**
+     * Walks away (closes the connection) as soon as the decider reports the request TRANSFERRING with its prefill's
+     * pages known: the KV can be on its way (an order issued ahead of the prefill puts the request in TRANSFERRING while
+     * the prefill still computes; walking away then would cancel a prefill, not a transfer).
+     */
     private void walkAwayWhileTransferring(String id, HttpConnection conn, AtomicBoolean walked, AtomicBoolean answered) {
         HttpRequest q = HttpRequest.newBuilder(URI.create(deciderUrl + "/requests/" + id)).timeout(Duration.ofSeconds(2)).build();
         long until = System.nanoTime() + 10_000_000_000L;
         while (!answered.get() && System.nanoTime() < until) {
             try {
                 HttpResponse<String> s = http.send(q, HttpResponse.BodyHandlers.ofString());
-                if (s.statusCode() == 200 && s.body().contains("\"TRANSFERRING\"")) {
+                JsonNode state = s.statusCode() == 200 ? JSON.readTree(s.body()) : null;
+                if (state != null && "TRANSFERRING".equals(state.path("phase").asText()) && state.path("source").isObject()) {
                     if (!answered.get()) {
                         walked.set(true);
                         conn.close();

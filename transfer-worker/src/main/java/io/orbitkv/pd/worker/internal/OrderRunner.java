@@ -315,7 +315,7 @@ public final class OrderRunner implements AutoCloseable {
             completed.incrementAndGet();
             log.atInfo().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("bytes", r.bytes())
                     .addKeyValue("ms", r.durationNanos() / 1_000_000).addKeyValue("GBps", String.format("%.2f", r.gigabytesPerSecond()))
-                    .addKeyValue("transport", r.transport()).log("transfer completed");
+                    .addKeyValue("transport", r.transport()).addKeyValue("marks", r.marks().format()).log("transfer completed");
             report = reporter.completed(requestId, o.getOrderId(), o.getAttempt(), r.bytes(), r.durationNanos() / 1000, trace, marks);
             metrics.hop(Hop.TRANSFER_REPORT, marks.get(TransferResult.ACKED).orElse(0), marks.get(Marks.OUT).orElse(0));
         } catch (TransferException e) {
