@@ -109,7 +109,7 @@ public final class CudaCopyEngine implements CopyEngine {
         if (mode != Mode.KERNEL) {
             return new Staged(spans, 0);
         }
-        RunTable t = spans.chunked(chunkFor(spans.bytes(), chunkBytes, persistentBlocks));
+        RunTable t = spans.chunked(chunkFor(spans.bytes(), chunkBytes, WAVES * persistentBlocks));
         long need = t.encodedBytes();
         ensureStaging(need);
         if (deviceTableBytes < need) {
@@ -128,15 +128,19 @@ public final class CudaCopyEngine implements CopyEngine {
         return new Staged(t, blocks);
     }
 
+    /** Waves of chunks a large order is cut into (see {@link #chunkFor}). */
+    static final int WAVES = 4;
+
     /**
-     * The chunk a table of {@code bytes} is cut into: {@code minChunk}, or larger so that the table has about as many
-     * entries as the GPU runs blocks at once ({@code residentBlocks}: one wave of equal chunks). The host writes and
-     * uploads every entry before the kernel can start — measured in situ ~30–60 ns each, so a GiB in 64 KiB chunks
-     * (16,384 entries) spent about as long on the host as the GPU spent copying it; one wave of chunks keeps that
-     * work bounded whatever the size of the order, and small orders keep {@code minChunk}.
+     * The chunk a table of {@code bytes} is cut into: {@code minChunk}, or larger so that the table has about
+     * {@code entries} entries (the copy engine asks for {@link #WAVES} waves of the blocks the GPU runs at once). The host
+     * writes and uploads every entry before the kernel can start, so a GiB in 64 KiB chunks (16,384 entries) cost as
+     * much host time as copy time in situ; a bounded number of entries keeps that work the same whatever the size of
+     * the order, and a few waves keep the blocks balanced (measured in situ, docs/gpu.md: one wave of 1 MiB chunks
+     * copied a GiB at ~73 % of a contiguous copy). Small orders keep {@code minChunk}.
      */
-    static long chunkFor(long bytes, long minChunk, int residentBlocks) {
-        long wave = (bytes + Math.max(1, residentBlocks) - 1) / Math.max(1, residentBlocks);
+    static long chunkFor(long bytes, long minChunk, int entries) {
+        long wave = (bytes + Math.max(1, entries) - 1) / Math.max(1, entries);
         if (wave <= minChunk) {
             return minChunk;
         }

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import org.junit.jupiter.api.Test;
 
-/** How the copy engine cuts a table into chunks: never below the configured chunk, one wave of chunks for a large order. */
+/** How the copy engine cuts a table into chunks: never below the configured chunk, a bounded number of entries for a large order. */
 class CudaCopyEngineChunkTest {
 
     private static final long KIB = 1024;
@@ -18,7 +18,7 @@ class CudaCopyEngineChunkTest {
     }
 
     @Test
-    void aLargeOrderIsCutIntoAboutOneWaveOfEqualChunks() {
+    void aLargeOrderIsCutIntoAboutTheAskedNumberOfEqualChunks() {
         long gib = 1024 * MIB;
         long chunk = CudaCopyEngine.chunkFor(gib, 64 * KIB, 1056);
         assertThat(chunk % (64 * KIB)).isZero();
