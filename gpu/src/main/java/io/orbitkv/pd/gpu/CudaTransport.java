@@ -265,6 +265,7 @@ public final class CudaTransport implements KvTransport {
                 long admittedUs;
                 long builtUs;
                 long ackedUs;
+                long landedNanos;
                 long[] steps;
                 try (ReceiveSession s = target.open(NAME, request, plan.source())) {
                     admittedUs = Marks.nowMicros();
@@ -281,6 +282,7 @@ public final class CudaTransport implements KvTransport {
                     }
                     // every byte in place: marked before the session closes, which may hand the KV to the decode engine
                     ackedUs = Marks.nowMicros();
+                    landedNanos = System.nanoTime();
                     steps = engine.lastSteps();
                     bytes = written;
                     s.complete();
@@ -291,7 +293,9 @@ public final class CudaTransport implements KvTransport {
                 if (steps[0] > 0 && steps[1] > 0) {
                     m.at(STAGED, steps[0]).at(LAUNCHED, steps[1]);
                 }
-                result.complete(new TransferResult(bytes, System.nanoTime() - t0, NAME, 1, m.at(TransferResult.ACKED, ackedUs)));
+                // the push's duration ends with its bytes in place, not after the session's close (which may hand the KV to
+                // the decode engine on this thread: that is the landed_to_engine hop)
+                result.complete(new TransferResult(bytes, landedNanos - t0, NAME, 1, m.at(TransferResult.ACKED, ackedUs)));
             } catch (TransferException e) {
                 result.completeExceptionally(e);
             } catch (CudaException e) {
