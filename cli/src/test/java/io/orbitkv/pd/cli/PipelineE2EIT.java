@@ -134,8 +134,10 @@ class PipelineE2EIT {
                     assertThat(kind).as("outcome of %s", s.requestId).isEqualTo(OutcomeKind.COMPLETED);
                 } else if (kind == OutcomeKind.CANCELLED) {
                     cancelled++;
-                    // The decider aborts an attempt that is open when the cancel arrives: that is a cancel mid-transfer.
-                    if (s.decisions.stream().anyMatch(d -> d instanceof AbortTransfer)) {
+                    // The decider aborts an attempt that is open when the cancel arrives: a cancel mid-transfer once a push
+                    // started; before that (an order issued ahead of the prefill, still parked) a cancel mid-prefill.
+                    if (s.decisions.stream().anyMatch(d -> d instanceof AbortTransfer)
+                            && s.facts.stream().anyMatch(f -> f instanceof io.orbitkv.pd.events.TransferStarted)) {
                         midTransfer++;
                     } else if (s.transferCompletedBeforeCancel) {
                         midDecode++;
