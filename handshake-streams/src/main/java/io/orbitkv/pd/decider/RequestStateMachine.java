@@ -854,12 +854,7 @@ public final class RequestStateMachine {
     }
 
     private static String layoutProblem(KvLayout l) {
-        if (l.getNumLayers() < 1 || l.getBlockSizeTokens() < 1 || l.getNumKvHeads() < 1 || l.getHeadDim() < 1
-                || l.getPageBytes() < 1 || l.getNumBlocks() < 1 || l.getTpSize() < 1 || l.getTpRank() < 0 || l.getTpRank() >= l.getTpSize()) {
-            return "num_layers, block_size_tokens, num_kv_heads, head_dim, page_bytes, num_blocks and tp_size must be positive"
-                    + " and 0 <= tp_rank < tp_size";
-        }
-        return null;
+        return io.orbitkv.pd.schemas.EngineRegistrations.layoutProblem(l);
     }
 
     private DeciderState newState(String requestId, long now) {

@@ -265,4 +265,32 @@ class DeciderTopologyTest {
         d.pipe(1002, decodeReady("r15", run(0, 2)));
         assertThat(payload(d.decisions(), ReleaseDecided.class).getSide()).isEqualTo(ReleaseSide.DECODE);
     }
+
+    @Test
+    void anOlderOrInvalidRegistrationNeverReplacesTheEngineInTheTable() {
+        try (DeciderDriver d = new DeciderDriver(Facts.policy())) {
+            var engines = d.driver().createInputTopic(d.topics.engines().name(), org.apache.kafka.common.serialization.Serdes.String().serializer(),
+                    d.topics.engines().valueSerde().serializer());
+            engines.pipeInput("decode-0", registration("decode-0", 5, 64));
+            engines.pipeInput("decode-0", registration("decode-0", -1, 64)); // forged, older
+            engines.pipeInput("decode-0", registration("decode-0", 6, -3)); // invalid layout
+            engines.pipeInput("decode-0", registration("decode-9", 7, 64)); // another engine's
+            org.apache.kafka.streams.state.KeyValueStore<String, byte[]> store = d.driver().getKeyValueStore(DeciderTopology.ENGINES_STORE);
+            io.orbitkv.pd.events.EngineRegistration kept = d.topics.engines().valueSerde().deserializer()
+                    .deserialize(d.topics.engines().name(), store.get("decode-0"));
+            assertThat(kept.getInstanceEpoch()).isEqualTo(5);
+            assertThat(kept.getLayout().getNumBlocks()).isEqualTo(64);
+            engines.pipeInput("decode-0", registration("decode-0", 8, 64)); // its next instance
+            assertThat(d.topics.engines().valueSerde().deserializer().deserialize(d.topics.engines().name(), store.get("decode-0"))
+                    .getInstanceEpoch()).isEqualTo(8);
+        }
+    }
+
+    private static io.orbitkv.pd.events.EngineRegistration registration(String id, long epoch, int numBlocks) {
+        io.orbitkv.pd.events.KvLayout layout = Facts.layout();
+        layout.setNumBlocks(numBlocks);
+        return io.orbitkv.pd.events.EngineRegistration.newBuilder().setEngineId(id).setRole(io.orbitkv.pd.events.EngineRole.DECODE)
+                .setInstanceEpoch(epoch).setModel("m").setHttpUrl("http://x").setEndpoints(java.util.List.of()).setRegions(java.util.List.of())
+                .setRegisteredAtMs(0).setDeregistered(false).setLayout(layout).build();
+    }
 }

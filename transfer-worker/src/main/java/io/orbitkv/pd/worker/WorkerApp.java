@@ -125,7 +125,7 @@ public final class WorkerApp implements AutoCloseable {
             producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
             reporter = new EventReporter(producer, topics, config.engineId(), config.workerId());
             directory = new EngineDirectory(new KafkaConsumer<>(consumerConfig(null), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
-                    topics.engines(), engine -> transports.forEach(t -> t.forgetPeer(engine)));
+                    topics.engines(), engine -> transports.forEach(t -> t.forgetPeer(engine))).onRefused(this::registrationRefused);
             Thread.ofPlatform().daemon().name("worker-engines").start(directory);
             if (!directory.awaitCaughtUp(Duration.ofSeconds(60))) {
                 log.warn("engine table not read to its end within 60 s; continuing");
@@ -168,6 +168,29 @@ public final class WorkerApp implements AutoCloseable {
         } catch (RuntimeException e) {
             close();
             throw e;
+        }
+    }
+
+    /**
+     * A registration every reader refuses (docs/worker.md, "Failure handling"): dead-lettered when it arrived while this
+     * worker runs; and when it is keyed by this worker's own engine, the worker announces its engine again at once, so
+     * the table's latest record for it is the true one again (also once the topic is compacted).
+     */
+    private void registrationRefused(org.apache.kafka.clients.consumer.ConsumerRecord<byte[], byte[]> r, String type, String reason,
+                                     boolean live) {
+        if (!live || closed.get()) {
+            return;
+        }
+        reporter.deadLetter(r, type, reason);
+        String key = r.key() == null ? null : new String(r.key(), java.nio.charset.StandardCharsets.UTF_8);
+        if (config.engineId().equals(key)) {
+            synchronized (this) {
+                if (registration != null && engine != null && pool != null) {
+                    log.atWarn().addKeyValue("engineId", key).log("a registration of this worker's engine was refused (" + type
+                            + "): announcing the engine again");
+                    announce(false);
+                }
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 package io.orbitkv.pd.engine.client;
 
 import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.schemas.EngineRegistrations;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.RecordDecoding;
 import io.orbitkv.pd.schemas.Topic;
@@ -26,8 +27,10 @@ import org.slf4j.LoggerFactory;
  * The engines table as this worker sees it: the latest registration per engine, read from the compacted engines
  * topic from its beginning. Where peers accept pushes (endpoints), their layouts and instance epochs come from here.
  * When a peer's registration changes (new instance epoch, other endpoints, or it left), {@code onChange} runs so
- * transports drop what they cached for it. A registration that does not decode is logged and skipped, as the decider
- * does: every worker reads the whole table on every start, so dead-lettering here would repeat forever.
+ * transports drop what they cached for it. A registration that does not decode, or that {@link EngineRegistrations#check}
+ * refuses (another engine than its key, an invalid layout, an older instance epoch than the one taken), is skipped and
+ * handed to {@code onRefused} with {@code live} true once the table was read to its end when the directory started (so a
+ * reader can dead-letter what arrives while it runs without dead-lettering the same old records on every start).
  */
 public final class EngineDirectory implements Runnable, AutoCloseable {
 
@@ -36,6 +39,7 @@ public final class EngineDirectory implements Runnable, AutoCloseable {
     private final KafkaConsumer<byte[], byte[]> consumer;
     private final Topic<String, EngineRegistration> topic;
     private final Consumer<String> onChange;
+    private volatile Refused onRefused = (r, type, reason, live) -> { };
     private final Map<String, EngineRegistration> latest = new ConcurrentHashMap<>();
     private final CountDownLatch caughtUp = new CountDownLatch(1);
     private volatile boolean running = true;
@@ -44,6 +48,33 @@ public final class EngineDirectory implements Runnable, AutoCloseable {
         this.consumer = consumer;
         this.topic = topic;
         this.onChange = onChange;
+    }
+
+    /** Hears of every registration the directory refused. */
+    @FunctionalInterface
+    public interface Refused {
+        /**
+         * @param record    the record as read
+         * @param errorType as on the dead-letter topic
+         * @param reason    for a user
+         * @param live      written after the directory caught up with the table (not an old record read again)
+         */
+        void refused(ConsumerRecord<byte[], byte[]> record, String errorType, String reason, boolean live);
+    }
+
+    /** Sets who hears of refused registrations (one listener; must not throw). */
+    public EngineDirectory onRefused(Refused listener) {
+        this.onRefused = java.util.Objects.requireNonNull(listener, "listener");
+        return this;
+    }
+
+    private void refuse(ConsumerRecord<byte[], byte[]> r, String type, String reason) {
+        log.atWarn().addKeyValue("offset", r.offset()).addKeyValue("errorType", type).log("engine registration refused: " + reason);
+        try {
+            onRefused.refused(r, type, reason, caughtUp.getCount() == 0);
+        } catch (RuntimeException e) {
+            log.atError().setCause(e).log("handling a refused registration failed");
+        }
     }
 
     @Override
@@ -85,17 +116,13 @@ public final class EngineDirectory implements Runnable, AutoCloseable {
         try {
             reg = RecordDecoding.decodeValue(r, topic.valueSerde().deserializer());
         } catch (EventDecodingException e) {
-            log.atWarn().addKeyValue("offset", r.offset()).log("skipping an engine registration that does not decode: " + e.getMessage());
+            refuse(r, "UNDECODABLE", "engine registration does not decode: " + e.getMessage());
             return;
         }
-        if (key == null || !key.equals(reg.getEngineId())) {
-            log.atWarn().addKeyValue("offset", r.offset()).log("skipping a registration keyed '" + key + "' for engine '" + reg.getEngineId() + "'");
-            return;
-        }
-        EngineRegistration prev = latest.get(key);
-        if (prev != null && reg.getInstanceEpoch() < prev.getInstanceEpoch()) {
-            log.atWarn().addKeyValue("engineId", key).log("ignoring a registration with older instance epoch " + reg.getInstanceEpoch()
-                    + " (have " + prev.getInstanceEpoch() + ")");
+        EngineRegistration prev = key == null ? null : latest.get(key);
+        EngineRegistrations.Refusal bad = EngineRegistrations.check(key, reg, prev);
+        if (bad != null) {
+            refuse(r, bad.errorType(), bad.reason());
             return;
         }
         latest.put(key, reg);

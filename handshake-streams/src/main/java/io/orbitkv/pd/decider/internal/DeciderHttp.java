@@ -198,8 +198,13 @@ public final class DeciderHttp implements AutoCloseable {
                 e.put("in_flight", load.path(kv.key).asLong(0));
                 try {
                     EngineRegistration r = topics.engines().valueSerde().deserializer().deserialize(topics.engines().name(), kv.value);
+                    io.orbitkv.pd.schemas.EngineRegistrations.Refusal bad = io.orbitkv.pd.schemas.EngineRegistrations.check(kv.key, r, null);
+                    if (bad != null) {
+                        e.put("error", bad.reason()); // restored from the topic as it was: not routable
+                        continue;
+                    }
                     e.put("role", r.getRole().name()).put("instance_epoch", r.getInstanceEpoch()).put("http_url", r.getHttpUrl())
-                            .put("deregistered", r.getDeregistered());
+                            .put("deregistered", r.getDeregistered()).put("model", r.getModel());
                 } catch (EventDecodingException bad) {
                     e.put("error", bad.getMessage());
                 }

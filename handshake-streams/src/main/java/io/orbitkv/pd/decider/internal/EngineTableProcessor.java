@@ -1,6 +1,8 @@
 package io.orbitkv.pd.decider.internal;
 
 import io.orbitkv.pd.decider.DeciderTopology;
+import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.schemas.EngineRegistrations;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.Topics;
 import org.apache.kafka.streams.processor.api.Processor;
@@ -12,8 +14,10 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Keeps the engines global store: the latest registration bytes per engine id. A registration that does not
- * decode is logged with its offset and not stored (a global-store processor cannot forward to the dead-letter
- * topic); a null value (tombstone) removes the engine.
+ * decode, or that {@link EngineRegistrations#check} refuses (keyed by another engine, an invalid layout, an instance
+ * epoch older than the one stored: an older epoch never replaces a newer one), is logged with its offset and not
+ * stored; a global-store processor cannot forward to the dead-letter topic: the engine's own worker dead-letters it and
+ * announces its engine again (docs/worker.md). A null value (tombstone) removes the engine.
  */
 public final class EngineTableProcessor implements Processor<String, byte[], Void, Void> {
 
@@ -41,14 +45,29 @@ public final class EngineTableProcessor implements Processor<String, byte[], Voi
             store.delete(record.key());
             return;
         }
+        String refused;
         try {
-            topics.engines().valueSerde().deserializer().deserialize(topics.engines().name(), record.value());
-            store.put(record.key(), record.value());
+            EngineRegistration r = topics.engines().valueSerde().deserializer().deserialize(topics.engines().name(), record.value());
+            byte[] had = store.get(record.key());
+            EngineRegistration current = null;
+            if (had != null) {
+                try {
+                    current = topics.engines().valueSerde().deserializer().deserialize(topics.engines().name(), had);
+                } catch (EventDecodingException e) {
+                    current = null; // what was stored before a restore is replaced by a valid record
+                }
+            }
+            EngineRegistrations.Refusal bad = EngineRegistrations.check(record.key(), r, current);
+            if (bad == null) {
+                store.put(record.key(), record.value());
+                return;
+            }
+            refused = bad.errorType() + ": " + bad.reason();
         } catch (EventDecodingException e) {
-            var md = context.recordMetadata();
-            log.atWarn().addKeyValue("engineId", record.key())
-                    .addKeyValue("offset", md.map(m -> m.offset()).orElse(-1L))
-                    .addKeyValue("reason", e.getMessage()).log("engine registration refused");
+            refused = "UNDECODABLE: " + e.getMessage();
         }
+        var md = context.recordMetadata();
+        log.atWarn().addKeyValue("engineId", record.key()).addKeyValue("offset", md.map(m -> m.offset()).orElse(-1L))
+                .addKeyValue("reason", refused).log("engine registration refused");
     }
 }
