@@ -221,7 +221,16 @@ public final class OrbitProxy implements AutoCloseable {
             return;
         }
         boolean colocated = "colocated".equalsIgnoreCase(req.getHeader("x-orbitkv-route"));
-        List<EngineInfo> all = engines.current();
+        List<EngineInfo> known = engines.current();
+        List<EngineInfo> all = known.stream().filter(e -> e.serves(r.model())).toList();
+        if (all.isEmpty() && !known.isEmpty()) {
+            // OpenAI's answer for a model nobody serves, rather than another model's answer
+            count("rejected_404");
+            json(resp, 404, CompletionRequest.errorBody("The model '" + r.model() + "' does not exist: the engines here serve "
+                    + known.stream().map(EngineInfo::model).filter(java.util.Objects::nonNull).distinct().sorted().toList(),
+                    "invalid_request_error", "model", "model_not_found"));
+            return;
+        }
         EngineInfo decode = policy.pick(RoutingPolicy.Side.DECODE, all, this::load).orElse(null);
         EngineInfo prefill = colocated ? null : policy.pick(RoutingPolicy.Side.PREFILL, all, this::load).orElse(null);
         if (decode == null || (!colocated && prefill == null)) {

@@ -270,6 +270,46 @@ class WorkerProcessIT {
     }
 
     @Test
+    void aForgedOlderRegistrationOfItsEngineIsDeadLetteredAndTheWorkerAnnouncesItsEngineAgain() throws Exception {
+        Deployment d = new Deployment();
+        d.start("decode", d.settings("decode-0", 7, DECODE, d.decodeFile));
+        // One record with an older instance epoch (and another engine's record under this key): neither may take the engine.
+        io.orbitkv.pd.events.EngineRegistration forged = io.orbitkv.pd.events.EngineRegistration.newBuilder().setEngineId("decode-0")
+                .setRole(io.orbitkv.pd.events.EngineRole.DECODE).setInstanceEpoch(-1).setModel("m").setHttpUrl("http://forged")
+                .setEndpoints(List.of()).setRegions(List.of()).setRegisteredAtMs(0).setDeregistered(false).setLayout(DECODE.toLayout(0, 1)).build();
+        d.producer.send(new ProducerRecord<>(d.topics.engines().name(), "decode-0",
+                d.topics.engines().valueSerde().serializer().serialize(d.topics.engines().name(), forged))).get();
+        await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(100)).untilAsserted(() -> {
+            d.poll();
+            assertThat(d.dead).anySatisfy(x -> {
+                assertThat(x.getErrorType()).isEqualTo("STALE_EPOCH");
+                assertThat(x.getReason()).contains("instance epoch -1 is older than the one taken (7)");
+            });
+            // the table's latest record for the engine is the worker's own again
+            assertThat(latestRegistration(d, "decode-0").getInstanceEpoch()).isEqualTo(7);
+        });
+    }
+
+    private static io.orbitkv.pd.events.EngineRegistration latestRegistration(Deployment d, String engine) {
+        io.orbitkv.pd.events.EngineRegistration last = null;
+        try (KafkaConsumer<byte[], byte[]> c = d.consumer()) {
+            List<TopicPartition> parts = c.partitionsFor(d.topics.engines().name()).stream()
+                    .map(p -> new TopicPartition(p.topic(), p.partition())).toList();
+            c.assign(parts);
+            c.seekToBeginning(parts);
+            Map<TopicPartition, Long> end = c.endOffsets(parts);
+            while (parts.stream().anyMatch(p -> c.position(p) < end.get(p))) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    if (engine.equals(r.key() == null ? null : new String(r.key(), StandardCharsets.UTF_8))) {
+                        last = d.topics.engines().valueSerde().deserializer().deserialize(r.topic(), r.value());
+                    }
+                }
+            }
+        }
+        return last;
+    }
+
+    @Test
     void twoWorkerProcessesMove256MiBIn32KiBPagesAndRefuseWhatIsNotTheirs() throws Exception {
         Deployment d = new Deployment();
         d.start("decode", d.settings("decode-0", 201, DECODE, d.decodeFile));

@@ -94,6 +94,9 @@ public final class RealModelBenchCommand implements Callable<Integer> {
                     c.bytes() / 1048576.0, c.gpuMs(), c.gpuGbps(), c.wallMs(), c.wallGbps());
         }
         Map<String, String> engine = new LinkedHashMap<>();
+        // the name both engines serve and the requests ask for (the proxy answers 404 model_not_found to any other)
+        String served = "orbitkv-real-" + (modelPath != null ? Path.of(modelPath).getFileName() : shape);
+        engine.put("engine.model", served);
         engine.put("engine.model.shape", shape);
         if (modelPath != null) {
             engine.put("engine.model.path", modelPath);
@@ -116,7 +119,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         Map<String, Object> audit;
         long[] pagesLeft;
         try (Pipeline pipeline = Pipeline.start(spec, work, s -> System.out.println("  " + s));
-             LoadClient client = new LoadClient(pipeline.proxyUrl(), "unused", pipeline.deciderUrl())) {
+             LoadClient client = new LoadClient(pipeline.proxyUrl(), served, pipeline.deciderUrl())) {
             System.out.println("raw Kafka produce->consume hop on the pipeline's broker, idle pipeline (200/s, 2 s warm-up, 4 s measured) ...");
             rawHop = RawHop.measure(pipeline.bootstrapServers(), "bench.raw-hop-" + System.nanoTime() % 100_000, 200, Duration.ofSeconds(2),
                     Duration.ofSeconds(4), false);

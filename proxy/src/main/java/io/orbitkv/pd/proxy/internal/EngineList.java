@@ -94,11 +94,12 @@ public final class EngineList {
             } catch (IllegalArgumentException bad) {
                 return;
             }
-            out.put(e.getKey(), new EngineInfo(e.getKey(), role, url, v.path("in_flight").asLong(0)));
+            String model = v.path("model").asText("");
+            out.put(e.getKey(), new EngineInfo(e.getKey(), role, url, v.path("in_flight").asLong(0), model.isEmpty() ? null : model));
         });
         for (EngineInfo s : staticEngines) {
             EngineInfo d = out.get(s.engineId());
-            out.put(s.engineId(), d == null ? s : new EngineInfo(s.engineId(), s.role(), s.httpUrl(), d.inFlight()));
+            out.put(s.engineId(), d == null ? s : new EngineInfo(s.engineId(), s.role(), s.httpUrl(), d.inFlight(), d.model()));
         }
         return new ArrayList<>(out.values());
     }

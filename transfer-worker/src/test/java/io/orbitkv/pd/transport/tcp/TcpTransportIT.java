@@ -227,9 +227,18 @@ class TcpTransportIT {
                 .isEqualTo(Wire.BEGIN_OK);
         stalled.writeHeader(1, 0, 0, 2 * PAGE);
         stalled.send(new byte[10 * 1024]);
-        // Every broken session is dropped, none acknowledged; the stalled one after transfer.tcp.io-timeout.
+        // 5. a peer that stops inside a frame header, and 6. one that connects and never says a word
+        RawClient midHeader = new RawClient(addr);
+        closeables.add(midHeader);
+        midHeader.hello("decode-0");
+        midHeader.send(new byte[] {0x4F, 0x4B, 0x56});
+        RawClient silent = new RawClient(addr);
+        closeables.add(silent);
+        // Every broken session is dropped, none acknowledged; the stalled ones after transfer.tcp.io-timeout.
         await().atMost(Duration.ofSeconds(10)).until(() -> gate.openSessions() == 0 && receiver.receivingConnections() == 0);
         assertThat(stalled.closedByPeer()).isTrue();
+        assertThat(midHeader.closedByPeer()).isTrue();
+        assertThat(silent.closedByPeer()).isTrue();
         assertThat(gate.bytesWritten()).as("partial frames never count as written").isZero();
         // The good push covers blocks 0 and 1 too, so every page must end up right.
         assertGoodPushWorks();

@@ -119,13 +119,20 @@ public final class ReceiverConnection implements Runnable {
         }
     }
 
-    /** Handles one frame; false on a clean end of stream between frames. */
+    /**
+     * Handles one frame; false on a clean end of stream between frames. Only a sender that said HELLO may sit idle
+     * between frames: before it, and from a frame's first byte on, a stall is timed out (transfer.tcp.io-timeout),
+     * so peers that connect and go silent, or stop inside a header, cannot hold the worker's connections.
+     */
     private boolean frame() throws IOException {
-        header.clear();
+        activity.busy(!helloDone);
+        header.clear().limit(1);
         if (!Io.readFully(ch, header, true, "a frame header", activity)) {
             return false;
         }
         activity.busy(true);
+        header.limit(Wire.HEADER_BYTES);
+        Io.readFully(ch, header, false, "a frame header", activity);
         Wire.Header h = Wire.parseHeader(header.flip());
         if (!helloDone && h.type() != Wire.HELLO) {
             throw new FrameException("first frame must be HELLO, got " + Wire.typeName(h.type()));
