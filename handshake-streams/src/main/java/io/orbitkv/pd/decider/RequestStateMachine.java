@@ -170,7 +170,7 @@ public final class RequestStateMachine {
                 .setFailurePolicy(a.getFailurePolicy()).setDeadlineMs(a.getDeadlineMs()).setPromptTokens(a.getPromptTokens()).build());
         s.getTimings().setAdmittedMs(c.now);
         if (s.getPhase() != Phase.AWAITING_ADMISSION) {
-            // Closed before admission (never admitted): the request ends now, with exactly one outcome.
+            // Closed before admission (never admitted, or a cancel): it already has its one outcome (older states may not).
             if (s.getOutcome() == null) {
                 finishWith(c, OutcomeKind.FAILED, "admitted after " + s.getOutcomeReason());
             }
@@ -534,11 +534,10 @@ public final class RequestStateMachine {
                 c.emit(InputRejected.newBuilder().setEventId(s.getRequestId()).setEventType("RequestAdmitted").setState(p.name())
                         .setReason("facts arrived but the request was never admitted within " + policy.admissionGrace().toMillis()
                                 + " ms; releasing their pages").build(), List.of());
-                c.release(s.getSource(), ReleaseSide.PREFILL, "request never admitted");
-                c.release(s.getDest(), ReleaseSide.DECODE, "request never admitted");
-                s.setPhase(Phase.FAILED);
-                s.setOutcomeReason("never admitted");
-                s.setFinishedMs(now);
+                // Every request the log knows of ends in exactly one outcome, this one too (an engine reported on it,
+                // then the proxy that called the engine died before its RequestAdmitted was written).
+                finishWith(c, OutcomeKind.FAILED, "never admitted: facts arrived but no RequestAdmitted within "
+                        + policy.admissionGrace().toMillis() + " ms");
             }
             return c.finish();
         }

@@ -29,7 +29,8 @@ import java.util.TreeMap;
  * processing order, with the decisions that came out. Used by {@link DeciderInvariantsPropertyTest}.
  *
  * <ol type="a">
- *   <li>exactly one RequestOutcome per admitted request, none for a never-admitted one;</li>
+ *   <li>exactly one RequestOutcome per request the decider kept state for (admitted, or facts that came before an
+ *       admission that never came: FAILED "never admitted"), none for one whose every fact was refused;</li>
  *   <li>every accepted held page set (PrefillCompleted.source_blocks / DecodeReady.dest_blocks of a fact that was
  *       not dead-lettered, counted once per event id) released exactly once by a ReleaseDecided of the same
  *       engine, side and blocks; nothing released that was never held;</li>
@@ -71,6 +72,8 @@ final class DeciderInvariants {
     private static final class Req {
         final String id;
         boolean admitted;
+        /** A fact the decider keeps state for was accepted (one that may precede the admission). */
+        boolean stored;
         int outcomes;
         int nextSeq;
         final Set<String> seenIds = new HashSet<>();
@@ -106,7 +109,9 @@ final class DeciderInvariants {
             }
         }
         for (Req r : reqs.values()) {
-            int want = r.admitted ? 1 : 0;
+            // every request the decider created state for ends with one outcome; a request known only by a fact that
+            // was refused outright (dead-lettered, never stored) has none
+            int want = r.admitted || r.stored ? 1 : 0;
             if (r.outcomes != want) {
                 bad.add(r.id + ": (a) " + r.outcomes + " RequestOutcome(s) for a request " + (r.admitted ? "admitted" : "never admitted"));
             }
@@ -135,6 +140,9 @@ final class DeciderInvariants {
             return;
         }
         r.eventTypes.put(f.event().getEventId(), p.getClass().getSimpleName());
+        if (RequestStateMachine.mayPrecedeAdmission(p)) {
+            r.stored = true;
+        }
         switch (p) {
             case RequestAdmitted a -> r.admitted = true;
             case PrefillCompleted pc -> r.held.merge(pages(pc.getEngineId(), ReleaseSide.PREFILL, pc.getSourceBlocks()), 1, Integer::sum);

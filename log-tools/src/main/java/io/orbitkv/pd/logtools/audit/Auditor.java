@@ -964,7 +964,10 @@ public final class Auditor {
                         + (end - r.lastActivity) + " ms later; every deadline is within " + slack + " ms)");
             }
         }
-        if (!admitted && r.outcomes > 0) {
+        // A request known only by facts whose admission never came ends FAILED once the admission grace passed (since
+        // 2026-12-04; older logs have no outcome for it).
+        boolean closedUnadmitted = r.neverAdmitted && r.outcomes == 1 && r.outcomeKind == OutcomeKind.FAILED;
+        if (!admitted && r.outcomes > 0 && !closedUnadmitted) {
             violation(Rule.OUTCOME_UNADMITTED, r.id, endWhere, r.outcomes + " RequestOutcome(s) (" + r.outcomeKind + ") for a request that"
                     + " was never admitted");
         }

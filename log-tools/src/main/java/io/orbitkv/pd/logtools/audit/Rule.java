@@ -8,7 +8,7 @@ package io.orbitkv.pd.logtools.audit;
 public enum Rule {
     OUTCOME_MISSING("outcomes", "an admitted request has no RequestOutcome although the log runs past every deadline it had"),
     OUTCOME_DUPLICATE("outcomes", "a request has more than one RequestOutcome"),
-    OUTCOME_UNADMITTED("outcomes", "a RequestOutcome for a request that was never admitted"),
+    OUTCOME_UNADMITTED("outcomes", "a RequestOutcome for a request that was never admitted (other than the one FAILED outcome after the admission grace)"),
     OUTCOME_INCONSISTENT("outcomes", "the outcome contradicts the log (attempts, engines, a completion without KV, a cancel without a cancel)"),
     PAGES_NOT_RELEASED("pages", "a page set a fact reported as held was never released (and the log runs past its drain)"),
     PAGES_RELEASED_TWICE("pages", "a page set released more often than it was held (twice, or never held)"),
