@@ -68,6 +68,8 @@ public final class OrbitProxy implements AutoCloseable {
     private final Topics topics;
     private final RoutingPolicy policy;
     private final EngineList engines;
+    /** Client-named request ids admitted recently (a reuse is refused with 409). */
+    private final io.orbitkv.pd.proxy.internal.RequestIds requestIds = new io.orbitkv.pd.proxy.internal.RequestIds(200_000);
     private final CompletionRequest.Limits limits;
     private final Map<String, AtomicInteger> localLoad = new ConcurrentHashMap<>();
     private final Map<String, LongAdder> counts = new ConcurrentHashMap<>();
@@ -242,6 +244,14 @@ public final class OrbitProxy implements AutoCloseable {
         // A client may name its request (x-request-id, unique per request): its facts and decisions are then easy to find.
         String given = req.getHeader("x-request-id");
         String rid = given != null && given.matches("[A-Za-z0-9._:-]{1,128}") ? given : "req-" + UUID.randomUUID();
+        long takenAt = rid.equals(given) ? requestIds.claim(rid, System.currentTimeMillis()) : -1;
+        if (takenAt >= 0) {
+            count("rejected_409");
+            error(resp, 409, "x-request-id '" + rid + "' was already used by a request at " + java.time.Instant.ofEpochMilli(takenAt)
+                    + ": request ids must be unique (the id keys the request's facts, decisions and pages); send a new one, or none and"
+                    + " the proxy makes one", "invalid_request_error", "x-request-id");
+            return;
+        }
         inFlight.incrementAndGet();
         localLoad.computeIfAbsent(decode.engineId(), k -> new AtomicInteger()).incrementAndGet();
         if (prefill != null) {
