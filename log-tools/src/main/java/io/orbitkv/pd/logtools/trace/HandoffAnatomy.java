@@ -83,8 +83,15 @@ public final class HandoffAnatomy {
                 case Decision d -> {
                     first.putIfAbsent(d.getPayload().getClass(), o);
                     if (d.getPayload() instanceof TransferOrder t) {
-                        // The first copy: the one the worker acted on (a copy the decider wrote again is deduped there).
-                        orders.putIfAbsent(t.getOrderId() + "#" + t.getAttempt(), o);
+                        // The first copy: the one the worker acted on (a copy the decider wrote again is deduped there) —
+                        // except an order issued ahead of the prefill, which a worker that did not hear its engine's fact
+                        // starts on the copy with the pages: that copy is the one timed (the short path is read from the
+                        // worker's own marks instead).
+                        String k = t.getOrderId() + "#" + t.getAttempt();
+                        Observation had = orders.get(k);
+                        if (had == null || (((TransferOrder) ((Decision) had.event()).getPayload()).getAwaitPrefill() && !t.getAwaitPrefill())) {
+                            orders.put(k, o);
+                        }
                     }
                 }
                 case RequestAnswered a -> first.putIfAbsent(RequestAnswered.class, o);

@@ -182,4 +182,24 @@ class HandoffAnatomyTest {
         }
         assertThat(path).as("prefill computed → first token at the proxy").isEqualTo(10_900 - 9_400);
     }
+
+    @Test
+    void anOrderAheadStartedByItsCopyWithThePagesIsTimedFromThatCopy() {
+        List<Observation> o = new ArrayList<>();
+        o.add(fact("admitted", RequestAdmitted.newBuilder().setModel("m").setPromptTokens(100).setMaxTokens(16).setPrefillEngineId("p")
+                .setDecodeEngineId("d").build(), "in=1000,out=1100"));
+        o.add(fact("decode-ready", DecodeReady.newBuilder().setEngineId("d").setInstanceEpoch(2).setLeaseId("l").setLeaseEpoch(1)
+                .setDestBlocks(RUNS).setLeaseDeadlineMs(0).build(), "in=1200,out=1500"));
+        TransferOrder ahead = order(1);
+        ahead.setAwaitPrefill(true);
+        o.add(decision(0, "decode-ready", ahead, "in=2000,out=2100"));
+        o.add(fact("prefill-completed", PrefillCompleted.newBuilder().setEngineId("p").setInstanceEpoch(1).setSourceBlocks(RUNS).setNumTokens(100)
+                .build(), "in=1300,c0=1400,c1=9400,out=9500"));
+        o.add(decision(1, "prefill-completed", order(1), "in=10000,out=10100"));
+        o.add(fact("o#1/completed", TransferCompleted.newBuilder().setOrderId(R + "/o").setAttempt(1).setWorkerId("w").setBytes(8 << 20)
+                .setDurationUs(7_000).build(), "in=11000,run=11200,conn=11400,adm=11500,w1=18000,ack=18500,out=18600"));
+        Map<Hop, Long> s = spans(HandoffAnatomy.of(o));
+        assertThat(s).containsEntry(Hop.FACT_TO_DECIDER, 500L).containsEntry(Hop.DECIDER_ORDER, 100L).containsEntry(Hop.ORDER_TO_WORKER, 900L)
+                .doesNotContainKey(Hop.PREFILL_TO_WORKER);
+    }
 }
