@@ -270,7 +270,9 @@ class TcpTransportIT {
         TransferException e = failure(t);
         assertThat(e.kind()).isEqualTo(TransferError.CONNECTION_LOST);
         assertThat(e.retriable()).isTrue();
-        assertThat(e.getMessage()).contains("connection to decode-0@5").contains("lost after");
+        // whichever of the push's connections notices first reports: one moving bytes ("connection to … lost after"), or,
+        // on a loaded machine, one still in its handshake
+        assertThat(e.getMessage()).contains("decode-0@5").containsAnyOf("lost after", "handshake with decode-0@5");
         assertThat(dst.page(15, 59).mismatch(src.page(15, 39))).as("the push really was cut short").isNotEqualTo(-1);
 
         receiver = TcpTransport.start(config.withPort(peer.address().endsWith(":0") ? 0 : Integer.parseInt(peer.address().split(":")[1])),
