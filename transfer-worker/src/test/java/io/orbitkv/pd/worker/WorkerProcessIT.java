@@ -374,6 +374,9 @@ class WorkerProcessIT {
             assertThat(drainUntilClosed(in)).as("the receiver closes a connection that speaks garbage").isTrue();
         }
         d.raw("prefill-0", "definitely not avro".getBytes(StandardCharsets.UTF_8));
+        // a release keyed to decode-0 that names another engine's pages: refused, not applied
+        d.command("decode-0", "req-other", ReleaseDecided.newBuilder().setEngineId("decode-7").setSide(ReleaseSide.DECODE)
+                .setBlocks(List.of(run(200, 8))).setLeaseId("lease-l").setLeaseEpoch(1L).setReason("forged").build());
 
         // Through all of it both workers keep serving: a last order, sent twice, completes once and lands intact.
         TransferOrder last = d.order("req-last", 1, List.of(run(64, 8)), 201, small, "lease-l", 1);
@@ -387,9 +390,13 @@ class WorkerProcessIT {
                 List.of(run(200, 8), run(259, 1))), SENTINEL)).isNull();
         await().atMost(Duration.ofSeconds(30)).until(() -> {
             d.poll();
-            return !d.dead.isEmpty();
+            return d.dead.size() >= 2;
         });
-        assertThat(d.dead).singleElement().satisfies(dl -> {
+        assertThat(d.dead).filteredOn(dl -> dl.getComponent().equals("worker:decode-0")).singleElement().satisfies(dl -> {
+            assertThat(dl.getErrorType()).isEqualTo("KEY_MISMATCH");
+            assertThat(dl.getReason()).contains("names engine 'decode-7'");
+        });
+        assertThat(d.dead).filteredOn(dl -> dl.getComponent().equals("worker:prefill-0")).singleElement().satisfies(dl -> {
             assertThat(dl.getComponent()).isEqualTo("worker:prefill-0");
             assertThat(dl.getErrorType()).isEqualTo("UNDECODABLE");
             assertThat(dl.getTopic()).isEqualTo(d.topics.engineCommands().name());

@@ -67,6 +67,7 @@ public final class HandoffAnatomy {
         Map<Class<?>, Observation> first = new HashMap<>();
         Map<String, Observation> factsById = new HashMap<>();
         Map<String, Observation> orders = new HashMap<>();
+        Map<String, List<Observation>> copies = new HashMap<>();
         Map<String, Observation> started = new HashMap<>();
         Map<String, Observation> failed = new HashMap<>();
         for (Observation o : records) {
@@ -83,15 +84,11 @@ public final class HandoffAnatomy {
                 case Decision d -> {
                     first.putIfAbsent(d.getPayload().getClass(), o);
                     if (d.getPayload() instanceof TransferOrder t) {
-                        // The first copy: the one the worker acted on (a copy the decider wrote again is deduped there) —
-                        // except an order issued ahead of the prefill, which a worker that did not hear its engine's fact
-                        // starts on the copy with the pages: that copy is the one timed (the short path is read from the
-                        // worker's own marks instead).
+                        // Every copy of an attempt's order (an order ahead of the prefill and its copy with the pages; a
+                        // copy the decider wrote again): the one the worker acted on is picked below.
                         String k = t.getOrderId() + "#" + t.getAttempt();
-                        Observation had = orders.get(k);
-                        if (had == null || (((TransferOrder) ((Decision) had.event()).getPayload()).getAwaitPrefill() && !t.getAwaitPrefill())) {
-                            orders.put(k, o);
-                        }
+                        orders.putIfAbsent(k, o);
+                        copies.computeIfAbsent(k, x -> new ArrayList<>()).add(o);
                     }
                 }
                 case RequestAnswered a -> first.putIfAbsent(RequestAnswered.class, o);
@@ -112,11 +109,13 @@ public final class HandoffAnatomy {
         } else if (!orders.isEmpty()) {
             order = orders.values().stream().max((a, b) -> Long.compare(((Decision) a.event()).getSeq(), ((Decision) b.event()).getSeq())).get();
         }
-        Observation cause = order == null ? null : factsById.get(((Decision) order.event()).getCauseEventId());
-
         // The worker's record of the measured attempt: its completion, else its start, else its failure report.
         Observation worker = completed != null ? completed : order == null ? null
                 : started.containsKey(key(order)) ? started.get(key(order)) : failed.get(key(order));
+        if (order != null && worker != null) {
+            order = actedOn(copies.get(key(order)), worker.marks().get(Marks.IN).orElse(Long.MAX_VALUE), order);
+        }
+        Observation cause = order == null ? null : factsById.get(((Decision) order.event()).getCauseEventId());
         // Order-ahead: the worker started the order it held when its engine's own prefill fact reached it.
         boolean byEngine = worker != null && worker.marks().get(Marks.ENGINE_FACT).isPresent();
         // Ready on landing: the decode engine had its KV from its worker before the decider's KvReady was out.
@@ -181,6 +180,24 @@ public final class HandoffAnatomy {
         }
         return new HandoffAnatomy(spans, ttft, handoff, done == null ? -1 : done.getDurationUs(), done == null ? -1 : done.getBytes(),
                 start == Long.MAX_VALUE ? -1 : start, route);
+    }
+
+    /**
+     * The copy of an order the worker acted on: the last one out before the worker took it in (an order ahead is acted
+     * on when it arrives if the engine had already reported, else its copy with the pages; a repeated copy after the
+     * worker started is not), or {@code fallback} when no copy is marked.
+     */
+    private static Observation actedOn(List<Observation> copies, long workerIn, Observation fallback) {
+        Observation best = null;
+        long bestOut = Long.MIN_VALUE;
+        for (Observation c : copies) {
+            long out = c.marks().get(Marks.OUT).orElse(0);
+            if (out > 0 && out <= workerIn && out > bestOut) {
+                best = c;
+                bestOut = out;
+            }
+        }
+        return best != null ? best : fallback;
     }
 
     private static String key(Observation order) {

@@ -202,4 +202,22 @@ class HandoffAnatomyTest {
         assertThat(s).containsEntry(Hop.FACT_TO_DECIDER, 500L).containsEntry(Hop.DECIDER_ORDER, 100L).containsEntry(Hop.ORDER_TO_WORKER, 900L)
                 .doesNotContainKey(Hop.PREFILL_TO_WORKER);
     }
+
+    @Test
+    void anOrderAheadThatArrivedAfterTheEnginesFactIsTimedFromItsOwnCopy() {
+        List<Observation> o = new ArrayList<>();
+        o.add(fact("decode-ready", DecodeReady.newBuilder().setEngineId("d").setInstanceEpoch(2).setLeaseId("l").setLeaseEpoch(1)
+                .setDestBlocks(RUNS).setLeaseDeadlineMs(0).build(), "in=1200,out=1500"));
+        TransferOrder ahead = order(1);
+        ahead.setAwaitPrefill(true);
+        o.add(decision(0, "decode-ready", ahead, "in=2000,out=2100"));
+        o.add(fact("prefill-completed", PrefillCompleted.newBuilder().setEngineId("p").setInstanceEpoch(1).setSourceBlocks(RUNS).setNumTokens(100)
+                .build(), "in=1300,c0=1400,c1=1900,out=1950"));
+        // the worker had its engine's fact already: the order ahead started the push when it arrived
+        o.add(fact("o#1/completed", TransferCompleted.newBuilder().setOrderId(R + "/o").setAttempt(1).setWorkerId("w").setBytes(8 << 20)
+                .setDurationUs(1_000).build(), "in=2500,run=2600,conn=2700,adm=2800,w1=2900,ack=3500,out=3600"));
+        o.add(decision(1, "prefill-completed", order(1), "in=4000,out=4100"));
+        Map<Hop, Long> s = spans(HandoffAnatomy.of(o));
+        assertThat(s).containsEntry(Hop.FACT_TO_DECIDER, 500L).containsEntry(Hop.DECIDER_ORDER, 100L).containsEntry(Hop.ORDER_TO_WORKER, 400L);
+    }
 }

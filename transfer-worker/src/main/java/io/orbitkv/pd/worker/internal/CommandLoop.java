@@ -206,6 +206,12 @@ public final class CommandLoop implements Runnable, AutoCloseable {
                     }
                 }
                 case ReleaseDecided rel -> {
+                    if (!engineId.equals(rel.getEngineId())) {
+                        // keyed to this engine but naming another: acting on it could free the wrong pages; no engine does
+                        reporter.deadLetter(r, "KEY_MISMATCH", "ReleaseDecided is keyed '" + key + "' but names engine '" + rel.getEngineId()
+                                + "': releases go to the engine whose pages they free").whenComplete((v, err) -> done.run());
+                        return;
+                    }
                     if (rel.getSide() == ReleaseSide.DECODE && engineId.equals(rel.getEngineId()) && rel.getLeaseId() != null
                             && rel.getLeaseEpoch() != null) {
                         gate.releaseLease(rel.getLeaseId(), rel.getLeaseEpoch());
