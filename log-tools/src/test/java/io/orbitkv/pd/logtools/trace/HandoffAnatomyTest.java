@@ -153,12 +153,7 @@ class HandoffAnatomyTest {
 
     @Test
     void anOrderStartedByTheEnginesOwnFactAndKvHandedOverOnLandingTakeTheShortPath() {
-        List<Observation> o = new ArrayList<>();
-        o.add(fact("admitted", RequestAdmitted.newBuilder().setModel("m").setPromptTokens(100).setMaxTokens(16).setPrefillEngineId("p")
-                .setDecodeEngineId("d").build(), "in=1000,out=1100"));
-        o.add(fact("decode-ready", DecodeReady.newBuilder().setEngineId("d").setInstanceEpoch(2).setLeaseId("l").setLeaseEpoch(1)
-                .setDestBlocks(RUNS).setLeaseDeadlineMs(0).build(), "in=1200,out=1500"));
-        o.add(decision(0, "decode-ready", order(1), "in=2000,out=2100")); // ahead of the prefill
+        List<Observation> o = admittedAndOrderedAhead(true);
         o.add(fact("prefill-completed", PrefillCompleted.newBuilder().setEngineId("p").setInstanceEpoch(1).setSourceBlocks(RUNS).setNumTokens(100)
                 .build(), "in=1300,c0=1400,c1=9400,api=9450,out=9500"));
         o.add(fact("o#1/completed", TransferCompleted.newBuilder().setOrderId(R + "/o").setAttempt(1).setWorkerId("w").setBytes(8 << 20)
@@ -185,14 +180,7 @@ class HandoffAnatomyTest {
 
     @Test
     void anOrderAheadStartedByItsCopyWithThePagesIsTimedFromThatCopy() {
-        List<Observation> o = new ArrayList<>();
-        o.add(fact("admitted", RequestAdmitted.newBuilder().setModel("m").setPromptTokens(100).setMaxTokens(16).setPrefillEngineId("p")
-                .setDecodeEngineId("d").build(), "in=1000,out=1100"));
-        o.add(fact("decode-ready", DecodeReady.newBuilder().setEngineId("d").setInstanceEpoch(2).setLeaseId("l").setLeaseEpoch(1)
-                .setDestBlocks(RUNS).setLeaseDeadlineMs(0).build(), "in=1200,out=1500"));
-        TransferOrder ahead = order(1);
-        ahead.setAwaitPrefill(true);
-        o.add(decision(0, "decode-ready", ahead, "in=2000,out=2100"));
+        List<Observation> o = admittedAndOrderedAhead(true);
         o.add(fact("prefill-completed", PrefillCompleted.newBuilder().setEngineId("p").setInstanceEpoch(1).setSourceBlocks(RUNS).setNumTokens(100)
                 .build(), "in=1300,c0=1400,c1=9400,out=9500"));
         o.add(decision(1, "prefill-completed", order(1), "in=10000,out=10100"));
@@ -205,12 +193,7 @@ class HandoffAnatomyTest {
 
     @Test
     void anOrderAheadThatArrivedAfterTheEnginesFactIsTimedFromItsOwnCopy() {
-        List<Observation> o = new ArrayList<>();
-        o.add(fact("decode-ready", DecodeReady.newBuilder().setEngineId("d").setInstanceEpoch(2).setLeaseId("l").setLeaseEpoch(1)
-                .setDestBlocks(RUNS).setLeaseDeadlineMs(0).build(), "in=1200,out=1500"));
-        TransferOrder ahead = order(1);
-        ahead.setAwaitPrefill(true);
-        o.add(decision(0, "decode-ready", ahead, "in=2000,out=2100"));
+        List<Observation> o = admittedAndOrderedAhead(false);
         o.add(fact("prefill-completed", PrefillCompleted.newBuilder().setEngineId("p").setInstanceEpoch(1).setSourceBlocks(RUNS).setNumTokens(100)
                 .build(), "in=1300,c0=1400,c1=1900,out=1950"));
         // the worker had its engine's fact already: the order ahead started the push when it arrived
@@ -219,5 +202,20 @@ class HandoffAnatomyTest {
         o.add(decision(1, "prefill-completed", order(1), "in=4000,out=4100"));
         Map<Hop, Long> s = spans(HandoffAnatomy.of(o));
         assertThat(s).containsEntry(Hop.FACT_TO_DECIDER, 500L).containsEntry(Hop.DECIDER_ORDER, 100L).containsEntry(Hop.ORDER_TO_WORKER, 400L);
+    }
+
+    /** The decode pages held (out at 1500) and the order issued ahead of the prefill (in 2000, out 2100); admitted first if asked. */
+    private static List<Observation> admittedAndOrderedAhead(boolean admitted) {
+        List<Observation> o = new ArrayList<>();
+        if (admitted) {
+            o.add(fact("admitted", RequestAdmitted.newBuilder().setModel("m").setPromptTokens(100).setMaxTokens(16).setPrefillEngineId("p")
+                    .setDecodeEngineId("d").build(), "in=1000,out=1100"));
+        }
+        o.add(fact("decode-ready", DecodeReady.newBuilder().setEngineId("d").setInstanceEpoch(2).setLeaseId("l").setLeaseEpoch(1)
+                .setDestBlocks(RUNS).setLeaseDeadlineMs(0).build(), "in=1200,out=1500"));
+        TransferOrder ahead = order(1);
+        ahead.setAwaitPrefill(true);
+        o.add(decision(0, "decode-ready", ahead, "in=2000,out=2100"));
+        return o;
     }
 }
