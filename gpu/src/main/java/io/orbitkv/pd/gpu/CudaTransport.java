@@ -61,7 +61,7 @@ public final class CudaTransport implements KvTransport {
     public static final String NAME = "cuda";
     /** Push marks inside apply: the run table staged (chunked, written, upload enqueued), the copies launched. */
     public static final String STAGED = "stg";
-    /** Copies the copy engine runs at start so its host path is compiled before the first push (~0.1-0.5 s). */
+    /** Copies the copy engine runs at start so its host path is compiled before the first push (start-up time not measured). */
     private static final int WARM_UP_ROUNDS = 5000;
     public static final String LAUNCHED = "lnch";
     private static final Logger log = LoggerFactory.getLogger(CudaTransport.class);

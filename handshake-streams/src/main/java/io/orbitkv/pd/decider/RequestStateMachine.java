@@ -28,6 +28,7 @@ import io.orbitkv.pd.events.TransferCompleted;
 import io.orbitkv.pd.events.TransferFailed;
 import io.orbitkv.pd.events.TransferOrder;
 import io.orbitkv.pd.events.TransferStarted;
+import io.orbitkv.pd.schemas.EngineRegistrations;
 import io.orbitkv.pd.schemas.EventText;
 import io.orbitkv.pd.schemas.OrderTokens;
 import io.orbitkv.pd.state.Admission;
@@ -820,7 +821,7 @@ public final class RequestStateMachine {
         if (layout == null) {
             return field.substring(0, field.indexOf('.')) + ".layout: required by the decider, missing";
         }
-        String bad = layoutProblem(layout);
+        String bad = EngineRegistrations.layoutProblem(layout);
         if (bad != null) {
             return field.substring(0, field.indexOf('.')) + ".layout: " + bad;
         }
@@ -852,9 +853,6 @@ public final class RequestStateMachine {
         return null;
     }
 
-    private static String layoutProblem(KvLayout l) {
-        return io.orbitkv.pd.schemas.EngineRegistrations.layoutProblem(l);
-    }
 
     private DeciderState newState(String requestId, long now) {
         return DeciderState.newBuilder().setRequestId(requestId).setPhase(Phase.AWAITING_ADMISSION).setFirstSeenMs(now)

@@ -7,7 +7,6 @@ import io.orbitkv.pd.kv.TransferPlan;
 import io.orbitkv.pd.mooncake.internal.AdmissionClient;
 import io.orbitkv.pd.mooncake.internal.AdmissionServer;
 import io.orbitkv.pd.mooncake.internal.AdmissionWire;
-import io.orbitkv.pd.transport.tcp.wire.Wire;
 import io.orbitkv.pd.mooncake.internal.WriteBatcher;
 import io.orbitkv.pd.mooncake.te.MooncakeEngine;
 import io.orbitkv.pd.mooncake.te.MooncakeException;
@@ -160,7 +159,7 @@ public final class MooncakeTransport implements KvTransport {
         return Optional.of(TransportEndpoint.newBuilder().setTransport(NAME).setAddress(engine.segmentName())
                 .setAttributes(Map.of("control", host + ":" + admission.localAddress().getPort(), "protocol", engine.protocol(), "metadata",
                         config.metadata(), "wire-version", Integer.toString(AdmissionWire.VERSION),
-                        Wire.FIRST_TOKEN, "true"))
+                        PushRequest.FIRST_TOKEN_ATTRIBUTE, "true"))
                 .build());
     }
 
@@ -176,8 +175,7 @@ public final class MooncakeTransport implements KvTransport {
 
     @Override
     public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer) {
-        PushRequest request = "true".equals(peer.attributes().get(Wire.FIRST_TOKEN)) ? push
-                : push.withFirstToken(null);
+        PushRequest request = push.forPeer(peer);
         MooncakeTransfer t = new MooncakeTransfer(request, source, plan, peer);
         if (closed) {
             t.fail(new TransferException(TransferError.INTERNAL, "mooncake transport is closed"));

@@ -7,6 +7,7 @@ import io.orbitkv.pd.proxy.internal.EngineList;
 import io.orbitkv.pd.proxy.internal.ProxiedRequest;
 import io.orbitkv.pd.proxy.internal.ProxyMetrics;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.proxy.internal.RequestIds;
 import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
@@ -69,7 +70,7 @@ public final class OrbitProxy implements AutoCloseable {
     private final RoutingPolicy policy;
     private final EngineList engines;
     /** Client-named request ids admitted recently (a reuse is refused with 409). */
-    private final io.orbitkv.pd.proxy.internal.RequestIds requestIds = new io.orbitkv.pd.proxy.internal.RequestIds(200_000);
+    private final RequestIds requestIds = new RequestIds(200_000);
     private final CompletionRequest.Limits limits;
     private final Map<String, AtomicInteger> localLoad = new ConcurrentHashMap<>();
     private final Map<String, LongAdder> counts = new ConcurrentHashMap<>();

@@ -53,6 +53,17 @@ public record PushRequest(String requestId, String orderId, int attempt, String 
                 o.getDestInstanceEpoch(), o.getDestBlocks(), token, o.getDeadlineMs(), senderId, o.getFirstToken());
     }
 
+    /**
+     * Endpoint attribute of a receiver whose admission frame reads a first token ({@code first-token=true}: tcp and
+     * mooncake since 2026-12-04; older receivers refuse the extra bytes).
+     */
+    public static final String FIRST_TOKEN_ATTRIBUTE = "first-token";
+
+    /** This push as {@code peer} can take it: without the first token when the peer does not announce it reads one. */
+    public PushRequest forPeer(PeerEndpoint peer) {
+        return firstToken == null || "true".equals(peer.attributes().get(FIRST_TOKEN_ATTRIBUTE)) ? this : withFirstToken(null);
+    }
+
     /** This push with {@code first} as its first token (null: none). */
     public PushRequest withFirstToken(Integer first) {
         return new PushRequest(requestId, orderId, attempt, leaseId, leaseEpoch, destEngineId, destInstanceEpoch, destRuns, token, deadlineMs,

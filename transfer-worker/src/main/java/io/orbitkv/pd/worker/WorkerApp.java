@@ -37,6 +37,7 @@ import io.orbitkv.pd.worker.internal.EventReporter;
 import io.orbitkv.pd.worker.internal.OrderRunner;
 import io.orbitkv.pd.worker.internal.WorkerHttp;
 import io.orbitkv.pd.worker.internal.WorkerMetrics;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -46,6 +47,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -176,13 +178,13 @@ public final class WorkerApp implements AutoCloseable {
      * worker runs; and when it is keyed by this worker's own engine, the worker announces its engine again at once, so
      * the table's latest record for it is the true one again (also once the topic is compacted).
      */
-    private void registrationRefused(org.apache.kafka.clients.consumer.ConsumerRecord<byte[], byte[]> r, String type, String reason,
+    private void registrationRefused(ConsumerRecord<byte[], byte[]> r, String type, String reason,
                                      boolean live) {
         if (!live || closed.get()) {
             return;
         }
         reporter.deadLetter(r, type, reason);
-        String key = r.key() == null ? null : new String(r.key(), java.nio.charset.StandardCharsets.UTF_8);
+        String key = r.key() == null ? null : new String(r.key(), StandardCharsets.UTF_8);
         if (config.engineId().equals(key)) {
             synchronized (this) {
                 if (registration != null && engine != null && pool != null) {

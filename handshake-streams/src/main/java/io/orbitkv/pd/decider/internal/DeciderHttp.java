@@ -9,6 +9,7 @@ import io.orbitkv.pd.decider.DeciderMetrics;
 import io.orbitkv.pd.decider.DeciderTopology;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.schemas.EngineRegistrations;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.state.DeciderState;
@@ -198,7 +199,7 @@ public final class DeciderHttp implements AutoCloseable {
                 e.put("in_flight", load.path(kv.key).asLong(0));
                 try {
                     EngineRegistration r = topics.engines().valueSerde().deserializer().deserialize(topics.engines().name(), kv.value);
-                    io.orbitkv.pd.schemas.EngineRegistrations.Refusal bad = io.orbitkv.pd.schemas.EngineRegistrations.check(kv.key, r, null);
+                    EngineRegistrations.Refusal bad = EngineRegistrations.check(kv.key, r, null);
                     if (bad != null) {
                         e.put("error", bad.reason()); // restored from the topic as it was: not routable
                         continue;

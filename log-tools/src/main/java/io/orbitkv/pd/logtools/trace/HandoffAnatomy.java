@@ -66,7 +66,6 @@ public final class HandoffAnatomy {
     public static HandoffAnatomy of(List<Observation> records) {
         Map<Class<?>, Observation> first = new HashMap<>();
         Map<String, Observation> factsById = new HashMap<>();
-        Map<String, Observation> orders = new HashMap<>();
         Map<String, List<Observation>> copies = new HashMap<>();
         Map<String, Observation> started = new HashMap<>();
         Map<String, Observation> failed = new HashMap<>();
@@ -86,9 +85,7 @@ public final class HandoffAnatomy {
                     if (d.getPayload() instanceof TransferOrder t) {
                         // Every copy of an attempt's order (an order ahead of the prefill and its copy with the pages; a
                         // copy the decider wrote again): the one the worker acted on is picked below.
-                        String k = t.getOrderId() + "#" + t.getAttempt();
-                        orders.putIfAbsent(k, o);
-                        copies.computeIfAbsent(k, x -> new ArrayList<>()).add(o);
+                        copies.computeIfAbsent(t.getOrderId() + "#" + t.getAttempt(), x -> new ArrayList<>()).add(o);
                     }
                 }
                 case RequestAnswered a -> first.putIfAbsent(RequestAnswered.class, o);
@@ -105,9 +102,11 @@ public final class HandoffAnatomy {
         Observation order = null;
         TransferCompleted done = completed == null ? null : (TransferCompleted) ((RequestEvent) completed.event()).getPayload();
         if (done != null) {
-            order = orders.get(done.getOrderId() + "#" + done.getAttempt());
-        } else if (!orders.isEmpty()) {
-            order = orders.values().stream().max((a, b) -> Long.compare(((Decision) a.event()).getSeq(), ((Decision) b.event()).getSeq())).get();
+            List<Observation> c = copies.get(done.getOrderId() + "#" + done.getAttempt());
+            order = c == null ? null : c.get(0);
+        } else if (!copies.isEmpty()) {
+            order = copies.values().stream().map(c -> c.get(0))
+                    .max((a, b) -> Long.compare(((Decision) a.event()).getSeq(), ((Decision) b.event()).getSeq())).get();
         }
         // The worker's record of the measured attempt: its completion, else its start, else its failure report.
         Observation worker = completed != null ? completed : order == null ? null

@@ -213,7 +213,7 @@ public final class TcpTransport implements KvTransport {
 
     @Override
     public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer) {
-        PushRequest request = "true".equals(peer.attributes().get(Wire.FIRST_TOKEN)) ? push : push.withFirstToken(null);
+        PushRequest request = push.forPeer(peer);
         TcpTransfer t = new TcpTransfer(request, plan, peer);
         try {
             if (closed) {

@@ -1,6 +1,7 @@
 package io.orbitkv.pd.worker.internal;
 
 import io.orbitkv.pd.engine.client.EngineDirectory;
+import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.TransferOrder;
 import io.orbitkv.pd.events.TransportEndpoint;
@@ -82,14 +83,13 @@ public final class OrderRunner implements AutoCloseable {
     private final Map<String, LocalPrefill> prefills;
 
     /** An order ahead of the prefill, waiting, with what {@link #submit} got. */
-    private record Parked(String requestId, TransferOrder order, Attempt entry, TraceContext trace, long orderTimestampMs, Runnable done,
-                          long decidedMicros, long receivedMicros) { }
+    private record Parked(String requestId, TransferOrder order, Attempt entry, TraceContext trace, long orderTimestampMs, Runnable done) { }
 
     /**
      * What the engine reported through the engine API: the pages and first token of a finished prefill (blocks null:
      * the prefill failed), with when the worker got it.
      */
-    private record LocalPrefill(List<io.orbitkv.pd.events.BlockRun> blocks, long instanceEpoch, Integer firstToken, long receivedMicros,
+    private record LocalPrefill(List<BlockRun> blocks, long instanceEpoch, Integer firstToken, long receivedMicros,
                                 String failure) { }
 
     public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, EngineDirectory directory,
@@ -182,7 +182,7 @@ public final class OrderRunner implements AutoCloseable {
                     LocalPrefill lp = prefills.get(requestId);
                     if (lp == null) {
                         e.state = State.PARKED;
-                        parked.put(requestId, new Parked(requestId, o, e, trace, orderTimestampMs, done, decidedMicros, receivedMicros));
+                        parked.put(requestId, new Parked(requestId, o, e, trace, orderTimestampMs, done));
                         return;
                     }
                     if (lp.blocks() == null) {
@@ -213,7 +213,7 @@ public final class OrderRunner implements AutoCloseable {
      * The engine reported a finished prefill through the engine API (the worker has already handed the fact to its
      * producer): an order parked for that request starts now, marked as received at {@code receivedMicros}.
      */
-    public void prefillCompleted(String requestId, List<io.orbitkv.pd.events.BlockRun> blocks, long instanceEpoch, Integer firstToken,
+    public void prefillCompleted(String requestId, List<BlockRun> blocks, long instanceEpoch, Integer firstToken,
                                  long receivedMicros) {
         local(requestId, new LocalPrefill(List.copyOf(blocks), instanceEpoch, firstToken, receivedMicros, null));
     }

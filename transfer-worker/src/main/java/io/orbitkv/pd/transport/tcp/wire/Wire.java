@@ -66,9 +66,9 @@ public final class Wire {
     /**
      * Endpoint attribute of a receiver (tcp, mooncake) that reads a BEGIN's optional first token: after the token,
      * {@code u8 1, i32 first token}. A sender appends it only for a receiver announcing {@code first-token=true}
-     * (older receivers refuse trailing bytes).
+     * (older receivers refuse trailing bytes; {@link PushRequest#forPeer}).
      */
-    public static final String FIRST_TOKEN = "first-token";
+    public static final String FIRST_TOKEN = PushRequest.FIRST_TOKEN_ATTRIBUTE;
 
     /** A parsed frame header. */
     public record Header(int type, int stream, int bodyLength, long payloadLength, int flags) {
