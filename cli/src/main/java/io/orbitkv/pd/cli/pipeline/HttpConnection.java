@@ -35,11 +35,11 @@ final class HttpConnection implements AutoCloseable {
         this.out = socket.getOutputStream();
     }
 
-    static HttpConnection open(String host, int port) throws IOException {
+    static HttpConnection open(String host, int port, int readTimeoutMs) throws IOException {
         Socket s = new Socket();
         try {
             s.setTcpNoDelay(true);
-            s.setSoTimeout(150_000);
+            s.setSoTimeout(readTimeoutMs);
             s.connect(new InetSocketAddress(host, port), 5_000);
             return new HttpConnection(s);
         } catch (IOException e) {

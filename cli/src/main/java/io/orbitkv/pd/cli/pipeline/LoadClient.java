@@ -91,6 +91,7 @@ public final class LoadClient implements AutoCloseable {
     private final int port;
     private final String model;
     private final String deciderUrl;
+    private final int readTimeoutMs;
     private final String nonce = Long.toString(System.nanoTime() % 1_000_000, 36);
 
     public LoadClient(String proxyUrl, String model) {
@@ -99,6 +100,12 @@ public final class LoadClient implements AutoCloseable {
 
     /** With the decider's query URL, {@link Cancel#WHILE_TRANSFERRING} watches the request's phase there. */
     public LoadClient(String proxyUrl, String model, String deciderUrl) {
+        this(proxyUrl, model, deciderUrl, Duration.ofSeconds(150));
+    }
+
+    /** As {@link #LoadClient(String, String, String)}, giving up on an answer silent for {@code readTimeout} (then status 0). */
+    public LoadClient(String proxyUrl, String model, String deciderUrl, Duration readTimeout) {
+        this.readTimeoutMs = Math.toIntExact(readTimeout.toMillis());
         this.base = proxyUrl;
         URI u = URI.create(proxyUrl);
         this.host = u.getHost();
@@ -178,7 +185,7 @@ public final class LoadClient implements AutoCloseable {
                 if (c != null) {
                     c.close();
                 }
-                c = HttpConnection.open(host, port);
+                c = HttpConnection.open(host, port, readTimeoutMs);
                 slot[0] = c;
             }
             HttpConnection conn = c;

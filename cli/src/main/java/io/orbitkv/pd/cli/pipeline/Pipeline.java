@@ -110,6 +110,11 @@ public final class Pipeline implements AutoCloseable {
         }
     }
 
+    /** Starts a child's process (the first time, and again on {@link #restart}). */
+    private interface Starter {
+        Process start() throws IOException;
+    }
+
     /** An engine of the pipeline: its id, role, HTTP URL and pool file. */
     public record Engine(String id, String role, String url, Path poolFile) { }
 
@@ -120,6 +125,9 @@ public final class Pipeline implements AutoCloseable {
     private final List<Engine> engines = new ArrayList<>();
     private final List<Path> poolFiles = new ArrayList<>();
     private final Map<String, Map<String, String>> nodeWorkers = new LinkedHashMap<>();
+    /** How to start each child again from its config ({@link #restart}). */
+    private final Map<String, Starter> starters = new LinkedHashMap<>();
+    private final Map<String, String> readyUrls = new java.util.concurrent.ConcurrentHashMap<>();
     private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(2)).build();
     private final Thread hook = new Thread(this::close, "pipeline-shutdown");
     private KraftCluster kafka;
@@ -183,10 +191,15 @@ public final class Pipeline implements AutoCloseable {
         decider.put("decider.application.id", "orbitkv-decider-" + ProcessHandle.current().pid());
         decider.put("decider.state.dir", dir.resolve("decider-state").toString());
         decider.put("decider.http.port", Integer.toString(deciderPort));
-        decider.put("decider.store", "in_memory");
+        // The product's defaults for a restart in seconds: RocksDB keeps Streams' process id (so its transactional id) in
+        // the state directory, and a restarted decider fences its dead self's open transaction at once instead of waiting
+        // out transaction.timeout.ms (in_memory: a new id each start, 10 s); static membership takes the partitions
+        // back with no rebalance (docs/chaos.md).
+        decider.put("decider.instance.id", "decider-0");
         decider.put("auth.key", authKey);
         decider.putAll(spec.decider());
         launch("decider", "decider", decider, "-Xmx512m");
+        readyUrls.put("decider", deciderUrl + "/health");
 
         long epoch = System.currentTimeMillis();
         int n = 0;
@@ -236,6 +249,7 @@ public final class Pipeline implements AutoCloseable {
             worker.put("worker.layout.num-blocks", Integer.toString(g.numBlocks()));
             worker.put("auth.key", authKey);
             worker.put("worker.http.port", Integer.toString(ports.next()));
+            readyUrls.put("worker-" + id, "http://127.0.0.1:" + worker.get("worker.http.port") + "/health");
             worker.putAll(spec.worker());
             if (python) {
                 // The Python engine joins through its worker's engine API: the worker maps the pool the engine names.
@@ -256,6 +270,7 @@ public final class Pipeline implements AutoCloseable {
                 }
             }
             engines.add(new Engine(id, role, "http://127.0.0.1:" + engine.get("engine.http.port"), pool));
+            readyUrls.put("engine-" + id, "http://127.0.0.1:" + engine.get("engine.http.port") + "/health");
         }
         if (!nodeWorkers.isEmpty()) {
             launchNodeWorker(nodeWorkers);
@@ -270,6 +285,7 @@ public final class Pipeline implements AutoCloseable {
         proxy.put("proxy.engines.refresh", "500ms");
         proxy.putAll(spec.proxy());
         launch("proxy", "proxy", proxy, "-Xmx256m");
+        readyUrls.put("proxy", proxyUrl + "/health");
         if (spec.dashboard()) {
             int dashboardPort = ports.next();
             dashboardUrl = "http://127.0.0.1:" + dashboardPort + "/";
@@ -320,8 +336,8 @@ public final class Pipeline implements AutoCloseable {
             configs.add(writeConfig("worker-" + w.getKey(), "worker", w.getValue()));
         }
         Path log = dir.resolve("logs").resolve("worker-node.log");
-        Process proc = startComponent("worker-node", "worker", configs, log, dir.resolve("config").resolve("classpath.args"), "-Xmx768m");
-        children.add(new Child("worker-node", proc, log, configs.get(0)));
+        add("worker-node", log, configs.get(0), () -> startComponent("worker-node", "worker", configs, log, dir.resolve("config")
+                .resolve("classpath.args"), "-Xmx768m"));
     }
 
     private static final java.util.Set<String> PYTHON_ENGINE_KEYS = java.util.Set.of("engine.id", "engine.role", "engine.preset", "engine.pool.blocks",
@@ -342,9 +358,16 @@ public final class Pipeline implements AutoCloseable {
                 Long.toString(ProcessHandle.current().pid())).directory(pythonDir().toFile()).redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
         pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
-        Process proc = pb.start();
-        proc.getOutputStream().close();
-        children.add(new Child(name, proc, log, config));
+        add(name, log, config, () -> {
+            Process proc = pb.start();
+            proc.getOutputStream().close();
+            return proc;
+        });
+    }
+
+    private void add(String name, Path log, Path config, Starter starter) throws IOException {
+        starters.put(name, starter);
+        children.add(new Child(name, starter.start(), log, config));
     }
 
     /**
@@ -367,8 +390,7 @@ public final class Pipeline implements AutoCloseable {
     private void launch(String name, String command, Map<String, String> props, String heap) throws IOException {
         Path config = writeConfig(name, command, props);
         Path log = dir.resolve("logs").resolve(name + ".log");
-        Process proc = startComponent(name, command, config, log, dir.resolve("config").resolve("classpath.args"), heap);
-        children.add(new Child(name, proc, log, config));
+        add(name, log, config, () -> startComponent(name, command, config, log, dir.resolve("config").resolve("classpath.args"), heap));
     }
 
     private Path writeConfig(String name, String command, Map<String, String> props) throws IOException {
@@ -471,8 +493,55 @@ public final class Pipeline implements AutoCloseable {
         return kafka == null ? java.util.Optional.empty() : kafka.processHandle(kafka.nodeIds().get(0));
     }
 
-    public List<Child> children() {
+    public synchronized List<Child> children() {
         return List.copyOf(children);
+    }
+
+    /** The child called {@code name} ({@code decider}, {@code proxy}, {@code engine-decode-0}, {@code worker-prefill-1}, ...). */
+    public synchronized Child child(String name) {
+        return children.stream().filter(c -> c.name().equals(name)).findFirst()
+                .orElseThrow(() -> new IllegalArgumentException("no child called " + name + "; have " + children.stream().map(Child::name).toList()));
+    }
+
+    /** {@code kill -9}: the child gets no chance to flush, commit or say goodbye. Returns once it is gone. */
+    public void kill(String name) throws InterruptedException {
+        Process p = child(name).process();
+        p.destroyForcibly();
+        if (!p.waitFor(30, TimeUnit.SECONDS)) {
+            throw new IllegalStateException(name + " still alive 30 s after SIGKILL");
+        }
+    }
+
+    /**
+     * Sends the POSIX signal {@code sig} ({@code STOP}, {@code CONT}, {@code TERM}) to the child: {@code STOP} hangs it
+     * whole (every thread, its sockets open: a gray failure), {@code CONT} lets it go on.
+     */
+    public void signal(String name, String sig) throws IOException, InterruptedException {
+        long pid = child(name).process().pid();
+        Process k = new ProcessBuilder("kill", "-" + sig, Long.toString(pid)).redirectErrorStream(true).start();
+        String out = new String(k.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+        if (k.waitFor() != 0) {
+            throw new IOException("kill -" + sig + " " + pid + " (" + name + "): " + out);
+        }
+    }
+
+    /** Starts a stopped (killed or exited) child again with its config, as an operator would; its log goes on in the same file. */
+    public synchronized Child restart(String name) throws IOException {
+        Child old = child(name);
+        if (old.alive()) {
+            throw new IllegalStateException(name + " is still running (pid " + old.process().pid() + ")");
+        }
+        Child c = new Child(name, starters.get(name).start(), old.log(), old.config());
+        children.set(children.indexOf(old), c);
+        return c;
+    }
+
+    /**
+     * The URL whose answer says the child is ready again (its {@code /health}; the decider's once RUNNING), or null for a
+     * child without one.
+     */
+    public String readyUrl(String name) {
+        return readyUrls.get(name);
     }
 
     public Path logsDir() {

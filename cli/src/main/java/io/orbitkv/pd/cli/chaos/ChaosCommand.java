@@ -1,0 +1,247 @@
+package io.orbitkv.pd.cli.chaos;
+
+import io.orbitkv.pd.cli.pipeline.LoadClient;
+import io.orbitkv.pd.cli.pipeline.Pipeline;
+import io.orbitkv.pd.decider.DeciderConfig;
+import io.orbitkv.pd.engine.sim.ModelPreset;
+import io.orbitkv.pd.logtools.KafkaLogSource;
+import io.orbitkv.pd.logtools.LogSource;
+import io.orbitkv.pd.logtools.Progress;
+import io.orbitkv.pd.logtools.TopicRole;
+import io.orbitkv.pd.logtools.audit.AuditReport;
+import io.orbitkv.pd.logtools.audit.Auditor;
+import io.orbitkv.pd.logtools.replay.ReplayReport;
+import io.orbitkv.pd.logtools.replay.Replayer;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.schemas.config.ConfigProps;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.stream.Collectors;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code orbitkv-pd chaos}: a fault schedule against a pipeline of its own under a steady load through the proxy,
+ * then the log judged: one outcome per request the log knows, pages back on every engine, the audit clean, the
+ * replay identical. One row per fault; exit 1 on any loss, double outcome, leak, hang or log violation.
+ */
+@Command(name = "chaos", mixinStandardHelpOptions = true,
+        description = {"Kills and hangs every component kind of a pipeline of its own, one at a time, under a steady load through the",
+                "proxy, and prints one row per fault: requests, client-visible errors by status, outcomes (exactly one per request",
+                "the log knows), pages still held after the load stopped, how long the component took to be ready again and the",
+                "clients to be served again. Then audits and replays the log. Exit 1 on any lost or doubled outcome, leaked page,",
+                "hung request, audit violation or replay difference. See docs/chaos.md."})
+public final class ChaosCommand implements Callable<Integer> {
+
+    /** Every component kind killed, and the ones that can hang mid-handoff hung. */
+    static final List<String> FULL = List.of("kill:decider", "hang:decider", "kill:engine-prefill-0", "kill:engine-decode-0", "hang:engine-decode-0",
+            "kill:worker-prefill-0", "kill:worker-decode-0", "hang:worker-decode-0", "kill:proxy");
+    /** The short schedule CI runs. */
+    static final List<String> CI = List.of("kill:decider", "kill:engine-decode-0", "kill:worker-decode-0");
+
+    @Option(names = "--schedule", defaultValue = "full", description = "full (every component kind) or ci (a short one) (default: ${DEFAULT-VALUE}).")
+    String schedule;
+
+    @Option(names = "--fault", description = "A fault instead of the schedule (repeatable): kill:TARGET or hang:TARGET[:DURATION], TARGET one of"
+            + " decider, proxy, engine-prefill-0, worker-decode-1, ...")
+    List<String> faults;
+
+    @Option(names = "--rate", defaultValue = "5", description = "Requests per second through the proxy (default: ${DEFAULT-VALUE}).")
+    double rate;
+
+    @Option(names = "--engines", defaultValue = "2", description = "Engines per role, each with its worker (default: ${DEFAULT-VALUE}).")
+    int engines;
+
+    @Option(names = "--down", defaultValue = "3s", description = "How long a killed component stays down, and a hung one hangs (default: ${DEFAULT-VALUE}).")
+    String down;
+
+    @Option(names = "--before", defaultValue = "3s", description = "Load before each fault (default: ${DEFAULT-VALUE}).")
+    String before;
+
+    @Option(names = "--after", defaultValue = "6s", description = "Load after the component is back (default: ${DEFAULT-VALUE}).")
+    String after;
+
+    @Option(names = "--client-timeout", defaultValue = "30s", description = "A request silent this long counts as hung (default: ${DEFAULT-VALUE}).")
+    String clientTimeout;
+
+    @Option(names = "--decider", description = "Extra decider property key=value (repeatable).")
+    Map<String, String> deciderProps = new LinkedHashMap<>();
+
+    @Option(names = "--out", description = "Markdown result file (default: docs/bench/chaos.md for the full schedule, none otherwise).")
+    Path out;
+
+    @Option(names = "--json", description = "Machine-readable results (default: bench/results/chaos.json for the full schedule, none otherwise).")
+    Path json;
+
+    @Override
+    public Integer call() throws Exception {
+        ConfigProps d = ConfigProps.empty().with("down", down).with("before", before).with("after", after).with("timeout", clientTimeout);
+        Duration downFor = d.duration("down", Duration.ofSeconds(3));
+        List<String> names = faults != null && !faults.isEmpty() ? faults : switch (schedule) {
+            case "full" -> FULL;
+            case "ci" -> CI;
+            default -> throw new IllegalArgumentException("--schedule: full or ci, got " + schedule);
+        };
+        List<ChaosRun.Fault> plan = names.stream().map(f -> ChaosRun.Fault.parse(f, downFor)).toList();
+        if (engines < 1 || engines > 4) {
+            throw new IllegalArgumentException("--engines: 1..4 per role, got " + engines);
+        }
+        if (rate <= 0 || rate > 50) {
+            throw new IllegalArgumentException("--rate: (0, 50] requests per second (the machine is shared with the pipeline), got " + rate);
+        }
+        Path outFile = out != null ? out : faults == null && schedule.equals("full") ? Path.of("docs/bench/chaos.md") : null;
+        Path jsonFile = json != null ? json : faults == null && schedule.equals("full") ? Path.of("bench/results/chaos.json") : null;
+        Path work = Files.createTempDirectory("orbitkv-chaos-");
+        ModelPreset preset = ModelPreset.TINY;
+        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withModel(preset, 256, 0.05, 2.0)
+                .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
+        List<ChaosRun.Window> windows = new ArrayList<>();
+        ChaosLedger ledger;
+        AuditReport audit;
+        ReplayReport replay;
+        try (Pipeline p = Pipeline.start(spec, work, s -> System.out.println("  " + s));
+             LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-" + preset.key(), null, d.duration("timeout", Duration.ofSeconds(30)))) {
+            ChaosRun run = new ChaosRun(p, client, rate, d.duration("before", Duration.ofSeconds(3)), d.duration("after", Duration.ofSeconds(6)),
+                    deciderConfig(p).policy().leaseDuration().plusSeconds(15), s -> System.out.println(s));
+            System.out.printf(Locale.ROOT, "chaos: %d faults, %.0f requests/s through the proxy, %d + %d engines%n", plan.size(), rate, engines, engines);
+            for (int i = 0; i < plan.size(); i++) {
+                ChaosRun.Window w = run.run(i, plan.get(i));
+                windows.add(w);
+                System.out.printf(Locale.ROOT, "    %d requests, %d client errors %s, ready in %.1f s, served again after %.1f s, %d pages held after%n",
+                        w.sent().size(), w.errors(), w.errorsByStatus(), w.readySeconds(), w.recoverySeconds(), w.leakedPages());
+            }
+            DeciderConfig dc = deciderConfig(p);
+            try (EventSerdes serdes = EventSerdes.create(dc.serde())) {
+                Topics topics = new Topics(dc.topics(), serdes);
+                try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.DEAD_LETTERS))) {
+                    ledger = ChaosLedger.read(log, topics);
+                    audit = Auditor.audit(log, serdes, dc.policy(), 20, Progress.NONE);
+                }
+                try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS))) {
+                    replay = Replayer.replay(log, dc.policy(), topics, 20, Progress.NONE);
+                }
+            }
+        }
+        String table = table(windows, ledger);
+        System.out.println();
+        System.out.println(table);
+        String verdict = verdict(windows, ledger, audit, replay);
+        System.out.println(verdict);
+        if (!audit.clean()) {
+            audit.writeText(System.out);
+        }
+        if (!replay.identical()) {
+            replay.writeText(System.out);
+        }
+        if (outFile != null) {
+            Files.createDirectories(outFile.toAbsolutePath().getParent());
+            Files.writeString(outFile, markdown(table, verdict, plan.size()));
+        }
+        if (jsonFile != null) {
+            Files.createDirectories(jsonFile.toAbsolutePath().getParent());
+            Files.writeString(jsonFile, json(windows, ledger, audit, replay));
+        }
+        return failed(windows, ledger, audit, replay) ? 1 : 0;
+    }
+
+    private static LogSource open(DeciderConfig dc, Topics topics, java.util.Set<TopicRole> roles) {
+        return KafkaLogSource.open(new KafkaLogSource.Options(dc.bootstrapServers(), dc.kafkaOverrides(), topics,
+                dc.serde().mode().name().toLowerCase(Locale.ROOT), roles, null, null, Duration.ofSeconds(30)));
+    }
+
+    private static DeciderConfig deciderConfig(Pipeline p) {
+        return DeciderConfig.from(ConfigProps.loadOrEmpty(p.child("decider").config()));
+    }
+
+    static boolean failed(List<ChaosRun.Window> windows, ChaosLedger ledger, AuditReport audit, ReplayReport replay) {
+        for (int i = 0; i < windows.size(); i++) {
+            ChaosLedger.Counts c = ledger.window(i);
+            ChaosRun.Window w = windows.get(i);
+            if (c.lost() > 0 || c.doubled() > 0 || w.leakedPages() > 0 || w.hung() > 0 || w.readySeconds() < 0) {
+                return true;
+            }
+        }
+        return !audit.clean() || !replay.identical();
+    }
+
+    static String table(List<ChaosRun.Window> windows, ChaosLedger ledger) {
+        StringBuilder b = new StringBuilder();
+        b.append("| fault | requests | client errors (by status) | in flight at the fault | in the log | one outcome | lost | doubled "
+                + "| pages held after | hung | ready again (s) | served again after (s) |\n");
+        b.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for (int i = 0; i < windows.size(); i++) {
+            ChaosRun.Window w = windows.get(i);
+            ChaosLedger.Counts c = ledger.window(i);
+            String errs = w.errors() == 0 ? "0" : w.errors() + " (" + w.errorsByStatus().entrySet().stream()
+                    .map(e -> (e.getKey() == 0 ? "no answer" : e.getKey().toString()) + ": " + e.getValue()).collect(Collectors.joining(", ")) + ")";
+            b.append(String.format(Locale.ROOT, "| %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %s | %.1f |%n", w.fault().label(), w.sent().size(),
+                    errs, w.inFlightAtFault(), c.known(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
+                    Double.isNaN(w.readySeconds()) ? "—" : String.format(Locale.ROOT, "%.1f", w.readySeconds()), w.recoverySeconds()));
+        }
+        return b.toString();
+    }
+
+    static String verdict(List<ChaosRun.Window> windows, ChaosLedger ledger, AuditReport audit, ReplayReport replay) {
+        int lost = 0;
+        int doubled = 0;
+        long leaked = 0;
+        int hung = 0;
+        long requests = 0;
+        long errors = 0;
+        for (int i = 0; i < windows.size(); i++) {
+            lost += ledger.window(i).lost();
+            doubled += ledger.window(i).doubled();
+            leaked += windows.get(i).leakedPages();
+            hung += windows.get(i).hung();
+            requests += windows.get(i).sent().size();
+            errors += windows.get(i).errors();
+        }
+        return String.format(Locale.ROOT, "%d requests, %d client errors; %d lost, %d doubled, %d pages leaked, %d hung; audit %s (%d records, %d"
+                        + " violations), replay %s", requests, errors, lost, doubled, leaked, hung, audit.clean() ? "clean" : "NOT CLEAN",
+                audit.recordCount(), audit.violationCount(), replay.identical() ? "identical" : "DIFFERENT");
+    }
+
+    private String markdown(String table, String verdict, int faults) {
+        return "# Chaos: components killed and hung under load\n\nMeasured " + LocalDate.now() + " with `./orbitkv-pd chaos"
+                + (faults == FULL.size() ? "" : " ...") + "` on this machine (" + Runtime.getRuntime().availableProcessors() + " cores): "
+                + engines + " prefill + " + engines + " decode engines (simulated, tiny preset) with their tcp workers, one decider, one proxy, one"
+                + " embedded broker; " + rate + " requests/s through the proxy (streaming, 8 tokens each); each fault: " + before + " of load, the"
+                + " fault (a killed component restarted from its config after " + down + ", a hung one let go on after " + down + "), " + after
+                + " more load, then the load stops and the run waits for every answer and for every engine to hold no page.\n\n"
+                + "Columns: *in flight at the fault* are the requests sent before the fault and not yet answered then; *in the log* are the"
+                + " requests the log knows of (any fact), each of which must end in exactly one outcome; *pages held after* are blocks"
+                + " still held on the engines once the load stopped and a lease plus 15 s passed; *ready again* is from the restart (or"
+                + " `kill -CONT`) to the component's health check answering ready; *served again after* is from the fault to the first request"
+                + " after which every request was answered.\n\n" + table + "\n" + verdict + "\n";
+    }
+
+    private static String json(List<ChaosRun.Window> windows, ChaosLedger ledger, AuditReport audit, ReplayReport replay) {
+        StringBuilder j = new StringBuilder("{\"faults\":[");
+        for (int i = 0; i < windows.size(); i++) {
+            ChaosRun.Window w = windows.get(i);
+            ChaosLedger.Counts c = ledger.window(i);
+            if (i > 0) {
+                j.append(',');
+            }
+            j.append(String.format(Locale.ROOT, "{\"fault\":\"%s\",\"requests\":%d,\"client_errors\":%d,\"errors_by_status\":{%s},"
+                            + "\"in_flight_at_fault\":%d,\"known\":%d,\"admitted\":%d,\"one_outcome\":%d,\"lost\":%d,\"doubled\":%d,\"pages_held_after\":%d,"
+                            + "\"hung\":%d,\"ready_s\":%s,\"served_again_after_s\":%.2f}", w.fault().label(), w.sent().size(), w.errors(),
+                    w.errorsByStatus().entrySet().stream().map(e -> "\"" + e.getKey() + "\":" + e.getValue()).collect(Collectors.joining(",")),
+                    w.inFlightAtFault(), c.known(), c.admitted(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
+                    Double.isNaN(w.readySeconds()) ? "null" : String.format(Locale.ROOT, "%.2f", w.readySeconds()), w.recoverySeconds()));
+        }
+        j.append(String.format(Locale.ROOT, "],\"audit_clean\":%b,\"audit_violations\":%d,\"replay_identical\":%b,\"failed\":%b}%n", audit.clean(),
+                audit.violationCount(), replay.identical(), failed(windows, ledger, audit, replay)));
+        return j.toString();
+    }
+}

@@ -1,0 +1,96 @@
+package io.orbitkv.pd.cli.chaos;
+
+import io.orbitkv.pd.events.Decision;
+import io.orbitkv.pd.events.RequestAdmitted;
+import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.events.RequestOutcome;
+import io.orbitkv.pd.logtools.LogRecord;
+import io.orbitkv.pd.logtools.LogSource;
+import io.orbitkv.pd.logtools.Progress;
+import io.orbitkv.pd.logtools.TopicRole;
+import io.orbitkv.pd.schemas.Topics;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * What the log says about each request of a chaos run: whether it knows the request (any fact), whether it was
+ * admitted, and how many outcomes it got. Every request the log knows of must end in exactly one outcome; a
+ * record that does not decode is counted, not skipped silently (the audit lists it).
+ */
+public final class ChaosLedger {
+
+    /** Per window of the run: requests the log knows, admitted, with exactly one outcome, with none, with more. */
+    public record Counts(int known, int admitted, int oneOutcome, int lost, int doubled) { }
+
+    private final Set<String> known = new HashSet<>();
+    private final Set<String> admitted = new HashSet<>();
+    /** Per request, the decision ids of its outcomes (a copy of one decision, same id, is one outcome). */
+    private final Map<String, Set<String>> outcomes = new HashMap<>();
+    private long undecodable;
+
+    private ChaosLedger() { }
+
+    /** Reads the request events and decisions of {@code log} (only the chaos run's requests: {@code chaos-…} keys). */
+    public static ChaosLedger read(LogSource log, Topics topics) {
+        ChaosLedger l = new ChaosLedger();
+        log.read(LogSource.RecordFilter.ALL, r -> l.add(r, topics), Progress.NONE);
+        return l;
+    }
+
+    private void add(LogRecord r, Topics topics) {
+        String key = r.keyString();
+        if (r.value() == null || key == null || ChaosRun.windowOf(key) < 0) {
+            return;
+        }
+        try {
+            if (r.role() == TopicRole.REQUEST_EVENTS) {
+                RequestEvent e = topics.requestEvents().valueSerde().deserializer().deserialize(r.topic(), r.value());
+                known.add(e.getRequestId());
+                if (e.getPayload() instanceof RequestAdmitted) {
+                    admitted.add(e.getRequestId());
+                }
+            } else if (r.role() == TopicRole.DECISIONS) {
+                Decision d = topics.decisions().valueSerde().deserializer().deserialize(r.topic(), r.value());
+                known.add(d.getRequestId());
+                if (d.getPayload() instanceof RequestOutcome) {
+                    outcomes.computeIfAbsent(d.getRequestId(), x -> new HashSet<>()).add(d.getDecisionId());
+                }
+            }
+        } catch (RuntimeException e) {
+            undecodable++;
+        }
+    }
+
+    /** The counts of the requests of window {@code index}. */
+    public Counts window(int index) {
+        int k = 0;
+        int a = 0;
+        int one = 0;
+        int lost = 0;
+        int doubled = 0;
+        for (String id : known) {
+            if (ChaosRun.windowOf(id) != index) {
+                continue;
+            }
+            k++;
+            if (admitted.contains(id)) {
+                a++;
+            }
+            int n = outcomes.getOrDefault(id, Set.of()).size();
+            if (n == 1) {
+                one++;
+            } else if (n == 0) {
+                lost++;
+            } else {
+                doubled++;
+            }
+        }
+        return new Counts(k, a, one, lost, doubled);
+    }
+
+    public long undecodable() {
+        return undecodable;
+    }
+}

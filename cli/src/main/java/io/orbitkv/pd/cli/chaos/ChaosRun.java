@@ -1,0 +1,245 @@
+package io.orbitkv.pd.cli.chaos;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.pd.cli.pipeline.LoadClient;
+import io.orbitkv.pd.cli.pipeline.Pipeline;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+
+/**
+ * One fault at a time against a live pipeline under a steady open-loop load through the proxy: a few seconds of
+ * load, the fault, the component back (restarted from its config, or let go on), a few more seconds of load, then
+ * the load stops and the run waits for every answer and for every engine's pages to come back. What each request
+ * got is kept per fault; whether the log gave every admitted request exactly one outcome is judged afterwards from
+ * the log itself ({@link ChaosLedger}).
+ */
+public final class ChaosRun {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    /** What is done to the target. */
+    public enum Kind {
+        /** {@code kill -9}, then started again from its config after the fault's duration. */
+        KILL,
+        /** {@code kill -STOP} for the fault's duration, then {@code kill -CONT}: a process that hangs, sockets open. */
+        HANG
+    }
+
+    /** One fault of the schedule: {@code kind} done to the child {@code target} for {@code duration}. */
+    public record Fault(Kind kind, String target, Duration duration) {
+        public String label() {
+            return (kind == Kind.KILL ? "kill -9 " : "hang ") + target + (kind == Kind.HANG ? " " + duration.toSeconds() + " s" : "");
+        }
+
+        /** {@code kill:decider}, {@code hang:engine-decode-0:5s}: the command line's way of naming a fault. */
+        public static Fault parse(String s, Duration defaultDuration) {
+            String[] p = s.split(":");
+            if (p.length < 2 || p.length > 3) {
+                throw new IllegalArgumentException("--fault: expected kind:target[:duration], e.g. kill:decider or hang:engine-decode-0:5s, got " + s);
+            }
+            Kind k;
+            try {
+                k = Kind.valueOf(p[0].toUpperCase(java.util.Locale.ROOT));
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("--fault: kind must be kill or hang, got " + p[0] + " in " + s);
+            }
+            Duration d = p.length == 3 ? io.orbitkv.pd.schemas.config.ConfigProps.empty().with("d", p[2]).duration("d", defaultDuration)
+                    : defaultDuration;
+            return new Fault(k, p[1], d);
+        }
+    }
+
+    /** One request sent during a fault's window and what the client got. */
+    public record Sent(String id, long sentNanos, LoadClient.Result result) { }
+
+    /**
+     * What one fault did, as the clients saw it.
+     *
+     * @param readySeconds    from the restart (or the CONT) until the target answered its health check
+     * @param recoverySeconds from the fault until the first request sent after which every request succeeded (0: no error)
+     * @param leakedPages     blocks still held on the engines once the load stopped and the leases ran out
+     * @param hung            requests with no answer within the client's read timeout
+     */
+    public record Window(Fault fault, long faultNanos, List<Sent> sent, double readySeconds, double recoverySeconds, long leakedPages,
+                         double pagesBackSeconds, int hung) {
+        /** Requests sent before the fault and not answered by then: the most a fault should cost the clients. */
+        public long inFlightAtFault() {
+            return sent.stream().filter(s -> s.sentNanos() < faultNanos && s.sentNanos() + s.result().totalNanos() > faultNanos).count();
+        }
+
+        public long errors() {
+            return sent.stream().filter(s -> !s.result().ok()).count();
+        }
+
+        /** Client-visible errors by HTTP status (0: no response). */
+        public Map<Integer, Long> errorsByStatus() {
+            Map<Integer, Long> m = new TreeMap<>();
+            sent.stream().filter(s -> !s.result().ok()).forEach(s -> m.merge(s.result().status(), 1L, Long::sum));
+            return m;
+        }
+    }
+
+    private final Pipeline pipeline;
+    private final LoadClient client;
+    private final double perSecond;
+    private final Duration before;
+    private final Duration after;
+    private final Duration pagesTimeout;
+    private final Consumer<String> say;
+    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build();
+    private final AtomicInteger seq = new AtomicInteger();
+
+    /**
+     * @param perSecond    requests per second through the proxy while a fault's window is open
+     * @param before       load before the fault
+     * @param after        load after the target is back
+     * @param pagesTimeout how long to wait, once the load stopped, for every engine to hold no page
+     */
+    public ChaosRun(Pipeline pipeline, LoadClient client, double perSecond, Duration before, Duration after, Duration pagesTimeout,
+                    Consumer<String> say) {
+        this.pipeline = pipeline;
+        this.client = client;
+        this.perSecond = perSecond;
+        this.before = before;
+        this.after = after;
+        this.pagesTimeout = pagesTimeout;
+        this.say = say;
+    }
+
+    /** The ids this run's requests carry: {@code chaos-<window>-<n>}. */
+    public static int windowOf(String requestId) {
+        String[] p = requestId.split("-");
+        return p.length >= 3 && p[0].equals("chaos") ? Integer.parseInt(p[1]) : -1;
+    }
+
+    /** Runs one fault's window (number {@code index}) and returns what the clients saw. */
+    public Window run(int index, Fault fault) throws Exception {
+        pipeline.child(fault.target()); // fails early on an unknown target
+        ConcurrentLinkedQueue<Sent> sent = new ConcurrentLinkedQueue<>();
+        List<Thread> inFlight = java.util.Collections.synchronizedList(new ArrayList<>());
+        java.util.concurrent.atomic.AtomicBoolean loadOn = new java.util.concurrent.atomic.AtomicBoolean(true);
+        List<LoadClient.Request> prompts = LoadClient.workload(1000L + index, 64, 8, 40, 8, true);
+        Thread generator = Thread.ofPlatform().daemon().name("chaos-load").start(() -> {
+            long start = System.nanoTime();
+            for (int i = 0; loadOn.get(); i++) {
+                long due = start + (long) (i * 1e9 / perSecond);
+                while (System.nanoTime() < due && loadOn.get()) {
+                    java.util.concurrent.locks.LockSupport.parkNanos(due - System.nanoTime());
+                }
+                if (!loadOn.get()) {
+                    break;
+                }
+                LoadClient.Request r = prompts.get(i % prompts.size());
+                String id = "chaos-" + index + "-" + seq.incrementAndGet();
+                inFlight.add(Thread.ofVirtual().start(() -> {
+                    long t = System.nanoTime();
+                    sent.add(new Sent(id, t, client.sendAs(id, r)));
+                }));
+            }
+        });
+        sleep(before);
+        long faultAt = System.nanoTime();
+        say.accept("  " + fault.label());
+        double ready;
+        if (fault.kind() == Kind.KILL) {
+            pipeline.kill(fault.target());
+            sleep(fault.duration());
+            long back = System.nanoTime();
+            pipeline.restart(fault.target());
+            ready = awaitReady(fault.target(), back);
+        } else {
+            pipeline.signal(fault.target(), "STOP");
+            sleep(fault.duration());
+            long back = System.nanoTime();
+            pipeline.signal(fault.target(), "CONT");
+            ready = awaitReady(fault.target(), back);
+        }
+        sleep(after);
+        loadOn.set(false);
+        generator.join();
+        for (Thread t : List.copyOf(inFlight)) {
+            t.join();
+        }
+        List<Sent> all = new ArrayList<>(sent);
+        all.sort(java.util.Comparator.comparingLong(Sent::sentNanos));
+        int hung = (int) all.stream().filter(s -> s.result().status() == 0 && s.result().error() != null
+                && s.result().error().contains("SocketTimeoutException")).count();
+        double recovery = 0;
+        for (int i = all.size() - 1; i >= 0; i--) {
+            if (!all.get(i).result().ok()) {
+                recovery = i + 1 < all.size() ? (all.get(i + 1).sentNanos() - faultAt) / 1e9 : Double.NaN;
+                break;
+            }
+        }
+        long pagesFrom = System.nanoTime();
+        long leaked = awaitPagesFree(pagesFrom + pagesTimeout.toNanos());
+        double pagesBack = (System.nanoTime() - pagesFrom) / 1e9;
+        return new Window(fault, faultAt, all, ready, Math.max(0, recovery), leaked, pagesBack, hung);
+    }
+
+    /** Seconds from {@code since} until the target's health check answers ready (NaN: no health check; -1: not within 2 min). */
+    private double awaitReady(String target, long since) throws InterruptedException {
+        String url = pipeline.readyUrl(target);
+        if (url == null) {
+            return Double.NaN;
+        }
+        long deadline = since + Duration.ofMinutes(2).toNanos();
+        while (System.nanoTime() < deadline) {
+            try {
+                HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(1)).build(),
+                        HttpResponse.BodyHandlers.ofString());
+                if (r.statusCode() == 200 && (!target.equals("decider") || r.body().contains("RUNNING"))) {
+                    return (System.nanoTime() - since) / 1e9;
+                }
+            } catch (IOException e) {
+                // not up yet
+            }
+            Thread.sleep(20);
+        }
+        return -1;
+    }
+
+    /** Waits until no engine holds a page (or the deadline); returns the pages still held then. */
+    private long awaitPagesFree(long deadline) throws InterruptedException {
+        while (true) {
+            long held = 0;
+            for (Pipeline.Engine e : pipeline.engines()) {
+                held += blocksUsed(e);
+            }
+            if (held == 0 || System.nanoTime() > deadline) {
+                return held;
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    private long blocksUsed(Pipeline.Engine e) {
+        try {
+            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(e.url() + "/stats")).timeout(Duration.ofSeconds(2)).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            JsonNode n = JSON.readTree(r.body());
+            return n.path("blocks_used").asLong(0);
+        } catch (IOException ex) {
+            return 0; // an engine not answering holds nothing this run can see; its restart frees its pool
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return 0;
+        }
+    }
+
+    private static void sleep(Duration d) throws InterruptedException {
+        Thread.sleep(d.toMillis());
+    }
+}
