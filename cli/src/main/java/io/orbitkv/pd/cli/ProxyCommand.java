@@ -34,7 +34,7 @@ final class ProxyCommand implements Callable<Integer> {
         props.requireAllKeysUsed("docs/proxy.md");
         // The engines this launcher runs are the simulator's: their tokenizer is the one the proxy must count with.
         OrbitProxy proxy = OrbitProxy.start(cfg, prompt -> SimModel.tokenize(prompt).length);
-        Runtime.getRuntime().addShutdownHook(new Thread(proxy::close, "proxy-shutdown"));
+        io.orbitkv.pd.metrics.ShutdownBound.install("proxy", proxy::close);
         System.out.println("proxy running: url=" + proxy.url() + " routing=" + cfg.routing() + " decider=" + cfg.deciderUrl());
         proxy.awaitClose();
         return 0;

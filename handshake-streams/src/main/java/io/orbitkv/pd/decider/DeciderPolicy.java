@@ -65,7 +65,9 @@ public record DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout
     /** Defaults: 60 s prefill and decode-ready, 10 s transfer, 30 s lease, 3 attempts from 50 ms backoff, orders ahead. */
     public static DeciderPolicy defaults(byte[] authKey) {
         return new DeciderPolicy(Duration.ofSeconds(60), Duration.ofSeconds(60), Duration.ofSeconds(10), Duration.ofSeconds(30),
-                Duration.ofSeconds(5), Duration.ofSeconds(5), Duration.ofMinutes(10), 3, Duration.ofMillis(50), Duration.ofSeconds(2),
+                // 8 attempts, 100 ms doubling to 2 s: the retries span 7.1 s, the time a killed worker takes to be back (chaos:
+                // ready ~3 s after its restart); 3 attempts 50 ms apart all failed PEER_UNREACHABLE within 150 ms (docs/chaos.md).
+                Duration.ofSeconds(5), Duration.ofSeconds(5), Duration.ofMinutes(10), 8, Duration.ofMillis(100), Duration.ofSeconds(2),
                 65_536, 24, authKey);
     }
 

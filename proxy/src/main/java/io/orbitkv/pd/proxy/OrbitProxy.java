@@ -3,6 +3,7 @@ package io.orbitkv.pd.proxy;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.proxy.internal.Admissions;
+import io.orbitkv.pd.proxy.internal.EngineHealth;
 import io.orbitkv.pd.proxy.internal.EngineList;
 import io.orbitkv.pd.proxy.internal.ProxiedRequest;
 import io.orbitkv.pd.proxy.internal.ProxyMetrics;
@@ -69,6 +70,7 @@ public final class OrbitProxy implements AutoCloseable {
     private final Topics topics;
     private final RoutingPolicy policy;
     private final EngineList engines;
+    private final EngineHealth health = new EngineHealth();
     /** Client-named request ids admitted recently (a reuse is refused with 409). */
     private final RequestIds requestIds = new RequestIds(200_000);
     private final CompletionRequest.Limits limits;
@@ -114,6 +116,7 @@ public final class OrbitProxy implements AutoCloseable {
         admissions = new Admissions(config.bootstrapServers(), config.kafkaOverrides(), topics, config.proxyId());
         HttpClient pollClient = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout(2000));
         engines.start(vertx, pollClient, config.refresh());
+        health.start(vertx, pollClient, engines::current, config.probe(), config.probeTimeout());
         vertx.deployVerticle(Server::new, new DeploymentOptions().setInstances(config.eventLoops())).toCompletionStage().toCompletableFuture()
                 .get(30, TimeUnit.SECONDS);
         log.atInfo().addKeyValue("url", url()).addKeyValue("routing", config.routing()).addKeyValue("decider", config.deciderUrl())
@@ -234,14 +237,6 @@ public final class OrbitProxy implements AutoCloseable {
                     "invalid_request_error", "model", "model_not_found"));
             return;
         }
-        EngineInfo decode = policy.pick(RoutingPolicy.Side.DECODE, all, this::load).orElse(null);
-        EngineInfo prefill = colocated ? null : policy.pick(RoutingPolicy.Side.PREFILL, all, this::load).orElse(null);
-        if (decode == null || (!colocated && prefill == null)) {
-            count("rejected_503");
-            UpstreamErrors.Mapped m = UpstreamErrors.noEngine(decode == null ? "decode" : "prefill");
-            error(resp, m.status(), m.message(), m.type(), null);
-            return;
-        }
         // A client may name its request (x-request-id, unique per request): its facts and decisions are then easy to find.
         String given = req.getHeader("x-request-id");
         String rid = given != null && given.matches("[A-Za-z0-9._:-]{1,128}") ? given : "req-" + UUID.randomUUID();
@@ -253,26 +248,127 @@ public final class OrbitProxy implements AutoCloseable {
                     + " the proxy makes one", "invalid_request_error", "x-request-id");
             return;
         }
-        inFlight.incrementAndGet();
-        localLoad.computeIfAbsent(decode.engineId(), k -> new AtomicInteger()).incrementAndGet();
-        if (prefill != null) {
-            localLoad.computeIfAbsent(prefill.engineId(), k -> new AtomicInteger()).incrementAndGet();
-        }
-        EngineInfo p = prefill;
         TraceContext trace = TraceHeaders.continueOrStart(TraceHeaders.fromHttp(req::getHeader));
-        ProxiedRequest pr = new ProxiedRequest(vertx, client, admissions, rid, r, path, resp, config.requestTimeout(), how -> {
-            inFlight.decrementAndGet();
-            localLoad.get(decode.engineId()).decrementAndGet();
-            if (p != null) {
-                localLoad.get(p.engineId()).decrementAndGet();
+        Attempt first = new Attempt(req, r, path, client, colocated, all, java.util.Set.of(), rid, rid, 1,
+                System.nanoTime() + config.requestTimeout().toNanos(), trace, inMicros);
+        if (!first.start()) {
+            if (takenAt < 0 && rid.equals(given)) {
+                requestIds.release(rid); // nothing started under it: the client may send it again
             }
-            count(how.name().toLowerCase());
-        }).traced(trace, req.getHeader(TraceHeaders.TRACESTATE)).metered(meters).receivedAt(inMicros);
-        count(colocated ? "colocated" : "pd");
-        if (colocated) {
-            pr.dispatchColocated(decode);
-        } else {
-            pr.dispatchPd(prefill, decode, tokenizer.countTokens(r.prompt()), config.fallbackRecompute());
+            count("rejected_503");
+            UpstreamErrors.Mapped m = UpstreamErrors.noEngine(first.missingSide());
+            error(resp, m.status(), m.message(), m.type(), null);
+        }
+    }
+
+    /**
+     * One try of a client's request on a pair of engines (or one, colocated), under its own request id in the log: the
+     * client's for the first, {@code <id>.r<n>} for the n-th re-dispatch (an id keys one request's facts, pages and
+     * outcome, so a new try on other engines is a new request; the answer's {@code x-orbitkv-request-id} names it).
+     */
+    private final class Attempt {
+        final HttpServerRequest req;
+        final CompletionRequest r;
+        final String path;
+        final HttpClient client;
+        final boolean colocated;
+        final List<EngineInfo> candidates;
+        final java.util.Set<String> avoid;
+        final String clientId;
+        final String rid;
+        final int number;
+        final long deadlineNanos;
+        final TraceContext trace;
+        final long inMicros;
+        private String missing;
+
+        Attempt(HttpServerRequest req, CompletionRequest r, String path, HttpClient client, boolean colocated, List<EngineInfo> candidates,
+                java.util.Set<String> avoid, String clientId, String rid, int number, long deadlineNanos, TraceContext trace, long inMicros) {
+            this.req = req;
+            this.r = r;
+            this.path = path;
+            this.client = client;
+            this.colocated = colocated;
+            this.candidates = candidates;
+            this.avoid = avoid;
+            this.clientId = clientId;
+            this.rid = rid;
+            this.number = number;
+            this.deadlineNanos = deadlineNanos;
+            this.trace = trace;
+            this.inMicros = inMicros;
+        }
+
+        String missingSide() {
+            return missing;
+        }
+
+        /** The engines to use: healthy ones not avoided, else (none healthy) any not avoided; null when a side has none. */
+        private EngineInfo pick(RoutingPolicy.Side side) {
+            List<EngineInfo> ok = candidates.stream().filter(e -> !avoid.contains(e.engineId())).toList();
+            List<EngineInfo> healthy = ok.stream().filter(e -> health.usable(e.engineId())).toList();
+            EngineInfo e = policy.pick(side, healthy, OrbitProxy.this::load).orElse(null);
+            // Every candidate marked down: try one anyway rather than refuse (a mark can be a moment stale). Not on a re-dispatch.
+            return e != null || number > 1 ? e : policy.pick(side, ok, OrbitProxy.this::load).orElse(null);
+        }
+
+        /** Picks the engines and dispatches; false (nothing started) when a side has no engine. */
+        boolean start() {
+            EngineInfo decode = pick(RoutingPolicy.Side.DECODE);
+            EngineInfo prefill = colocated ? null : pick(RoutingPolicy.Side.PREFILL);
+            if (decode == null || (!colocated && prefill == null)) {
+                missing = decode == null ? "decode" : "prefill";
+                return false;
+            }
+            inFlight.incrementAndGet();
+            localLoad.computeIfAbsent(decode.engineId(), k -> new AtomicInteger()).incrementAndGet();
+            if (prefill != null) {
+                localLoad.computeIfAbsent(prefill.engineId(), k -> new AtomicInteger()).incrementAndGet();
+            }
+            java.time.Duration left = java.time.Duration.ofNanos(Math.max(1_000_000, deadlineNanos - System.nanoTime()));
+            ProxiedRequest pr = new ProxiedRequest(vertx, client, admissions, rid, r, path, req.response(), left, how -> {
+                inFlight.decrementAndGet();
+                localLoad.get(decode.engineId()).decrementAndGet();
+                if (prefill != null) {
+                    localLoad.get(prefill.engineId()).decrementAndGet();
+                }
+                count(how.name().toLowerCase());
+            }).traced(trace, req.getHeader(TraceHeaders.TRACESTATE)).metered(meters).receivedAt(inMicros)
+                    .failingOver(health, config.redispatch() >= number ? this::next : null);
+            count(colocated ? "colocated" : "pd");
+            if (colocated) {
+                pr.dispatchColocated(decode);
+            } else {
+                pr.dispatchPd(prefill, decode, tokenizer.countTokens(r.prompt()), config.fallbackRecompute());
+            }
+            return true;
+        }
+
+        /** The next try, avoiding the engines that failed so far; null when none is left or the time is nearly spent. */
+        private Runnable next(java.util.Set<String> failed, String reason) {
+            if (deadlineNanos - System.nanoTime() < 1_000_000_000L) {
+                return null;
+            }
+            java.util.Set<String> more = new java.util.HashSet<>(avoid);
+            more.addAll(failed);
+            String id = clientId + ".r" + number;
+            if (requestIds.claim(id, System.currentTimeMillis()) >= 0) {
+                id = "req-" + UUID.randomUUID();
+            }
+            Attempt a = new Attempt(req, r, path, client, colocated, candidates, java.util.Set.copyOf(more), clientId, id, number + 1,
+                    deadlineNanos, trace, inMicros);
+            boolean canDecode = candidates.stream().anyMatch(e -> e.canDecode() && !more.contains(e.engineId()));
+            boolean canPrefill = colocated || candidates.stream().anyMatch(e -> e.canPrefill() && !more.contains(e.engineId()));
+            if (!canDecode || !canPrefill) {
+                return null;
+            }
+            return () -> {
+                count("redispatched");
+                if (!a.start()) {
+                    UpstreamErrors.Mapped m = UpstreamErrors.noEngine(a.missingSide());
+                    error(req.response(), m.status(), m.message() + " (after: " + reason + ")", m.type(), null);
+                }
+            };
         }
     }
 
@@ -312,6 +408,8 @@ public final class OrbitProxy implements AutoCloseable {
                 .put("routing", config.routing()).put("engines_refreshed_at_ms", engines.refreshedAtMs());
         ObjectNode c = s.putObject("counts");
         new java.util.TreeMap<>(counts).forEach((k, v) -> c.put(k, v.sum()));
+        ObjectNode down = s.putObject("engines_down");
+        health.down().forEach((id, d) -> down.putObject(id).put("since_ms", d.sinceMs()).put("reason", d.reason()));
         ObjectNode e = s.putObject("engines");
         for (EngineInfo i : engines.current()) {
             e.putObject(i.engineId()).put("role", i.role().name().toLowerCase()).put("url", i.httpUrl()).put("decider_in_flight", i.inFlight())

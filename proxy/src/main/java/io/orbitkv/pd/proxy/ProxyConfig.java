@@ -34,14 +34,18 @@ import java.util.Map;
  * @param fallbackRecompute admit requests with failure policy RECOMPUTE: when the prefill fails, the decode engine
  *                         computes the prompt itself ({@code proxy.fallback.recompute})
  * @param model            the model name served, or null for any ({@code proxy.model}; another: 404)
+ * @param probe            how often each engine's {@code /health} is checked ({@code proxy.engines.probe}); 0 turns the checks off
+ * @param probeTimeout     a check not answered within this marks the engine down ({@code proxy.engines.probe-timeout})
+ * @param redispatch       how many times a request that failed before its answer started is sent again to other engines
+ *                         under a new request id ({@code proxy.redispatch.max}; 0: never)
  * @param topics           topic names (must match the other components')
  * @param serde            wire format of the events
  * @param kafkaOverrides   extra producer properties ({@code kafka.*})
  */
 public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, URI deciderUrl,
                           List<EngineInfo> staticEngines, Duration refresh, String routing, int maxBodyBytes, int maxPromptChars, int maxTokens,
-                          Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, TopicsConfig topics,
-                          SerdeConfig serde, Map<String, Object> kafkaOverrides) {
+                          Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, Duration probe,
+                          Duration probeTimeout, int redispatch, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides) {
 
     public ProxyConfig {
         if (bootstrapServers == null || bootstrapServers.isBlank()) {
@@ -60,6 +64,11 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
         positive("proxy.engines.refresh", refresh);
         positive("proxy.timeout.request", requestTimeout);
         positive("proxy.timeout.connect", connectTimeout);
+        if (probe == null || probe.isNegative()) {
+            throw new IllegalArgumentException("proxy.engines.probe: must be 0 (off) or positive, got " + probe);
+        }
+        positive("proxy.engines.probe-timeout", probeTimeout);
+        range("proxy.redispatch.max", redispatch, 0, 8);
         RoutingPolicy.named(routing);
         if (deciderUrl == null && staticEngines.isEmpty()) {
             throw new IllegalArgumentException("proxy.decider.url / proxy.engines: the proxy needs the decider's URL (engines and their load)"
@@ -86,7 +95,9 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
                 p.duration("proxy.engines.refresh", Duration.ofSeconds(1)), p.string("proxy.routing", "least_in_flight"),
                 p.integer("proxy.max-body-bytes", 4 << 20), p.integer("proxy.max-prompt-chars", 400_000), p.integer("proxy.max-tokens", 4096),
                 p.duration("proxy.timeout.request", Duration.ofSeconds(120)), p.duration("proxy.timeout.connect", Duration.ofSeconds(2)),
-                p.bool("proxy.fallback.recompute", false), model.isEmpty() ? null : model, p.topics(), p.serde(), p.withPrefix("kafka."));
+                p.bool("proxy.fallback.recompute", false), model.isEmpty() ? null : model, p.duration("proxy.engines.probe", Duration.ofMillis(500)),
+                p.duration("proxy.engines.probe-timeout", Duration.ofSeconds(1)), p.integer("proxy.redispatch.max", 2), p.topics(), p.serde(),
+                p.withPrefix("kafka."));
     }
 
     /** {@code id@role=url,...}, e.g. {@code prefill-0@prefill=http://10.0.0.5:8100}. */

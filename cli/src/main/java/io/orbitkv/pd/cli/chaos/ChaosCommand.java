@@ -44,8 +44,9 @@ import picocli.CommandLine.Option;
 public final class ChaosCommand implements Callable<Integer> {
 
     /** Every component kind killed, and the ones that can hang mid-handoff hung. */
-    static final List<String> FULL = List.of("kill:decider", "hang:decider", "kill:engine-prefill-0", "kill:engine-decode-0", "hang:engine-decode-0",
-            "kill:worker-prefill-0", "kill:worker-decode-0", "hang:worker-decode-0", "kill:proxy");
+    static final List<String> FULL = List.of("kill:decider", "hang:decider:5s", "kill:engine-prefill-0", "hang:engine-prefill-0:5s",
+            "kill:engine-decode-0", "hang:engine-decode-0:5s", "kill:worker-prefill-0", "hang:worker-prefill-0:5s", "kill:worker-decode-0",
+            "hang:worker-decode-0:5s", "kill:proxy", "hang:proxy:5s");
     /** The short schedule CI runs. */
     static final List<String> CI = List.of("kill:decider", "kill:engine-decode-0", "kill:worker-decode-0");
 
@@ -61,6 +62,9 @@ public final class ChaosCommand implements Callable<Integer> {
 
     @Option(names = "--engines", defaultValue = "2", description = "Engines per role, each with its worker (default: ${DEFAULT-VALUE}).")
     int engines;
+
+    @Option(names = "--proxies", defaultValue = "2", description = "Proxies, the load spread over them as by a load balancer (default: ${DEFAULT-VALUE}).")
+    int proxies;
 
     @Option(names = "--down", defaultValue = "3s", description = "How long a killed component stays down, and a hung one hangs (default: ${DEFAULT-VALUE}).")
     String down;
@@ -103,15 +107,21 @@ public final class ChaosCommand implements Callable<Integer> {
         Path jsonFile = json != null ? json : faults == null && schedule.equals("full") ? Path.of("bench/results/chaos.json") : null;
         Path work = Files.createTempDirectory("orbitkv-chaos-");
         ModelPreset preset = ModelPreset.TINY;
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withModel(preset, 256, 0.05, 2.0)
+        if (proxies < 1 || proxies > 4) {
+            throw new IllegalArgumentException("--proxies: 1..4, got " + proxies);
+        }
+        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withModel(preset, 256, 0.05, 2.0)
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         List<ChaosRun.Window> windows = new ArrayList<>();
         ChaosLedger ledger;
         AuditReport audit;
         ReplayReport replay;
-        try (Pipeline p = Pipeline.start(spec, work, s -> System.out.println("  " + s));
-             LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-" + preset.key(), null, d.duration("timeout", Duration.ofSeconds(30)))) {
-            ChaosRun run = new ChaosRun(p, client, rate, d.duration("before", Duration.ofSeconds(3)), d.duration("after", Duration.ofSeconds(6)),
+        List<LoadClient> clients = new ArrayList<>();
+        try (Pipeline p = Pipeline.start(spec, work, s -> System.out.println("  " + s))) {
+            for (String url : p.proxyUrls()) {
+                clients.add(new LoadClient(url, "orbitkv-sim-" + preset.key(), null, d.duration("timeout", Duration.ofSeconds(30))));
+            }
+            ChaosRun run = new ChaosRun(p, clients, rate, d.duration("before", Duration.ofSeconds(3)), d.duration("after", Duration.ofSeconds(6)),
                     deciderConfig(p).policy().leaseDuration().plusSeconds(15), s -> System.out.println(s));
             System.out.printf(Locale.ROOT, "chaos: %d faults, %.0f requests/s through the proxy, %d + %d engines%n", plan.size(), rate, engines, engines);
             for (int i = 0; i < plan.size(); i++) {
@@ -131,12 +141,18 @@ public final class ChaosCommand implements Callable<Integer> {
                     replay = Replayer.replay(log, dc.policy(), topics, 20, Progress.NONE);
                 }
             }
+        } finally {
+            clients.forEach(LoadClient::close);
         }
         String table = table(windows, ledger);
         System.out.println();
         System.out.println(table);
         String verdict = verdict(windows, ledger, audit, replay);
         System.out.println(verdict);
+        for (int i = 0; i < windows.size(); i++) {
+            ledger.unsettled(i).entrySet().stream().limit(10).forEach(e -> System.out.println("  not exactly one outcome: " + e.getKey() + " "
+                    + e.getValue()));
+        }
         if (!audit.clean()) {
             audit.writeText(System.out);
         }
@@ -214,8 +230,9 @@ public final class ChaosCommand implements Callable<Integer> {
     private String markdown(String table, String verdict, int faults) {
         return "# Chaos: components killed and hung under load\n\nMeasured " + LocalDate.now() + " with `./orbitkv-pd chaos"
                 + (faults == FULL.size() ? "" : " ...") + "` on this machine (" + Runtime.getRuntime().availableProcessors() + " cores): "
-                + engines + " prefill + " + engines + " decode engines (simulated, tiny preset) with their tcp workers, one decider, one proxy, one"
-                + " embedded broker; " + rate + " requests/s through the proxy (streaming, 8 tokens each); each fault: " + before + " of load, the"
+                + engines + " prefill + " + engines + " decode engines (simulated, tiny preset) with their tcp workers, one decider, " + proxies + " proxies"
+                + " (the load spread over them round-robin; a refused connection goes to the next, as a load balancer does), one"
+                + " embedded broker; " + rate + " requests/s through the proxies (streaming, 8 tokens each); each fault: " + before + " of load, the"
                 + " fault (a killed component restarted from its config after " + down + ", a hung one let go on after " + down + "), " + after
                 + " more load, then the load stops and the run waits for every answer and for every engine to hold no page.\n\n"
                 + "Columns: *in flight at the fault* are the requests sent before the fault and not yet answered then; *in the log* are the"

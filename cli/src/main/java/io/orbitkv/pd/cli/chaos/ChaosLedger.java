@@ -28,6 +28,8 @@ public final class ChaosLedger {
     private final Set<String> admitted = new HashSet<>();
     /** Per request, the decision ids of its outcomes (a copy of one decision, same id, is one outcome). */
     private final Map<String, Set<String>> outcomes = new HashMap<>();
+    /** Per request, what the log holds about it in log order (fact and decision types), for the requests that need explaining. */
+    private final Map<String, java.util.List<String>> story = new HashMap<>();
     private long undecodable;
 
     private ChaosLedger() { }
@@ -48,12 +50,14 @@ public final class ChaosLedger {
             if (r.role() == TopicRole.REQUEST_EVENTS) {
                 RequestEvent e = topics.requestEvents().valueSerde().deserializer().deserialize(r.topic(), r.value());
                 known.add(e.getRequestId());
+                story.computeIfAbsent(e.getRequestId(), x -> new java.util.ArrayList<>()).add(e.getPayload().getClass().getSimpleName());
                 if (e.getPayload() instanceof RequestAdmitted) {
                     admitted.add(e.getRequestId());
                 }
             } else if (r.role() == TopicRole.DECISIONS) {
                 Decision d = topics.decisions().valueSerde().deserializer().deserialize(r.topic(), r.value());
                 known.add(d.getRequestId());
+                story.computeIfAbsent(d.getRequestId(), x -> new java.util.ArrayList<>()).add("=>" + d.getPayload().getClass().getSimpleName());
                 if (d.getPayload() instanceof RequestOutcome) {
                     outcomes.computeIfAbsent(d.getRequestId(), x -> new HashSet<>()).add(d.getDecisionId());
                 }
@@ -88,6 +92,17 @@ public final class ChaosLedger {
             }
         }
         return new Counts(k, a, one, lost, doubled);
+    }
+
+    /** The requests of window {@code index} without exactly one outcome, each with what the log holds about it. */
+    public Map<String, java.util.List<String>> unsettled(int index) {
+        Map<String, java.util.List<String>> out = new java.util.TreeMap<>();
+        for (String id : known) {
+            if (ChaosRun.windowOf(id) == index && outcomes.getOrDefault(id, Set.of()).size() != 1) {
+                out.put(id, story.getOrDefault(id, java.util.List.of()));
+            }
+        }
+        return out;
     }
 
     public long undecodable() {

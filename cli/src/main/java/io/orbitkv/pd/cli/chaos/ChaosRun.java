@@ -92,7 +92,7 @@ public final class ChaosRun {
     }
 
     private final Pipeline pipeline;
-    private final LoadClient client;
+    private final List<LoadClient> clients;
     private final double perSecond;
     private final Duration before;
     private final Duration after;
@@ -102,15 +102,16 @@ public final class ChaosRun {
     private final AtomicInteger seq = new AtomicInteger();
 
     /**
+     * @param clients      one per proxy: requests go round-robin, as behind a load balancer
      * @param perSecond    requests per second through the proxy while a fault's window is open
      * @param before       load before the fault
      * @param after        load after the target is back
      * @param pagesTimeout how long to wait, once the load stopped, for every engine to hold no page
      */
-    public ChaosRun(Pipeline pipeline, LoadClient client, double perSecond, Duration before, Duration after, Duration pagesTimeout,
+    public ChaosRun(Pipeline pipeline, List<LoadClient> clients, double perSecond, Duration before, Duration after, Duration pagesTimeout,
                     Consumer<String> say) {
         this.pipeline = pipeline;
-        this.client = client;
+        this.clients = List.copyOf(clients);
         this.perSecond = perSecond;
         this.before = before;
         this.after = after;
@@ -145,7 +146,7 @@ public final class ChaosRun {
                 String id = "chaos-" + index + "-" + seq.incrementAndGet();
                 inFlight.add(Thread.ofVirtual().start(() -> {
                     long t = System.nanoTime();
-                    sent.add(new Sent(id, t, client.sendAs(id, r)));
+                    sent.add(new Sent(id, t, send(id, r)));
                 }));
             }
         });
@@ -187,6 +188,22 @@ public final class ChaosRun {
         long leaked = awaitPagesFree(pagesFrom + pagesTimeout.toNanos());
         double pagesBack = (System.nanoTime() - pagesFrom) / 1e9;
         return new Window(fault, faultAt, all, ready, Math.max(0, recovery), leaked, pagesBack, hung);
+    }
+
+    /**
+     * Round-robin over the proxies; a proxy that refuses the connection gets the request's next proxy, as a load
+     * balancer's health check would (nothing reached the refusing one, so the same id is safe to send again).
+     */
+    private LoadClient.Result send(String id, LoadClient.Request r) {
+        int first = Math.floorMod(id.hashCode(), clients.size());
+        LoadClient.Result res = null;
+        for (int k = 0; k < clients.size(); k++) {
+            res = clients.get((first + k) % clients.size()).sendAs(id, r);
+            if (!(res.status() == 0 && res.error() != null && res.error().contains("ConnectException"))) {
+                return res;
+            }
+        }
+        return res;
     }
 
     /** Seconds from {@code since} until the target's health check answers ready (NaN: no health check; -1: not within 2 min). */

@@ -42,10 +42,17 @@ public final class Pipeline implements AutoCloseable {
     /** What to start. */
     public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                        String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
-                       Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines, String pythonModule, boolean nodeWorker) {
+                       Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines, String pythonModule, boolean nodeWorker,
+                       int proxies) {
         public static Spec defaults() {
             return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
-                    java.util.Set.of(), SIM_MODULE, false);
+                    java.util.Set.of(), SIM_MODULE, false, 1);
+        }
+
+        /** Run {@code n} proxies ({@code proxy}, {@code proxy-2}, ...), each on its own port, as behind a load balancer. */
+        public Spec withProxies(int n) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, n);
         }
 
         /**
@@ -54,7 +61,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonEngines(java.util.Set<String> ids) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker);
+                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker, proxies);
         }
 
         /**
@@ -63,7 +70,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonModule(String module) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, module, nodeWorker);
+                    proxy, dashboard, pythonEngines, module, nodeWorker, proxies);
         }
 
         /**
@@ -72,7 +79,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withNodeWorker(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, on);
+                    proxy, dashboard, pythonEngines, pythonModule, on, proxies);
         }
 
         /** Whether the Python engines bring their own pool (device memory) instead of sharing a pool file. */
@@ -83,23 +90,23 @@ public final class Pipeline implements AutoCloseable {
         /** Also start the dashboard (its own process, not awaited: the pipeline is ready without it). */
         public Spec withDashboard(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, on, pythonEngines, pythonModule, nodeWorker);
+                    proxy, on, pythonEngines, pythonModule, nodeWorker, proxies);
         }
 
         public Spec withEngines(int prefill, int decode) {
             return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard,
-                    pythonEngines, pythonModule, nodeWorker);
+                    pythonEngines, pythonModule, nodeWorker, proxies);
         }
 
         public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
             return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard, pythonEngines,
-                    pythonModule, nodeWorker);
+                    pythonModule, nodeWorker, proxies);
         }
 
         public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
                               Map<String, String> proxyKeys) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
-                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker);
+                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker, proxies);
         }
     }
 
@@ -134,6 +141,7 @@ public final class Pipeline implements AutoCloseable {
     private String bootstrap;
     private String deciderUrl;
     private String proxyUrl;
+    private final List<String> proxyUrls = new ArrayList<>();
     private String dashboardUrl;
     private volatile boolean closed;
 
@@ -183,7 +191,7 @@ public final class Pipeline implements AutoCloseable {
         String authKey = "hex:" + java.util.HexFormat.of().formatHex(key);
         // Every child's port at once, distinct and outside the range that bind(0) and outgoing connections draw from.
         java.util.Iterator<Integer> ports = io.orbitkv.pd.broker.Ports.free(
-                3 + 2 * (spec.prefillEngines() + spec.decodeEngines())).iterator();
+                2 + spec.proxies() + 2 * (spec.prefillEngines() + spec.decodeEngines())).iterator();
         int deciderPort = ports.next();
         deciderUrl = "http://127.0.0.1:" + deciderPort;
         Map<String, String> decider = new LinkedHashMap<>();
@@ -275,17 +283,23 @@ public final class Pipeline implements AutoCloseable {
         if (!nodeWorkers.isEmpty()) {
             launchNodeWorker(nodeWorkers);
         }
-        int proxyPort = ports.next();
-        proxyUrl = "http://127.0.0.1:" + proxyPort;
-        Map<String, String> proxy = new LinkedHashMap<>();
-        proxy.put("bootstrap.servers", bs);
-        proxy.put("proxy.http.port", Integer.toString(proxyPort));
-        proxy.put("proxy.decider.url", deciderUrl);
-        proxy.put("proxy.routing", spec.routing());
-        proxy.put("proxy.engines.refresh", "500ms");
-        proxy.putAll(spec.proxy());
-        launch("proxy", "proxy", proxy, "-Xmx256m");
-        readyUrls.put("proxy", proxyUrl + "/health");
+        for (int i = 1; i <= spec.proxies(); i++) {
+            int proxyPort = ports.next();
+            String name = i == 1 ? "proxy" : "proxy-" + i;
+            String url = "http://127.0.0.1:" + proxyPort;
+            proxyUrls.add(url);
+            Map<String, String> proxy = new LinkedHashMap<>();
+            proxy.put("bootstrap.servers", bs);
+            proxy.put("proxy.id", i == 1 ? "proxy-1" : name);
+            proxy.put("proxy.http.port", Integer.toString(proxyPort));
+            proxy.put("proxy.decider.url", deciderUrl);
+            proxy.put("proxy.routing", spec.routing());
+            proxy.put("proxy.engines.refresh", "500ms");
+            proxy.putAll(spec.proxy());
+            launch(name, "proxy", proxy, "-Xmx256m");
+            readyUrls.put(name, url + "/health");
+        }
+        proxyUrl = proxyUrls.get(0);
         if (spec.dashboard()) {
             int dashboardPort = ports.next();
             dashboardUrl = "http://127.0.0.1:" + dashboardPort + "/";
@@ -305,7 +319,10 @@ public final class Pipeline implements AutoCloseable {
         for (Engine e : engines) {
             awaitHttp("engine-" + e.id(), e.url() + "/health", body -> body.contains("\"ok\""), Duration.ofMinutes(3));
         }
-        awaitHttp("proxy", proxyUrl + "/stats", body -> engines.stream().allMatch(e -> body.contains("\"" + e.id() + "\"")), Duration.ofMinutes(2));
+        for (int i = 0; i < proxyUrls.size(); i++) {
+            awaitHttp(i == 0 ? "proxy" : "proxy-" + (i + 1), proxyUrls.get(i) + "/stats",
+                    body -> engines.stream().allMatch(e -> body.contains("\"" + e.id() + "\"")), Duration.ofMinutes(2));
+        }
         say.accept(String.format("pipeline ready in %.1f s (logs under %s)", (System.nanoTime() - t0) / 1e9, dir.resolve("logs")));
     }
 
@@ -473,6 +490,11 @@ public final class Pipeline implements AutoCloseable {
 
     public String proxyUrl() {
         return proxyUrl;
+    }
+
+    /** Every proxy's URL (the first is {@link #proxyUrl()}). */
+    public List<String> proxyUrls() {
+        return List.copyOf(proxyUrls);
     }
 
     public String deciderUrl() {

@@ -39,7 +39,15 @@ public final class ProxiedRequest {
             "transfer-encoding", "upgrade", "content-length");
 
     /** What happened, for the proxy's counters. */
-    public enum End { ANSWERED, UPSTREAM_ERROR, TIMEOUT, CLIENT_GONE }
+    public enum End { ANSWERED, UPSTREAM_ERROR, TIMEOUT, CLIENT_GONE, REDISPATCHED }
+
+    /**
+     * Sends a failed request again to other engines: given the engines to avoid, returns what starts the new attempt, or
+     * null when there is no other engine (or no attempt, or no time) left.
+     */
+    public interface Redispatch {
+        Runnable prepare(Set<String> avoid, String reason);
+    }
 
     private final Vertx vertx;
     private final HttpClient client;
@@ -76,6 +84,8 @@ public final class ProxiedRequest {
     private long firstByteNanos = -1;
     private int status;
     private Hop.Meters hops = Hop.Meters.none();
+    private EngineHealth health;
+    private Redispatch redispatch;
 
     public ProxiedRequest(Vertx vertx, HttpClient client, Admissions admissions, String requestId, CompletionRequest request, String path,
                           HttpServerResponse response, Duration timeout, Consumer<End> onEnd) {
@@ -97,6 +107,16 @@ public final class ProxiedRequest {
     public ProxiedRequest traced(TraceContext context, String state) {
         this.trace = context;
         this.traceState = state;
+        return this;
+    }
+
+    /**
+     * Engines that fail to connect are marked down in {@code h}; a failure before the answer started goes to {@code r},
+     * which may send the request again to other engines instead of failing it.
+     */
+    public ProxiedRequest failingOver(EngineHealth h, Redispatch r) {
+        this.health = h;
+        this.redispatch = r;
         return this;
     }
 
@@ -136,6 +156,7 @@ public final class ProxiedRequest {
                 return;
             }
             if (ar.failed()) {
+                unreachable(prefill, ar.cause());
                 prefillFailed(UpstreamErrors.fromFailure("prefill", prefill.engineId(), ar.cause()));
                 return;
             }
@@ -215,8 +236,38 @@ public final class ProxiedRequest {
             log.atInfo().addKeyValue("requestId", requestId).log("prefill failed, waiting for the decode engine to recompute: " + m.message());
             return;
         }
-        cancelFact("prefill failed: " + m.message());
-        fail(m, End.UPSTREAM_ERROR);
+        if (!redispatched(m, "prefill failed: " + m.message(), Set.of(prefill.engineId()))) {
+            cancelFact("prefill failed: " + m.message());
+            fail(m, End.UPSTREAM_ERROR);
+        }
+    }
+
+    /** A connection that could not be made, or broke: the engine is routed around until its health check answers again. */
+    private void unreachable(EngineInfo engine, Throwable cause) {
+        if (health != null && !ended) {
+            health.markDown(engine.engineId(), "call failed: " + cause);
+        }
+    }
+
+    /**
+     * A 5xx (not a timeout: the time is spent) before anything was sent to the client: ends this attempt (its id gets
+     * a cancel, so exactly one outcome) and starts another on engines other than {@code avoid}. False when that cannot be.
+     */
+    private boolean redispatched(UpstreamErrors.Mapped m, String reason, Set<String> avoid) {
+        if (redispatch == null || ended || response.headWritten() || response.closed() || m.status() < 500 || m.status() == 504) {
+            return false;
+        }
+        Runnable next = redispatch.prepare(avoid, reason);
+        if (next == null) {
+            return false;
+        }
+        log.atInfo().addKeyValue("requestId", requestId).addKeyValue("avoid", avoid).log("re-dispatching to other engines: " + reason);
+        cancelFact("re-dispatched to other engines: " + reason);
+        status = m.status();
+        finish(End.REDISPATCHED);
+        resetUpstreams();
+        next.run();
+        return true;
     }
 
     private void onDecodeResponse(HttpClientResponse r, Throwable err) {
@@ -228,16 +279,25 @@ public final class ProxiedRequest {
         }
         String side = pd ? "decode" : "colocated";
         if (r == null) {
-            cancelFact(side + " engine failed: " + err.getMessage());
-            fail(UpstreamErrors.fromFailure(side, decode.engineId(), err), End.UPSTREAM_ERROR);
+            unreachable(decode, err);
+            UpstreamErrors.Mapped m = UpstreamErrors.fromFailure(side, decode.engineId(), err);
+            if (!redispatched(m, side + " engine failed: " + err.getMessage(), Set.of(decode.engineId()))) {
+                cancelFact(side + " engine failed: " + err.getMessage());
+                fail(m, End.UPSTREAM_ERROR);
+            }
             return;
         }
         if (r.statusCode() / 100 != 2) {
             r.body().onComplete(body -> {
                 if (!ended) {
-                    cancelFact(side + " engine answered " + r.statusCode());
-                    fail(body.failed() ? UpstreamErrors.fromFailure(side, decode.engineId(), body.cause())
-                            : UpstreamErrors.fromStatus(side, decode.engineId(), r.statusCode(), body.result().toString()), End.UPSTREAM_ERROR);
+                    UpstreamErrors.Mapped m = body.failed() ? UpstreamErrors.fromFailure(side, decode.engineId(), body.cause())
+                            : UpstreamErrors.fromStatus(side, decode.engineId(), r.statusCode(), body.result().toString());
+                    // A handoff that failed (502) may have failed on either side's worker: avoid both engines.
+                    Set<String> avoid = pd && r.statusCode() == 502 ? Set.of(decode.engineId(), prefill.engineId()) : Set.of(decode.engineId());
+                    if (!redispatched(m, side + " engine answered " + r.statusCode() + ": " + m.message(), avoid)) {
+                        cancelFact(side + " engine answered " + r.statusCode());
+                        fail(m, End.UPSTREAM_ERROR);
+                    }
                 }
             });
             return;

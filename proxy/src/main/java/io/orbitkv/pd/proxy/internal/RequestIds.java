@@ -27,4 +27,9 @@ public final class RequestIds {
         Long before = recent.putIfAbsent(id, nowMs);
         return before == null ? -1 : before;
     }
+
+    /** Gives {@code id} back: the request it was taken for never started (nothing in the log carries it). */
+    public synchronized void release(String id) {
+        recent.remove(id);
+    }
 }

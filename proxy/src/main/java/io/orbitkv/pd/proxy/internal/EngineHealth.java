@@ -1,0 +1,86 @@
+package io.orbitkv.pd.proxy.internal;
+
+import io.orbitkv.pd.proxy.routing.EngineInfo;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpClient;
+import io.vertx.core.http.HttpMethod;
+import io.vertx.core.http.RequestOptions;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Which engines the proxy should not route to now. The decider's engine table says which engines registered and did
+ * not leave; it cannot say that one died a moment ago (its registration stays until it deregisters or comes back) or
+ * hangs. So the proxy checks for itself: an engine it cannot connect to is marked down at once, and every
+ * {@code proxy.engines.probe} each engine's {@code /health} is asked with a {@code probe-timeout}: no answer in time
+ * (a hung or stopped process keeps its socket open, so only a deadline notices it), a refused connection or a status
+ * other than 200 marks it down, a 200 marks it up. A dead engine is thus out of routing on the first failed call, a
+ * hung one within probe + probe-timeout.
+ */
+public final class EngineHealth {
+
+    private static final Logger log = LoggerFactory.getLogger(EngineHealth.class);
+
+    /** Why and since when an engine is down. */
+    public record Down(long sinceMs, String reason) { }
+
+    private final Map<String, Down> down = new ConcurrentHashMap<>();
+    private final Map<String, Boolean> probing = new ConcurrentHashMap<>();
+
+    /** Whether requests may be routed to {@code engineId} now. */
+    public boolean usable(String engineId) {
+        return !down.containsKey(engineId);
+    }
+
+    /** The engines routed around now, with why. */
+    public Map<String, Down> down() {
+        return Map.copyOf(down);
+    }
+
+    public void markDown(String engineId, String reason) {
+        if (down.putIfAbsent(engineId, new Down(System.currentTimeMillis(), reason)) == null) {
+            log.atWarn().addKeyValue("engineId", engineId).log("engine marked down, routing around it until its /health answers: " + reason);
+        }
+    }
+
+    public void markUp(String engineId) {
+        Down d = down.remove(engineId);
+        if (d != null) {
+            log.atInfo().addKeyValue("engineId", engineId).addKeyValue("downMs", System.currentTimeMillis() - d.sinceMs())
+                    .log("engine healthy again, routing to it");
+        }
+    }
+
+    /** Checks every engine of {@code engines} every {@code period} (0: never; then only failed calls mark engines down, and nothing up). */
+    public void start(Vertx vertx, HttpClient client, Supplier<List<EngineInfo>> engines, Duration period, Duration timeout) {
+        if (period.isZero()) {
+            return;
+        }
+        vertx.setPeriodic(period.toMillis(), id -> {
+            for (EngineInfo e : engines.get()) {
+                probe(client, e, timeout);
+            }
+        });
+    }
+
+    private void probe(HttpClient client, EngineInfo e, Duration timeout) {
+        if (probing.putIfAbsent(e.engineId(), Boolean.TRUE) != null) {
+            return; // the last check of this engine is still waiting: it will say
+        }
+        RequestOptions o = new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(e.httpUrl() + "/health").setTimeout(timeout.toMillis());
+        client.request(o).compose(r -> r.send()).compose(r -> r.body().map(b -> r.statusCode())).onComplete(ar -> {
+            probing.remove(e.engineId());
+            if (ar.succeeded() && ar.result() == 200) {
+                markUp(e.engineId());
+            } else {
+                markDown(e.engineId(), ar.succeeded() ? "/health answered " + ar.result()
+                        : "/health not answered within " + timeout.toMillis() + " ms: " + ar.cause().getMessage());
+            }
+        });
+    }
+}
