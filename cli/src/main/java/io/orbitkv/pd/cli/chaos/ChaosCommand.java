@@ -114,6 +114,7 @@ public final class ChaosCommand implements Callable<Integer> {
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         List<ChaosRun.Window> windows = new ArrayList<>();
         ChaosLedger ledger;
+        Map<String, Double> stops;
         AuditReport audit;
         ReplayReport replay;
         List<LoadClient> clients = new ArrayList<>();
@@ -129,6 +130,7 @@ public final class ChaosCommand implements Callable<Integer> {
                 windows.add(w);
                 System.out.printf(Locale.ROOT, "    %d requests, %d client errors %s, ready in %.1f s, served again after %.1f s, %d pages held after%n",
                         w.sent().size(), w.errors(), w.errorsByStatus(), w.readySeconds(), w.recoverySeconds(), w.leakedPages());
+                w.errorSamples(3).forEach(e -> System.out.println("      e.g. " + (e.length() > 300 ? e.substring(0, 300) + "..." : e)));
             }
             DeciderConfig dc = deciderConfig(p);
             try (EventSerdes serdes = EventSerdes.create(dc.serde())) {
@@ -141,10 +143,12 @@ public final class ChaosCommand implements Callable<Integer> {
                     replay = Replayer.replay(log, dc.policy(), topics, 20, Progress.NONE);
                 }
             }
+            System.out.println("stopping: the broker first (kill -9), then SIGTERM to every component ...");
+            stops = stopAll(p);
         } finally {
             clients.forEach(LoadClient::close);
         }
-        String table = table(windows, ledger);
+        String table = table(windows, ledger) + "\n" + stopTable(stops);
         System.out.println();
         System.out.println(table);
         String verdict = verdict(windows, ledger, audit, replay);
@@ -167,8 +171,51 @@ public final class ChaosCommand implements Callable<Integer> {
             Files.createDirectories(jsonFile.toAbsolutePath().getParent());
             Files.writeString(jsonFile, json(windows, ledger, audit, replay));
         }
-        return failed(windows, ledger, audit, replay) ? 1 : 0;
+        boolean slowStop = stops.values().stream().anyMatch(t -> Double.isNaN(t) || t > 10);
+        return failed(windows, ledger, audit, replay) || slowStop ? 1 : 0;
     }
+
+    /** Seconds to stop after SIGTERM beyond which a component is killed instead (and reported as not stopping). */
+    private static final long STOP_WAIT_SECONDS = 20;
+
+    /**
+     * The hardest stop: the broker gone first (kill -9), then SIGTERM to every component at once; returns each one's
+     * seconds until it exited (NaN: still running after {@link #STOP_WAIT_SECONDS}, then killed).
+     */
+    static Map<String, Double> stopAll(Pipeline p) throws InterruptedException {
+        p.brokerProcess().ifPresent(b -> {
+            b.destroyForcibly();
+            b.onExit().join();
+        });
+        Map<String, Double> out = new java.util.concurrent.ConcurrentSkipListMap<>();
+        List<java.util.concurrent.CompletableFuture<Void>> exits = new ArrayList<>();
+        long t0 = System.nanoTime();
+        for (Pipeline.Child c : p.children()) {
+            c.process().destroy();
+            exits.add(c.process().onExit().thenRun(() -> out.put(c.name(), (System.nanoTime() - t0) / 1e9)));
+        }
+        try {
+            java.util.concurrent.CompletableFuture.allOf(exits.toArray(java.util.concurrent.CompletableFuture[]::new))
+                    .get(STOP_WAIT_SECONDS, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+            // some still running: NaN below
+        }
+        for (Pipeline.Child c : p.children()) {
+            if (c.alive()) {
+                out.put(c.name(), Double.NaN);
+                c.process().destroyForcibly();
+            }
+        }
+        return new java.util.TreeMap<>(out);
+    }
+
+    static String stopTable(Map<String, Double> stops) {
+        StringBuilder b = new StringBuilder("| SIGTERM with the broker already gone | " + String.join(" | ", stops.keySet()) + " |\n| --- |");
+        b.append(" ---: |".repeat(stops.size())).append("\n| seconds to exit |");
+        stops.values().forEach(t -> b.append(Double.isNaN(t) ? " > " + STOP_WAIT_SECONDS + " (killed) |" : String.format(Locale.ROOT, " %.1f |", t)));
+        return b.append("\n").toString();
+    }
+
 
     private static LogSource open(DeciderConfig dc, Topics topics, java.util.Set<TopicRole> roles) {
         return KafkaLogSource.open(new KafkaLogSource.Options(dc.bootstrapServers(), dc.kafkaOverrides(), topics,

@@ -83,6 +83,12 @@ public final class ChaosRun {
             return sent.stream().filter(s -> !s.result().ok()).count();
         }
 
+        /** Up to {@code n} distinct client-visible errors, status and message (ids and numbers blanked so alike ones count once). */
+        public List<String> errorSamples(int n) {
+            return sent.stream().filter(s -> !s.result().ok()).map(s -> s.result().status() + " " + String.valueOf(s.result().error())
+                    .replaceAll("chaos-[0-9]+-[0-9]+(\\.r[0-9]+)?", "<id>").replaceAll("[0-9]+", "N")).distinct().limit(n).toList();
+        }
+
         /** Client-visible errors by HTTP status (0: no response). */
         public Map<Integer, Long> errorsByStatus() {
             Map<Integer, Long> m = new TreeMap<>();
