@@ -91,7 +91,7 @@ public final class OrbitProxy implements AutoCloseable {
         this.serdes = EventSerdes.create(config.serde());
         this.topics = new Topics(config.topics(), serdes);
         this.policy = RoutingPolicy.named(config.routing());
-        this.engines = new EngineList(config.staticEngines(), config.deciderUrl());
+        this.engines = new EngineList(config.staticEngines(), config.deciderUrls());
         this.limits = new CompletionRequest.Limits(config.maxPromptChars(), config.maxTokens(), 4096);
         this.metrics = ComponentMetrics.create("proxy", config.proxyId());
         this.meters = new ProxyMetrics(metrics.registry(), inFlight);
@@ -119,7 +119,7 @@ public final class OrbitProxy implements AutoCloseable {
         health.start(vertx, pollClient, engines::current, config.probe(), config.probeTimeout());
         vertx.deployVerticle(Server::new, new DeploymentOptions().setInstances(config.eventLoops())).toCompletionStage().toCompletableFuture()
                 .get(30, TimeUnit.SECONDS);
-        log.atInfo().addKeyValue("url", url()).addKeyValue("routing", config.routing()).addKeyValue("decider", config.deciderUrl())
+        log.atInfo().addKeyValue("url", url()).addKeyValue("routing", config.routing()).addKeyValue("decider", config.deciderUrls())
                 .addKeyValue("staticEngines", config.staticEngines().size()).log("proxy ready");
     }
 

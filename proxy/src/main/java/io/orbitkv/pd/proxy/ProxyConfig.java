@@ -21,7 +21,8 @@ import java.util.Map;
  * @param httpHost         bind address ({@code proxy.http.host})
  * @param httpPort         port, 0 for any ({@code proxy.http.port})
  * @param eventLoops       Vert.x event loops serving HTTP ({@code proxy.event-loops})
- * @param deciderUrl       the decider's query URL for the engine list and load, or null ({@code proxy.decider.url})
+ * @param deciderUrls      the decider instances' query URLs for the engine list and load, asked in turn when one does not
+ *                         answer; empty for none ({@code proxy.decider.url}, comma-separated)
  * @param staticEngines    engines named in the config ({@code proxy.engines}: {@code id@role=url,...}), used with or
  *                         instead of the decider's list
  * @param refresh          how often the engine list is refreshed ({@code proxy.engines.refresh})
@@ -42,7 +43,7 @@ import java.util.Map;
  * @param serde            wire format of the events
  * @param kafkaOverrides   extra producer properties ({@code kafka.*})
  */
-public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, URI deciderUrl,
+public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, List<URI> deciderUrls,
                           List<EngineInfo> staticEngines, Duration refresh, String routing, int maxBodyBytes, int maxPromptChars, int maxTokens,
                           Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, Duration probe,
                           Duration probeTimeout, int redispatch, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides) {
@@ -70,7 +71,8 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
         positive("proxy.engines.probe-timeout", probeTimeout);
         range("proxy.redispatch.max", redispatch, 0, 8);
         RoutingPolicy.named(routing);
-        if (deciderUrl == null && staticEngines.isEmpty()) {
+        deciderUrls = List.copyOf(deciderUrls);
+        if (deciderUrls.isEmpty() && staticEngines.isEmpty()) {
             throw new IllegalArgumentException("proxy.decider.url / proxy.engines: the proxy needs the decider's URL (engines and their load)"
                     + " or a static engine list (id@role=url,...)");
         }
@@ -80,18 +82,26 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
 
     public static ProxyConfig from(ConfigProps p) {
         String decider = p.string("proxy.decider.url", "http://127.0.0.1:7070");
-        URI deciderUri;
-        try {
-            deciderUri = decider.isEmpty() ? null : URI.create(decider);
-            if (deciderUri != null && (deciderUri.getHost() == null || !deciderUri.getScheme().startsWith("http"))) {
-                throw new IllegalArgumentException("not an http URL");
+        List<URI> deciderUris = new ArrayList<>();
+        for (String one : decider.split(",")) {
+            String u = one.strip();
+            if (u.isEmpty()) {
+                continue;
             }
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("proxy.decider.url: must be an http URL like http://127.0.0.1:7070, got '" + decider + "'");
+            try {
+                URI uri = URI.create(u);
+                if (uri.getHost() == null || uri.getScheme() == null || !uri.getScheme().startsWith("http")) {
+                    throw new IllegalArgumentException("not an http URL");
+                }
+                deciderUris.add(uri);
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("proxy.decider.url: must be http URLs like http://127.0.0.1:7070 (comma-separated for several"
+                        + " decider instances), got '" + u + "'");
+            }
         }
         String model = p.string("proxy.model", "");
         return new ProxyConfig(p.required("bootstrap.servers"), p.string("proxy.id", "proxy-1"), p.string("proxy.http.host", "127.0.0.1"),
-                p.integer("proxy.http.port", 8000), p.integer("proxy.event-loops", 1), deciderUri, parseEngines(p.string("proxy.engines", "")),
+                p.integer("proxy.http.port", 8000), p.integer("proxy.event-loops", 1), deciderUris, parseEngines(p.string("proxy.engines", "")),
                 p.duration("proxy.engines.refresh", Duration.ofSeconds(1)), p.string("proxy.routing", "least_in_flight"),
                 p.integer("proxy.max-body-bytes", 4 << 20), p.integer("proxy.max-prompt-chars", 400_000), p.integer("proxy.max-tokens", 4096),
                 p.duration("proxy.timeout.request", Duration.ofSeconds(120)), p.duration("proxy.timeout.connect", Duration.ofSeconds(2)),

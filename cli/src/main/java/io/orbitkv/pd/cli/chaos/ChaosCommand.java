@@ -66,6 +66,10 @@ public final class ChaosCommand implements Callable<Integer> {
     @Option(names = "--proxies", defaultValue = "2", description = "Proxies, the load spread over them as by a load balancer (default: ${DEFAULT-VALUE}).")
     int proxies;
 
+    @Option(names = "--deciders", defaultValue = "2", description = "Decider instances, each with a standby of the other's state (default:"
+            + " ${DEFAULT-VALUE}).")
+    int deciders;
+
     @Option(names = "--down", defaultValue = "3s", description = "How long a killed component stays down, and a hung one hangs (default: ${DEFAULT-VALUE}).")
     String down;
 
@@ -107,10 +111,13 @@ public final class ChaosCommand implements Callable<Integer> {
         Path jsonFile = json != null ? json : faults == null && schedule.equals("full") ? Path.of("bench/results/chaos.json") : null;
         Path work = Files.createTempDirectory("orbitkv-chaos-");
         ModelPreset preset = ModelPreset.TINY;
+        if (deciders < 1 || deciders > 3) {
+            throw new IllegalArgumentException("--deciders: 1..3, got " + deciders);
+        }
         if (proxies < 1 || proxies > 4) {
             throw new IllegalArgumentException("--proxies: 1..4, got " + proxies);
         }
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withModel(preset, 256, 0.05, 2.0)
+        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withModel(preset, 256, 0.05, 2.0)
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         List<ChaosRun.Window> windows = new ArrayList<>();
         ChaosLedger ledger;
@@ -240,16 +247,17 @@ public final class ChaosCommand implements Callable<Integer> {
     static String table(List<ChaosRun.Window> windows, ChaosLedger ledger) {
         StringBuilder b = new StringBuilder();
         b.append("| fault | requests | client errors (by status) | in flight at the fault | in the log | one outcome | lost | doubled "
-                + "| pages held after | hung | ready again (s) | served again after (s) |\n");
-        b.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+                + "| pages held after | hung | ready again (s) | served again after (s) | slowest answer (s) |\n");
+        b.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for (int i = 0; i < windows.size(); i++) {
             ChaosRun.Window w = windows.get(i);
             ChaosLedger.Counts c = ledger.window(i);
             String errs = w.errors() == 0 ? "0" : w.errors() + " (" + w.errorsByStatus().entrySet().stream()
                     .map(e -> (e.getKey() == 0 ? "no answer" : e.getKey().toString()) + ": " + e.getValue()).collect(Collectors.joining(", ")) + ")";
-            b.append(String.format(Locale.ROOT, "| %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %s | %.1f |%n", w.fault().label(), w.sent().size(),
-                    errs, w.inFlightAtFault(), c.known(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
-                    Double.isNaN(w.readySeconds()) ? "—" : String.format(Locale.ROOT, "%.1f", w.readySeconds()), w.recoverySeconds()));
+            b.append(String.format(Locale.ROOT, "| %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %s | %.1f | %.2f |%n", w.fault().label(),
+                    w.sent().size(), errs, w.inFlightAtFault(), c.known(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
+                    Double.isNaN(w.readySeconds()) ? "—" : String.format(Locale.ROOT, "%.1f", w.readySeconds()), w.recoverySeconds(),
+                    w.worstSeconds()));
         }
         return b.toString();
     }
@@ -277,7 +285,8 @@ public final class ChaosCommand implements Callable<Integer> {
     private String markdown(String table, String verdict, int faults) {
         return "# Chaos: components killed and hung under load\n\nMeasured " + LocalDate.now() + " with `./orbitkv-pd chaos"
                 + (faults == FULL.size() ? "" : " ...") + "` on this machine (" + Runtime.getRuntime().availableProcessors() + " cores): "
-                + engines + " prefill + " + engines + " decode engines (simulated, tiny preset) with their tcp workers, one decider, " + proxies + " proxies"
+                + engines + " prefill + " + engines + " decode engines (simulated, tiny preset) with their tcp workers, " + deciders + " decider instance(s)" + (deciders > 1 ? " (2 s sessions, a standby"
+                + " replica each, 3 s transaction timeout: docs/decider.md, \"Failover\")" : "") + ", " + proxies + " proxies"
                 + " (the load spread over them round-robin; a refused connection goes to the next, as a load balancer does), one"
                 + " embedded broker; " + rate + " requests/s through the proxies (streaming, 8 tokens each); each fault: " + before + " of load, the"
                 + " fault (a killed component restarted from its config after " + down + ", a hung one let go on after " + down + "), " + after
@@ -299,10 +308,11 @@ public final class ChaosCommand implements Callable<Integer> {
             }
             j.append(String.format(Locale.ROOT, "{\"fault\":\"%s\",\"requests\":%d,\"client_errors\":%d,\"errors_by_status\":{%s},"
                             + "\"in_flight_at_fault\":%d,\"known\":%d,\"admitted\":%d,\"one_outcome\":%d,\"lost\":%d,\"doubled\":%d,\"pages_held_after\":%d,"
-                            + "\"hung\":%d,\"ready_s\":%s,\"served_again_after_s\":%.2f}", w.fault().label(), w.sent().size(), w.errors(),
+                            + "\"hung\":%d,\"ready_s\":%s,\"served_again_after_s\":%.2f,\"slowest_answer_s\":%.3f}", w.fault().label(), w.sent().size(), w.errors(),
                     w.errorsByStatus().entrySet().stream().map(e -> "\"" + e.getKey() + "\":" + e.getValue()).collect(Collectors.joining(",")),
                     w.inFlightAtFault(), c.known(), c.admitted(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
-                    Double.isNaN(w.readySeconds()) ? "null" : String.format(Locale.ROOT, "%.2f", w.readySeconds()), w.recoverySeconds()));
+                    Double.isNaN(w.readySeconds()) ? "null" : String.format(Locale.ROOT, "%.2f", w.readySeconds()), w.recoverySeconds(),
+                    w.worstSeconds()));
         }
         j.append(String.format(Locale.ROOT, "],\"audit_clean\":%b,\"audit_violations\":%d,\"replay_identical\":%b,\"failed\":%b}%n", audit.clean(),
                 audit.violationCount(), replay.identical(), failed(windows, ledger, audit, replay)));

@@ -79,6 +79,11 @@ public final class ChaosRun {
             return sent.stream().filter(s -> s.sentNanos() < faultNanos && s.sentNanos() + s.result().totalNanos() > faultNanos).count();
         }
 
+        /** The slowest answer of the window (s): how long the fault held requests up (a decider's failover: decisions paused). */
+        public double worstSeconds() {
+            return sent.stream().filter(s -> s.result().ok()).mapToLong(s -> s.result().totalNanos()).max().orElse(0) / 1e9;
+        }
+
         public long errors() {
             return sent.stream().filter(s -> !s.result().ok()).count();
         }
@@ -223,7 +228,7 @@ public final class ChaosRun {
             try {
                 HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(1)).build(),
                         HttpResponse.BodyHandlers.ofString());
-                if (r.statusCode() == 200 && (!target.equals("decider") || r.body().contains("RUNNING"))) {
+                if (r.statusCode() == 200 && (!target.startsWith("decider") || r.body().contains("RUNNING"))) {
                     return (System.nanoTime() - since) / 1e9;
                 }
             } catch (IOException e) {

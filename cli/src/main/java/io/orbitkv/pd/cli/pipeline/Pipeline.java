@@ -43,16 +43,25 @@ public final class Pipeline implements AutoCloseable {
     public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                        String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
                        Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines, String pythonModule, boolean nodeWorker,
-                       int proxies) {
+                       int proxies, int deciders) {
         public static Spec defaults() {
             return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
-                    java.util.Set.of(), SIM_MODULE, false, 1);
+                    java.util.Set.of(), SIM_MODULE, false, 1, 1);
         }
 
         /** Run {@code n} proxies ({@code proxy}, {@code proxy-2}, ...), each on its own port, as behind a load balancer. */
         public Spec withProxies(int n) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, n);
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, n, deciders);
+        }
+
+        /**
+         * Run {@code n} decider instances ({@code decider}, {@code decider-2}, ...) sharing the work, each with a standby
+         * of the other's state, set up to fail over in seconds (docs/decider.md, "Failover").
+         */
+        public Spec withDeciders(int n) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, n);
         }
 
         /**
@@ -61,7 +70,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonEngines(java.util.Set<String> ids) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker, proxies);
+                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker, proxies, deciders);
         }
 
         /**
@@ -70,7 +79,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonModule(String module) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, module, nodeWorker, proxies);
+                    proxy, dashboard, pythonEngines, module, nodeWorker, proxies, deciders);
         }
 
         /**
@@ -79,7 +88,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withNodeWorker(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, on, proxies);
+                    proxy, dashboard, pythonEngines, pythonModule, on, proxies, deciders);
         }
 
         /** Whether the Python engines bring their own pool (device memory) instead of sharing a pool file. */
@@ -90,23 +99,23 @@ public final class Pipeline implements AutoCloseable {
         /** Also start the dashboard (its own process, not awaited: the pipeline is ready without it). */
         public Spec withDashboard(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, on, pythonEngines, pythonModule, nodeWorker, proxies);
+                    proxy, on, pythonEngines, pythonModule, nodeWorker, proxies, deciders);
         }
 
         public Spec withEngines(int prefill, int decode) {
             return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard,
-                    pythonEngines, pythonModule, nodeWorker, proxies);
+                    pythonEngines, pythonModule, nodeWorker, proxies, deciders);
         }
 
         public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
             return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard, pythonEngines,
-                    pythonModule, nodeWorker, proxies);
+                    pythonModule, nodeWorker, proxies, deciders);
         }
 
         public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
                               Map<String, String> proxyKeys) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
-                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker, proxies);
+                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders);
         }
     }
 
@@ -142,6 +151,7 @@ public final class Pipeline implements AutoCloseable {
     private String deciderUrl;
     private String proxyUrl;
     private final List<String> proxyUrls = new ArrayList<>();
+    private final List<String> deciderUrls = new ArrayList<>();
     private String dashboardUrl;
     private volatile boolean closed;
 
@@ -179,7 +189,12 @@ public final class Pipeline implements AutoCloseable {
         String bs = externalBootstrap;
         if (bs == null) {
             say.accept("starting the embedded KRaft broker (child JVM) ...");
+            // Failover in seconds (docs/decider.md, "Failover"): group.min.session.timeout.ms lets deciders set a 2 s session;
+            // the transaction coordinator looks for timed-out transactions every 500 ms instead of 10 s (a dead decider's
+            // open transaction blocks its partitions' next owner until it is aborted).
             kafka = KraftCluster.builder().nodes(1).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
+                    .brokerProperty("group.min.session.timeout.ms", "1000")
+                    .brokerProperty("transaction.abort.timed.out.transaction.cleanup.interval.ms", "500")
                     .jvmOptions(List.of("-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
             bs = kafka.bootstrapServers();
             say.accept(String.format("broker ready at %s (%.1f s)", bs, (System.nanoTime() - t0) / 1e9));
@@ -191,24 +206,39 @@ public final class Pipeline implements AutoCloseable {
         String authKey = "hex:" + java.util.HexFormat.of().formatHex(key);
         // Every child's port at once, distinct and outside the range that bind(0) and outgoing connections draw from.
         java.util.Iterator<Integer> ports = io.orbitkv.pd.broker.Ports.free(
-                2 + spec.proxies() + 2 * (spec.prefillEngines() + spec.decodeEngines())).iterator();
-        int deciderPort = ports.next();
-        deciderUrl = "http://127.0.0.1:" + deciderPort;
-        Map<String, String> decider = new LinkedHashMap<>();
-        decider.put("bootstrap.servers", bs);
-        decider.put("decider.application.id", "orbitkv-decider-" + ProcessHandle.current().pid());
-        decider.put("decider.state.dir", dir.resolve("decider-state").toString());
-        decider.put("decider.http.port", Integer.toString(deciderPort));
-        // The product's defaults for a restart in seconds: RocksDB keeps Streams' process id (so its transactional id) in
-        // the state directory, and a restarted decider fences its dead self's open transaction at once instead of waiting
-        // out transaction.timeout.ms (in_memory: a new id each start, 10 s); static membership takes the partitions
-        // back with no rebalance (docs/chaos.md).
-        decider.put("decider.instance.id", "decider-0");
-        decider.put("auth.key", authKey);
-        decider.putAll(spec.decider());
-        launch("decider", "decider", decider, "-Xmx512m");
-        readyUrls.put("decider", deciderUrl + "/health");
-
+                1 + spec.deciders() + spec.proxies() + 2 * (spec.prefillEngines() + spec.decodeEngines())).iterator();
+        List<String> deciderUrls = new ArrayList<>();
+        for (int i = 0; i < spec.deciders(); i++) {
+            int deciderPort = ports.next();
+            String name = i == 0 ? "decider" : "decider-" + (i + 1);
+            String url = "http://127.0.0.1:" + deciderPort;
+            deciderUrls.add(url);
+            Map<String, String> decider = new LinkedHashMap<>();
+            decider.put("bootstrap.servers", bs);
+            decider.put("decider.application.id", "orbitkv-decider-" + ProcessHandle.current().pid());
+            decider.put("decider.state.dir", dir.resolve(i == 0 ? "decider-state" : "decider-state-" + (i + 1)).toString());
+            decider.put("decider.http.port", Integer.toString(deciderPort));
+            // The product's defaults for a restart in seconds: RocksDB keeps Streams' process id (so its transactional id) in
+            // the state directory, and a restarted decider fences its dead self's open transaction at once instead of
+            // waiting out transaction.timeout.ms (in_memory: a new id each start, 10 s); static membership takes the
+            // partitions back with no rebalance (docs/chaos.md).
+            decider.put("decider.instance.id", "decider-" + i);
+            if (spec.deciders() > 1) {
+                // Failover in seconds (docs/decider.md, "Failover"): a dead instance's partitions move after a 2 s session
+                // (the embedded broker allows it: group.min.session.timeout.ms), to an instance that kept a standby of
+                // their state, and its open transaction is aborted 3 s after it began instead of 10 s.
+                decider.put("kafka.session.timeout.ms", "2000");
+                decider.put("kafka.heartbeat.interval.ms", "500");
+                decider.put("kafka.num.standby.replicas", "1");
+                decider.put("kafka.producer.transaction.timeout.ms", "3000");
+            }
+            decider.put("auth.key", authKey);
+            decider.putAll(spec.decider());
+            launch(name, "decider", decider, "-Xmx512m");
+            readyUrls.put(name, url + "/health");
+        }
+        deciderUrl = deciderUrls.get(0);
+        this.deciderUrls.addAll(deciderUrls);
         long epoch = System.currentTimeMillis();
         int n = 0;
         for (int i = 0; i < spec.prefillEngines() + spec.decodeEngines(); i++) {
@@ -292,7 +322,7 @@ public final class Pipeline implements AutoCloseable {
             proxy.put("bootstrap.servers", bs);
             proxy.put("proxy.id", i == 1 ? "proxy-1" : name);
             proxy.put("proxy.http.port", Integer.toString(proxyPort));
-            proxy.put("proxy.decider.url", deciderUrl);
+            proxy.put("proxy.decider.url", String.join(",", deciderUrls));
             proxy.put("proxy.routing", spec.routing());
             proxy.put("proxy.engines.refresh", "500ms");
             proxy.putAll(spec.proxy());
@@ -315,7 +345,10 @@ public final class Pipeline implements AutoCloseable {
 
         say.accept("started decider, " + spec.prefillEngines() + " prefill + " + spec.decodeEngines() + " decode engines with their workers, and the"
                 + " proxy; waiting for them ...");
-        awaitHttp("decider", deciderUrl + "/health", body -> body.contains("RUNNING"), Duration.ofMinutes(3));
+        for (int i = 0; i < deciderUrls.size(); i++) {
+            awaitHttp(i == 0 ? "decider" : "decider-" + (i + 1), deciderUrls.get(i) + "/health", body -> body.contains("RUNNING"),
+                    Duration.ofMinutes(3));
+        }
         for (Engine e : engines) {
             awaitHttp("engine-" + e.id(), e.url() + "/health", body -> body.contains("\"ok\""), Duration.ofMinutes(3));
         }

@@ -18,7 +18,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The engines the proxy routes to: the decider's {@code GET /engines} (registrations with an HTTP URL that did not
+ * The engines the proxy routes to: the decider's {@code GET /engines} (any instance of several, the next asked when
+ * one does not answer) (registrations with an HTTP URL that did not
  * leave, and their in-flight counts), refreshed every {@code proxy.engines.refresh}, plus the static ones from the
  * config. When the decider cannot be reached the last list stays in use.
  */
@@ -27,14 +28,16 @@ public final class EngineList {
     private static final Logger log = LoggerFactory.getLogger(EngineList.class);
 
     private final List<EngineInfo> staticEngines;
-    private final URI decider;
+    private final List<URI> deciders;
+    /** The decider instance asked now; the next one is tried when it does not answer. */
+    private volatile int at;
     private volatile List<EngineInfo> current;
     private volatile long refreshedAt;
     private boolean warned;
 
-    public EngineList(List<EngineInfo> staticEngines, URI decider) {
+    public EngineList(List<EngineInfo> staticEngines, List<URI> deciders) {
         this.staticEngines = List.copyOf(staticEngines);
-        this.decider = decider;
+        this.deciders = List.copyOf(deciders);
         this.current = this.staticEngines;
     }
 
@@ -48,7 +51,7 @@ public final class EngineList {
 
     /** Polls the decider every {@code period} on {@code vertx}'s event loop. */
     public void start(Vertx vertx, HttpClient client, Duration period) {
-        if (decider == null) {
+        if (deciders.isEmpty()) {
             return;
         }
         refresh(client);
@@ -56,6 +59,8 @@ public final class EngineList {
     }
 
     private void refresh(HttpClient client) {
+        int i = at;
+        URI decider = deciders.get(i % deciders.size());
         RequestOptions o = new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(decider.resolve("/engines").toString())
                 .setIdleTimeout(5000);
         client.request(o).compose(r -> r.send()).compose(r -> r.statusCode() == 200 ? r.body()
@@ -69,7 +74,12 @@ public final class EngineList {
                         warn("unreadable engine list from " + decider + ": " + e.getMessage());
                     }
                 })
-                .onFailure(e -> warn("cannot refresh the engine list from " + decider + "/engines: " + e.getMessage()));
+                .onFailure(e -> {
+                    // Any instance answers for every engine (the registrations are a global store): ask the next one.
+                    at = i + 1;
+                    warn("cannot refresh the engine list from " + decider + "/engines: " + e.getMessage()
+                            + (deciders.size() > 1 ? "; asking " + deciders.get((i + 1) % deciders.size()) + " next" : ""));
+                });
     }
 
     private void warn(String msg) {

@@ -14,7 +14,7 @@ class EngineListTest {
 
     @Test
     void theDecidersEnginesCarryTheirModelAndOnlyThoseServingARequestedModelServeIt() throws Exception {
-        EngineList list = new EngineList(List.of(new EngineInfo("static-0", EngineRole.BOTH, "http://s", 0)), URI.create("http://127.0.0.1:1"));
+        EngineList list = new EngineList(List.of(new EngineInfo("static-0", EngineRole.BOTH, "http://s", 0)), List.of(URI.create("http://127.0.0.1:1")));
         List<EngineInfo> engines = list.merge(new ObjectMapper().readTree("""
                 {"decode-0": {"role": "DECODE", "http_url": "http://d", "in_flight": 2, "model": "m-a"},
                  "prefill-0": {"role": "PREFILL", "http_url": "http://p", "in_flight": 0, "model": "m-a"},
