@@ -3,6 +3,7 @@ package io.orbitkv.pd.proxy;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.proxy.internal.Admissions;
+import io.orbitkv.pd.proxy.internal.ClientDeadlines;
 import io.orbitkv.pd.proxy.internal.EngineHealth;
 import io.orbitkv.pd.proxy.internal.EngineList;
 import io.orbitkv.pd.proxy.internal.ProxiedRequest;
@@ -71,6 +72,7 @@ public final class OrbitProxy implements AutoCloseable {
     private final RoutingPolicy policy;
     private final EngineList engines;
     private final EngineHealth health = new EngineHealth();
+    private final ClientDeadlines deadlines;
     /** Client-named request ids admitted recently (a reuse is refused with 409). */
     private final RequestIds requestIds = new RequestIds(200_000);
     private final CompletionRequest.Limits limits;
@@ -91,6 +93,7 @@ public final class OrbitProxy implements AutoCloseable {
         this.serdes = EventSerdes.create(config.serde());
         this.topics = new Topics(config.topics(), serdes);
         this.policy = RoutingPolicy.named(config.routing());
+        this.deadlines = new ClientDeadlines(vertx, config.clientIdleTimeout(), config.clientBodyTimeout());
         this.engines = new EngineList(config.staticEngines(), config.deciderUrls());
         this.limits = new CompletionRequest.Limits(config.maxPromptChars(), config.maxTokens(), 4096);
         this.metrics = ComponentMetrics.create("proxy", config.proxyId());
@@ -145,8 +148,11 @@ public final class OrbitProxy implements AutoCloseable {
             client = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout((int) config.connectTimeout().toMillis()).setKeepAlive(true)
                     .setMaxInitialLineLength(8192), new PoolOptions().setHttp1MaxSize(512).setMaxWaitQueueSize(10_000));
             int bind = port != 0 ? port : config.httpPort();
-            return vertx.createHttpServer(new HttpServerOptions().setHost(config.httpHost()).setPort(bind).setIdleTimeout(0))
-                    .requestHandler(req -> handle(req, client)).listen().onSuccess(s -> port = s.actualPort());
+            // HTTP/1.1 only: with h2c detection on, Vert.x hands a connection to the server only once its first bytes show the
+            // protocol, so a connection that never sends a byte would escape the client deadlines (ClientDeadlinesTest).
+            return vertx.createHttpServer(new HttpServerOptions().setHost(config.httpHost()).setPort(bind).setIdleTimeout(0)
+                            .setHttp2ClearTextEnabled(false))
+                    .connectionHandler(deadlines::opened).requestHandler(req -> handle(req, client)).listen().onSuccess(s -> port = s.actualPort());
         }
     }
 
@@ -154,6 +160,19 @@ public final class OrbitProxy implements AutoCloseable {
         long in = Marks.nowMicros();
         String path = req.path();
         HttpServerResponse resp = req.response();
+        boolean completion = path.equals("/v1/completions") || path.equals("/v1/chat/completions");
+        Runnable done = deadlines.started(req, () -> {
+            count("rejected_408");
+            error(resp, 408, "the request body did not arrive within " + config.clientBodyTimeout().toMillis() + " ms"
+                    + " (proxy.timeout.client-body)", "invalid_request_error", null);
+            req.connection().close();
+        });
+        resp.endHandler(v -> {
+            if (completion) {
+                meters.status(resp.getStatusCode());
+            }
+            done.run();
+        });
         if (req.method() == HttpMethod.GET && path.equals("/health")) {
             List<EngineInfo> e = engines.current();
             boolean ok = e.stream().anyMatch(EngineInfo::canPrefill) && e.stream().anyMatch(EngineInfo::canDecode);
@@ -167,7 +186,6 @@ public final class OrbitProxy implements AutoCloseable {
         } else if (req.method() == HttpMethod.GET && path.equals("/v1/models")) {
             models(resp, client);
         } else if (path.equals("/v1/completions") || path.equals("/v1/chat/completions")) {
-            resp.endHandler(v -> meters.status(resp.getStatusCode()));
             if (req.method() != HttpMethod.POST) {
                 error(resp, 405, "use POST for " + path, "invalid_request_error", null);
                 return;

@@ -39,6 +39,10 @@ import java.util.Map;
  * @param probeTimeout     a check not answered within this marks the engine down ({@code proxy.engines.probe-timeout})
  * @param redispatch       how many times a request that failed before its answer started is sent again to other engines
  *                         under a new request id ({@code proxy.redispatch.max}; 0: never)
+ * @param clientIdleTimeout a client connection with no request in progress (just opened, between keep-alive requests, or
+ *                         stalled inside a request head) is closed after this ({@code proxy.timeout.client-idle})
+ * @param clientBodyTimeout a request body not complete within this of its head: 408, connection closed
+ *                         ({@code proxy.timeout.client-body})
  * @param topics           topic names (must match the other components')
  * @param serde            wire format of the events
  * @param kafkaOverrides   extra producer properties ({@code kafka.*})
@@ -46,7 +50,7 @@ import java.util.Map;
 public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, List<URI> deciderUrls,
                           List<EngineInfo> staticEngines, Duration refresh, String routing, int maxBodyBytes, int maxPromptChars, int maxTokens,
                           Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, Duration probe,
-                          Duration probeTimeout, int redispatch, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides) {
+                          Duration probeTimeout, int redispatch, Duration clientIdleTimeout, Duration clientBodyTimeout, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides) {
 
     public ProxyConfig {
         if (bootstrapServers == null || bootstrapServers.isBlank()) {
@@ -70,6 +74,8 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
         }
         positive("proxy.engines.probe-timeout", probeTimeout);
         range("proxy.redispatch.max", redispatch, 0, 8);
+        positive("proxy.timeout.client-idle", clientIdleTimeout);
+        positive("proxy.timeout.client-body", clientBodyTimeout);
         RoutingPolicy.named(routing);
         deciderUrls = List.copyOf(deciderUrls);
         if (deciderUrls.isEmpty() && staticEngines.isEmpty()) {
@@ -106,7 +112,8 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
                 p.integer("proxy.max-body-bytes", 4 << 20), p.integer("proxy.max-prompt-chars", 400_000), p.integer("proxy.max-tokens", 4096),
                 p.duration("proxy.timeout.request", Duration.ofSeconds(120)), p.duration("proxy.timeout.connect", Duration.ofSeconds(2)),
                 p.bool("proxy.fallback.recompute", false), model.isEmpty() ? null : model, p.duration("proxy.engines.probe", Duration.ofMillis(500)),
-                p.duration("proxy.engines.probe-timeout", Duration.ofSeconds(1)), p.integer("proxy.redispatch.max", 2), p.topics(), p.serde(),
+                p.duration("proxy.engines.probe-timeout", Duration.ofSeconds(1)), p.integer("proxy.redispatch.max", 2),
+                p.duration("proxy.timeout.client-idle", Duration.ofSeconds(30)), p.duration("proxy.timeout.client-body", Duration.ofSeconds(30)), p.topics(), p.serde(),
                 p.withPrefix("kafka."));
     }
 

@@ -122,7 +122,7 @@ public final class EngineClient implements EngineControl {
         }
         producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
         commands = new CommandReader(new KafkaConsumer<>(consumerConfig("commands"), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
-                topics.engineCommands(), config.engineId(), waiters::onDecision);
+                topics.engineCommands(), config.engineId(), waiters::onDecision, this::deadLetter);
         commands.position();
         EngineRegistration reg;
         if (config.expectWorker()) {
@@ -314,6 +314,19 @@ public final class EngineClient implements EngineControl {
     @Override
     public CompletableFuture<Void> cancel(String requestId, String reason, TraceContext trace, Marks marks) {
         return send(facts.cancel(requestId, reason), trace, marks);
+    }
+
+    /** A decision this engine refused goes to the dead-letter topic: an event, with the original bytes and why. */
+    private void deadLetter(org.apache.kafka.clients.consumer.ConsumerRecord<byte[], byte[]> r, RefusedDecision why) {
+        io.orbitkv.pd.events.DeadLetter dl = io.orbitkv.pd.schemas.RecordDecoding.deadLetter("engine:" + config.engineId(), r, why.code(),
+                why.getMessage(), System.currentTimeMillis());
+        byte[] value = topics.deadLetters().valueSerde().serializer().serialize(topics.deadLetters().name(), dl);
+        producer.send(new ProducerRecord<>(topics.deadLetters().name(), r.key() == null ? null : new String(r.key(),
+                java.nio.charset.StandardCharsets.UTF_8), value), (md, err) -> {
+                    if (err != null) {
+                        log.atWarn().log("could not dead-letter a refused decision: " + err);
+                    }
+                });
     }
 
     private io.orbitkv.pd.events.KvLayout layout() {

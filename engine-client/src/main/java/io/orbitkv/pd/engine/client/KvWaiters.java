@@ -67,10 +67,12 @@ public final class KvWaiters {
                 listener.onRecompute(d, r);
             }
             case ReleaseDecided rel -> {
+                // The listener first: it may refuse the release (RefusedDecision: not this request's lease), and then
+                // the request waiting for its KV must not be ended either.
+                listener.onRelease(d, rel);
                 if (rel.getSide() == ReleaseSide.DECODE && engineId.equals(rel.getEngineId())) {
                     end(rid, new KvSignal.Ended(OutcomeKind.UNKNOWN, "decode pages released: " + rel.getReason()));
                 }
-                listener.onRelease(d, rel);
             }
             case RequestOutcome o -> {
                 if (o.getKind() != OutcomeKind.COMPLETED) {

@@ -78,6 +78,11 @@ public final class SimEngine implements AutoCloseable {
     private final EngineMetrics meters;
     private final Hop.Meters hops;
     private final AtomicLong leaseEpochs = new AtomicLong();
+    /**
+     * Per request, the lease this engine announced in its DecodeReady ({@code leaseId#epoch}): a decode release must
+     * name exactly that one (a recompute bumps the job's epoch for its own writes, not this).
+     */
+    private final Map<String, String> announcedLeases = new ConcurrentHashMap<>();
     private final Map<String, Job> jobs = new ConcurrentHashMap<>();
     private final AtomicBoolean closed = new AtomicBoolean();
     private final CountDownLatch closedLatch = new CountDownLatch(1);
@@ -482,6 +487,7 @@ public final class SimEngine implements AutoCloseable {
             onKvSignal(job, blocks, signal);
         }));
         long leaseMs = config.leaseDuration().toMillis();
+        announcedLeases.put(job.rid, job.leaseId + "#" + job.leaseEpoch);
         client.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace, job.marks());
         job.heartbeatTimer = vertx.setPeriodic(config.heartbeat().toMillis(), id -> client.heartbeat(job.rid, job.leaseId, job.leaseEpoch,
                 System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace, null));
@@ -782,13 +788,25 @@ public final class SimEngine implements AutoCloseable {
             if (!config.engineId().equals(rel.getEngineId())) {
                 return;
             }
-            String owner = (rel.getSide() == ReleaseSide.PREFILL ? "P:" : "D:") + d.getRequestId();
-            int[] freed = allocator.free(owner);
-            if (freed.length > 0) {
-                counters.released.increment();
-            } else {
-                log.atDebug().addKeyValue("requestId", d.getRequestId()).addKeyValue("side", rel.getSide())
-                        .log("release for pages this instance does not hold (an older instance's, or already freed)");
+            String rid = d.getRequestId();
+            String owner = (rel.getSide() == ReleaseSide.PREFILL ? "P:" : "D:") + rid;
+            if (rel.getSide() == ReleaseSide.DECODE) {
+                String mine = announcedLeases.get(rid);
+                String theirs = rel.getLeaseId() + "#" + rel.getLeaseEpoch();
+                if (mine != null && !mine.equals(theirs)) {
+                    // A stale or forged release would free the pages of a request still decoding (issue 22).
+                    throw new io.orbitkv.pd.engine.client.RefusedDecision("STALE_LEASE", "ReleaseDecided for request " + rid + " names lease "
+                            + theirs + " but " + config.engineId() + " announced " + mine + " for it: its pages stay held");
+                }
+            }
+            if (allocator.blocksOf(owner).isEmpty()) {
+                throw new io.orbitkv.pd.engine.client.RefusedDecision("UNKNOWN_REQUEST", "ReleaseDecided (" + rel.getSide() + ") for request " + rid
+                        + ": " + config.engineId() + " holds no pages for it (already freed, an earlier instance's, or forged)");
+            }
+            allocator.free(owner);
+            counters.released.increment();
+            if (rel.getSide() == ReleaseSide.DECODE) {
+                announcedLeases.remove(rid);
             }
         }
     }

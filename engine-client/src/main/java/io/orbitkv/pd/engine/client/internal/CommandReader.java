@@ -49,7 +49,20 @@ public final class CommandReader implements Runnable, AutoCloseable {
         void accept(Decision decision, long receivedMicros, Marks marks);
     }
 
+    /** Where the records of decisions the engine refused go (the dead-letter topic), with why. */
+    @FunctionalInterface
+    public interface Refusals {
+        void refused(ConsumerRecord<byte[], byte[]> record, io.orbitkv.pd.engine.client.RefusedDecision why);
+    }
+
+    private final Refusals refusals;
+
     public CommandReader(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, Sink sink) {
+        this(consumer, topic, engineId, sink, (r, why) -> { });
+    }
+
+    public CommandReader(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, Sink sink, Refusals refusals) {
+        this.refusals = refusals;
         this.consumer = consumer;
         this.topic = topic;
         this.engineId = engineId;
@@ -105,6 +118,10 @@ public final class CommandReader implements Runnable, AutoCloseable {
         delivered++;
         try {
             sink.accept(d, receivedMicros, Marks.read(r.headers()));
+        } catch (io.orbitkv.pd.engine.client.RefusedDecision e) {
+            log.atWarn().addKeyValue("requestId", d.getRequestId()).addKeyValue("decisionId", d.getDecisionId()).addKeyValue("offset", r.offset())
+                    .log("refused a decision (" + e.code() + "): " + e.getMessage());
+            refusals.refused(r, e);
         } catch (RuntimeException e) {
             log.atError().setCause(e).addKeyValue("requestId", d.getRequestId()).addKeyValue("decisionId", d.getDecisionId())
                     .log("acting on a decision failed");
