@@ -46,7 +46,7 @@ public final class ChaosCommand implements Callable<Integer> {
     /** Every component kind killed, and the ones that can hang mid-handoff hung. */
     static final List<String> FULL = List.of("kill:decider", "hang:decider:5s", "kill:engine-prefill-0", "hang:engine-prefill-0:5s",
             "kill:engine-decode-0", "hang:engine-decode-0:5s", "kill:worker-prefill-0", "hang:worker-prefill-0:5s", "kill:worker-decode-0",
-            "hang:worker-decode-0:5s", "kill:proxy", "hang:proxy:5s");
+            "hang:worker-decode-0:5s", "kill:proxy", "hang:proxy:5s", "hostile:doors");
     /** The short schedule CI runs. */
     static final List<String> CI = List.of("kill:decider", "kill:engine-decode-0", "kill:worker-decode-0");
 
@@ -125,12 +125,18 @@ public final class ChaosCommand implements Callable<Integer> {
         AuditReport audit;
         ReplayReport replay;
         List<LoadClient> clients = new ArrayList<>();
+        List<EventSerdes> serdesToClose = new ArrayList<>();
         try (Pipeline p = Pipeline.start(spec, work, s -> System.out.println("  " + s))) {
             for (String url : p.proxyUrls()) {
                 clients.add(new LoadClient(url, "orbitkv-sim-" + preset.key(), null, d.duration("timeout", Duration.ofSeconds(30))));
             }
             ChaosRun run = new ChaosRun(p, clients, rate, d.duration("before", Duration.ofSeconds(3)), d.duration("after", Duration.ofSeconds(6)),
                     deciderConfig(p).policy().leaseDuration().plusSeconds(15), s -> System.out.println(s));
+            DeciderConfig hc = deciderConfig(p);
+            EventSerdes hostileSerdes = EventSerdes.create(hc.serde());
+            serdesToClose.add(hostileSerdes);
+            run.withHostile(() -> new ChaosHostile(p, new Topics(hc.topics(), hostileSerdes), "orbitkv-sim-" + preset.key(),
+                    io.orbitkv.pd.transport.tcp.TcpConfig.defaults().ioTimeout(), Duration.ofSeconds(30)));
             System.out.printf(Locale.ROOT, "chaos: %d faults, %.0f requests/s through the proxy, %d + %d engines%n", plan.size(), rate, engines, engines);
             for (int i = 0; i < plan.size(); i++) {
                 ChaosRun.Window w = run.run(i, plan.get(i));
@@ -142,8 +148,20 @@ public final class ChaosCommand implements Callable<Integer> {
             DeciderConfig dc = deciderConfig(p);
             try (EventSerdes serdes = EventSerdes.create(dc.serde())) {
                 Topics topics = new Topics(dc.topics(), serdes);
+                // The log is read committed: the last requests' decisions may sit in the decider's open transaction (committed
+                // every decider.commit.interval) while the engines, reading uncommitted, already acted on them. Read again
+                // until every request the log knows has its outcome, 30 s at most (then what is missing is reported).
+                long until = System.nanoTime() + 30_000_000_000L;
+                while (true) {
+                    try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.DEAD_LETTERS))) {
+                        ledger = ChaosLedger.read(log, topics);
+                    }
+                    if (ledger.unsettledCount() == 0 || System.nanoTime() > until) {
+                        break;
+                    }
+                    Thread.sleep(1000);
+                }
                 try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.DEAD_LETTERS))) {
-                    ledger = ChaosLedger.read(log, topics);
                     audit = Auditor.audit(log, serdes, dc.policy(), 20, Progress.NONE);
                 }
                 try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS))) {
@@ -154,8 +172,9 @@ public final class ChaosCommand implements Callable<Integer> {
             stops = stopAll(p);
         } finally {
             clients.forEach(LoadClient::close);
+            serdesToClose.forEach(EventSerdes::close);
         }
-        String table = table(windows, ledger) + "\n" + stopTable(stops);
+        String table = table(windows, ledger) + "\n" + stopTable(stops) + doorsTable(windows);
         System.out.println();
         System.out.println(table);
         String verdict = verdict(windows, ledger, audit, replay);
@@ -216,6 +235,19 @@ public final class ChaosCommand implements Callable<Integer> {
         return new java.util.TreeMap<>(out);
     }
 
+    static String doorsTable(List<ChaosRun.Window> windows) {
+        List<ChaosHostile.Door> doors = windows.stream().flatMap(w -> w.doors().stream()).toList();
+        if (doors.isEmpty()) {
+            return "";
+        }
+        StringBuilder b = new StringBuilder("\n| door | hostile input | expected | what happened | ok |\n| --- | --- | --- | --- | --- |\n");
+        for (ChaosHostile.Door d : doors) {
+            b.append("| ").append(d.door()).append(" | ").append(d.input()).append(" | ").append(d.expected()).append(" | ")
+                    .append(d.got().replace("|", "\\|")).append(" | ").append(d.ok() ? "yes" : "**NO**").append(" |\n");
+        }
+        return b.toString();
+    }
+
     static String stopTable(Map<String, Double> stops) {
         StringBuilder b = new StringBuilder("| SIGTERM with the broker already gone | " + String.join(" | ", stops.keySet()) + " |\n| --- |");
         b.append(" ---: |".repeat(stops.size())).append("\n| seconds to exit |");
@@ -237,7 +269,8 @@ public final class ChaosCommand implements Callable<Integer> {
         for (int i = 0; i < windows.size(); i++) {
             ChaosLedger.Counts c = ledger.window(i);
             ChaosRun.Window w = windows.get(i);
-            if (c.lost() > 0 || c.doubled() > 0 || w.leakedPages() > 0 || w.hung() > 0 || w.readySeconds() < 0) {
+            if (c.lost() > 0 || c.doubled() > 0 || w.leakedPages() > 0 || w.hung() > 0 || w.readySeconds() < 0
+                    || w.doors().stream().anyMatch(x -> !x.ok())) {
                 return true;
             }
         }
@@ -298,6 +331,10 @@ public final class ChaosCommand implements Callable<Integer> {
                 + " after which every request was answered.\n\n" + table + "\n" + verdict + "\n";
     }
 
+    private static String esc(String s) {
+        return s.replace("\\", "\\\\").replace("\"", "\\\"").replaceAll("[\\x00-\\x1f]", " ");
+    }
+
     private static String json(List<ChaosRun.Window> windows, ChaosLedger ledger, AuditReport audit, ReplayReport replay) {
         StringBuilder j = new StringBuilder("{\"faults\":[");
         for (int i = 0; i < windows.size(); i++) {
@@ -313,6 +350,14 @@ public final class ChaosCommand implements Callable<Integer> {
                     w.inFlightAtFault(), c.known(), c.admitted(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
                     Double.isNaN(w.readySeconds()) ? "null" : String.format(Locale.ROOT, "%.2f", w.readySeconds()), w.recoverySeconds(),
                     w.worstSeconds()));
+        }
+        j.append("],\"hostile\":[");
+        List<ChaosHostile.Door> doors = windows.stream().flatMap(w -> w.doors().stream()).toList();
+        for (int i = 0; i < doors.size(); i++) {
+            ChaosHostile.Door d = doors.get(i);
+            j.append(i > 0 ? "," : "").append("{\"door\":\"").append(esc(d.door())).append("\",\"input\":\"").append(esc(d.input()))
+                    .append("\",\"expected\":\"").append(esc(d.expected())).append("\",\"got\":\"").append(esc(d.got())).append("\",\"ok\":")
+                    .append(d.ok()).append('}');
         }
         j.append(String.format(Locale.ROOT, "],\"audit_clean\":%b,\"audit_violations\":%d,\"replay_identical\":%b,\"failed\":%b}%n", audit.clean(),
                 audit.violationCount(), replay.identical(), failed(windows, ledger, audit, replay)));

@@ -105,6 +105,11 @@ public final class ChaosLedger {
         return out;
     }
 
+    /** Requests the log knows without exactly one outcome, over every window. */
+    public long unsettledCount() {
+        return known.stream().filter(id -> outcomes.getOrDefault(id, Set.of()).size() != 1).count();
+    }
+
     public long undecodable() {
         return undecodable;
     }

@@ -34,12 +34,17 @@ public final class ChaosRun {
         /** {@code kill -9}, then started again from its config after the fault's duration. */
         KILL,
         /** {@code kill -STOP} for the fault's duration, then {@code kill -CONT}: a process that hangs, sockets open. */
-        HANG
+        HANG,
+        /** The hostile-input corpus at every door ({@link ChaosHostile}); the target is {@code doors}. */
+        HOSTILE
     }
 
     /** One fault of the schedule: {@code kind} done to the child {@code target} for {@code duration}. */
     public record Fault(Kind kind, String target, Duration duration) {
         public String label() {
+            if (kind == Kind.HOSTILE) {
+                return "hostile input on every door";
+            }
             return (kind == Kind.KILL ? "kill -9 " : "hang ") + target + (kind == Kind.HANG ? " " + duration.toSeconds() + " s" : "");
         }
 
@@ -53,7 +58,7 @@ public final class ChaosRun {
             try {
                 k = Kind.valueOf(p[0].toUpperCase(java.util.Locale.ROOT));
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("--fault: kind must be kill or hang, got " + p[0] + " in " + s);
+                throw new IllegalArgumentException("--fault: kind must be kill, hang or hostile, got " + p[0] + " in " + s);
             }
             Duration d = p.length == 3 ? io.orbitkv.pd.schemas.config.ConfigProps.empty().with("d", p[2]).duration("d", defaultDuration)
                     : defaultDuration;
@@ -73,7 +78,7 @@ public final class ChaosRun {
      * @param hung            requests with no answer within the client's read timeout
      */
     public record Window(Fault fault, long faultNanos, List<Sent> sent, double readySeconds, double recoverySeconds, long leakedPages,
-                         double pagesBackSeconds, int hung) {
+                         double pagesBackSeconds, int hung, List<ChaosHostile.Door> doors) {
         /** Requests sent before the fault and not answered by then: the most a fault should cost the clients. */
         public long inFlightAtFault() {
             return sent.stream().filter(s -> s.sentNanos() < faultNanos && s.sentNanos() + s.result().totalNanos() > faultNanos).count();
@@ -111,6 +116,7 @@ public final class ChaosRun {
     private final Consumer<String> say;
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build();
     private final AtomicInteger seq = new AtomicInteger();
+    private java.util.function.Supplier<ChaosHostile> hostile;
 
     /**
      * @param clients      one per proxy: requests go round-robin, as behind a load balancer
@@ -130,15 +136,23 @@ public final class ChaosRun {
         this.say = say;
     }
 
+    /** How to make the hostile-input corpus for a {@link Kind#HOSTILE} fault. */
+    ChaosRun withHostile(java.util.function.Supplier<ChaosHostile> corpus) {
+        this.hostile = corpus;
+        return this;
+    }
+
     /** The ids this run's requests carry: {@code chaos-<window>-<n>}. */
     public static int windowOf(String requestId) {
         String[] p = requestId.split("-");
-        return p.length >= 3 && p[0].equals("chaos") ? Integer.parseInt(p[1]) : -1;
+        return p.length >= 3 && p[0].equals("chaos") && p[1].matches("\\d{1,9}") ? Integer.parseInt(p[1]) : -1; // not chaos-hostile-*
     }
 
     /** Runs one fault's window (number {@code index}) and returns what the clients saw. */
     public Window run(int index, Fault fault) throws Exception {
-        pipeline.child(fault.target()); // fails early on an unknown target
+        if (fault.kind() != Kind.HOSTILE) {
+            pipeline.child(fault.target()); // fails early on an unknown target
+        }
         ConcurrentLinkedQueue<Sent> sent = new ConcurrentLinkedQueue<>();
         List<Thread> inFlight = java.util.Collections.synchronizedList(new ArrayList<>());
         java.util.concurrent.atomic.AtomicBoolean loadOn = new java.util.concurrent.atomic.AtomicBoolean(true);
@@ -165,7 +179,12 @@ public final class ChaosRun {
         long faultAt = System.nanoTime();
         say.accept("  " + fault.label());
         double ready;
-        if (fault.kind() == Kind.KILL) {
+        ChaosHostile corpus = null;
+        if (fault.kind() == Kind.HOSTILE) {
+            corpus = hostile.get();
+            corpus.fire();
+            ready = Double.NaN;
+        } else if (fault.kind() == Kind.KILL) {
             pipeline.kill(fault.target());
             sleep(fault.duration());
             long back = System.nanoTime();
@@ -179,6 +198,7 @@ public final class ChaosRun {
             ready = awaitReady(fault.target(), back);
         }
         sleep(after);
+        List<ChaosHostile.Door> doors = corpus == null ? List.of() : corpus.verify(); // the load runs on while the checks finish
         loadOn.set(false);
         generator.join();
         for (Thread t : List.copyOf(inFlight)) {
@@ -198,7 +218,7 @@ public final class ChaosRun {
         long pagesFrom = System.nanoTime();
         long leaked = awaitPagesFree(pagesFrom + pagesTimeout.toNanos());
         double pagesBack = (System.nanoTime() - pagesFrom) / 1e9;
-        return new Window(fault, faultAt, all, ready, Math.max(0, recovery), leaked, pagesBack, hung);
+        return new Window(fault, faultAt, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors);
     }
 
     /**
