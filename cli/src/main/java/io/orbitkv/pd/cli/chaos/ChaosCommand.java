@@ -46,15 +46,19 @@ public final class ChaosCommand implements Callable<Integer> {
     /** Every component kind killed, and the ones that can hang mid-handoff hung. */
     static final List<String> FULL = List.of("kill:decider", "hang:decider:5s", "kill:engine-prefill-0", "hang:engine-prefill-0:5s",
             "kill:engine-decode-0", "hang:engine-decode-0:5s", "kill:worker-prefill-0", "hang:worker-prefill-0:5s", "kill:worker-decode-0",
-            "hang:worker-decode-0:5s", "kill:proxy", "hang:proxy:5s", "hostile:doors");
+            "hang:worker-decode-0:5s", "kill:proxy", "hang:proxy:5s", "hostile:doors", "abandon:200");
+    /** A broker node of a 3-node KRaft cluster killed and hung (needs --brokers 3; the schedule sets it). */
+    static final List<String> BROKERS = List.of("kill:broker-2", "hang:broker-3:5s");
     /** The short schedule CI runs. */
     static final List<String> CI = List.of("kill:decider", "kill:engine-decode-0", "kill:worker-decode-0");
 
-    @Option(names = "--schedule", defaultValue = "full", description = "full (every component kind) or ci (a short one) (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--schedule", defaultValue = "full", description = "full (every component kind), brokers (a node of a 3-node KRaft cluster"
+            + " killed and hung) or ci (a short one) (default: ${DEFAULT-VALUE}).")
     String schedule;
 
     @Option(names = "--fault", description = "A fault instead of the schedule (repeatable): kill:TARGET or hang:TARGET[:DURATION], TARGET one of"
-            + " decider, proxy, engine-prefill-0, worker-decode-1, ...")
+            + " decider, proxy, engine-prefill-0, worker-decode-1, broker-2, ...; hostile:doors (the hostile-input corpus); abandon:N (N streams"
+            + " walked away from at once)")
     List<String> faults;
 
     @Option(names = "--rate", defaultValue = "5", description = "Requests per second through the proxy (default: ${DEFAULT-VALUE}).")
@@ -65,6 +69,12 @@ public final class ChaosCommand implements Callable<Integer> {
 
     @Option(names = "--proxies", defaultValue = "2", description = "Proxies, the load spread over them as by a load balancer (default: ${DEFAULT-VALUE}).")
     int proxies;
+
+    @Option(names = "--brokers", description = "Nodes of the embedded KRaft cluster, topics replicated on up to 3 (default: 1; 3 for the brokers"
+            + " schedule).")
+    Integer brokers;
+
+    private int brokerNodes = 1;
 
     @Option(names = "--deciders", defaultValue = "2", description = "Decider instances, each with a standby of the other's state (default:"
             + " ${DEFAULT-VALUE}).")
@@ -98,7 +108,8 @@ public final class ChaosCommand implements Callable<Integer> {
         List<String> names = faults != null && !faults.isEmpty() ? faults : switch (schedule) {
             case "full" -> FULL;
             case "ci" -> CI;
-            default -> throw new IllegalArgumentException("--schedule: full or ci, got " + schedule);
+            case "brokers" -> BROKERS;
+            default -> throw new IllegalArgumentException("--schedule: full, brokers or ci, got " + schedule);
         };
         List<ChaosRun.Fault> plan = names.stream().map(f -> ChaosRun.Fault.parse(f, downFor)).toList();
         if (engines < 1 || engines > 4) {
@@ -107,17 +118,23 @@ public final class ChaosCommand implements Callable<Integer> {
         if (rate <= 0 || rate > 50) {
             throw new IllegalArgumentException("--rate: (0, 50] requests per second (the machine is shared with the pipeline), got " + rate);
         }
-        Path outFile = out != null ? out : faults == null && schedule.equals("full") ? Path.of("docs/bench/chaos.md") : null;
-        Path jsonFile = json != null ? json : faults == null && schedule.equals("full") ? Path.of("bench/results/chaos.json") : null;
+        String stem = schedule.equals("full") ? "chaos" : "chaos-" + schedule;
+        Path outFile = out != null ? out : faults == null && !schedule.equals("ci") ? Path.of("docs/bench/" + stem + ".md") : null;
+        Path jsonFile = json != null ? json : faults == null && !schedule.equals("ci") ? Path.of("bench/results/" + stem + ".json") : null;
         Path work = Files.createTempDirectory("orbitkv-chaos-");
         ModelPreset preset = ModelPreset.TINY;
+        int nodes = brokers != null ? brokers : faults == null && schedule.equals("brokers") ? 3 : 1;
+        brokerNodes = nodes;
+        if (nodes < 1 || nodes > 3) {
+            throw new IllegalArgumentException("--brokers: 1..3, got " + nodes);
+        }
         if (deciders < 1 || deciders > 3) {
             throw new IllegalArgumentException("--deciders: 1..3, got " + deciders);
         }
         if (proxies < 1 || proxies > 4) {
             throw new IllegalArgumentException("--proxies: 1..4, got " + proxies);
         }
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withModel(preset, 256, 0.05, 2.0)
+        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withModel(preset, 256, 0.05, 2.0)
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         List<ChaosRun.Window> windows = new ArrayList<>();
         ChaosLedger ledger;
@@ -191,7 +208,7 @@ public final class ChaosCommand implements Callable<Integer> {
         }
         if (outFile != null) {
             Files.createDirectories(outFile.toAbsolutePath().getParent());
-            Files.writeString(outFile, markdown(table, verdict, plan.size()));
+            Files.writeString(outFile, markdown(table, verdict));
         }
         if (jsonFile != null) {
             Files.createDirectories(jsonFile.toAbsolutePath().getParent());
@@ -315,13 +332,14 @@ public final class ChaosCommand implements Callable<Integer> {
                 audit.recordCount(), audit.violationCount(), replay.identical() ? "identical" : "DIFFERENT");
     }
 
-    private String markdown(String table, String verdict, int faults) {
+    private String markdown(String table, String verdict) {
         return "# Chaos: components killed and hung under load\n\nMeasured " + LocalDate.now() + " with `./orbitkv-pd chaos"
-                + (faults == FULL.size() ? "" : " ...") + "` on this machine (" + Runtime.getRuntime().availableProcessors() + " cores): "
-                + engines + " prefill + " + engines + " decode engines (simulated, tiny preset) with their tcp workers, " + deciders + " decider instance(s)" + (deciders > 1 ? " (2 s sessions, a standby"
-                + " replica each, 3 s transaction timeout: docs/decider.md, \"Failover\")" : "") + ", " + proxies + " proxies"
-                + " (the load spread over them round-robin; a refused connection goes to the next, as a load balancer does), one"
-                + " embedded broker; " + rate + " requests/s through the proxies (streaming, 8 tokens each); each fault: " + before + " of load, the"
+                + (this.faults != null ? " --fault ..." : schedule.equals("full") ? "" : " --schedule " + schedule) + "` on this machine ("
+                + Runtime.getRuntime().availableProcessors() + " cores): " + engines + " prefill + " + engines + " decode engines (simulated, tiny"
+                + " preset) with their tcp workers, " + deciders + " decider instance(s)" + (deciders > 1 ? " (2 s sessions, a standby replica each,"
+                + " 3 s transaction timeout: docs/decider.md, \"Restart and failover\")" : "") + ", " + proxies + " proxies (the load spread over"
+                + " them round-robin; a refused connection goes to the next, as a load balancer does), " + (brokerNodes == 1 ? "one embedded broker"
+                : "an embedded KRaft cluster of " + brokerNodes + " nodes, topics replicated on " + Math.min(3, brokerNodes)) + "; " + rate + " requests/s through the proxies (streaming, 8 tokens each); each fault: " + before + " of load, the"
                 + " fault (a killed component restarted from its config after " + down + ", a hung one let go on after " + down + "), " + after
                 + " more load, then the load stops and the run waits for every answer and for every engine to hold no page.\n\n"
                 + "Columns: *in flight at the fault* are the requests sent before the fault and not yet answered then; *in the log* are the"

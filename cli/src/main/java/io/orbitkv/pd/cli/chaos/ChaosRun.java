@@ -36,7 +36,12 @@ public final class ChaosRun {
         /** {@code kill -STOP} for the fault's duration, then {@code kill -CONT}: a process that hangs, sockets open. */
         HANG,
         /** The hostile-input corpus at every door ({@link ChaosHostile}); the target is {@code doors}. */
-        HOSTILE
+        HOSTILE,
+        /**
+         * That many streaming requests sent at once and abandoned 5 ms later (the target is the count): their pages must
+         * come back fast enough that the good traffic running alongside is not refused for want of KV blocks.
+         */
+        ABANDON
     }
 
     /** One fault of the schedule: {@code kind} done to the child {@code target} for {@code duration}. */
@@ -44,6 +49,9 @@ public final class ChaosRun {
         public String label() {
             if (kind == Kind.HOSTILE) {
                 return "hostile input on every door";
+            }
+            if (kind == Kind.ABANDON) {
+                return target + " streams abandoned at once";
             }
             return (kind == Kind.KILL ? "kill -9 " : "hang ") + target + (kind == Kind.HANG ? " " + duration.toSeconds() + " s" : "");
         }
@@ -58,7 +66,7 @@ public final class ChaosRun {
             try {
                 k = Kind.valueOf(p[0].toUpperCase(java.util.Locale.ROOT));
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("--fault: kind must be kill, hang or hostile, got " + p[0] + " in " + s);
+                throw new IllegalArgumentException("--fault: kind must be kill, hang, hostile or abandon, got " + p[0] + " in " + s);
             }
             Duration d = p.length == 3 ? io.orbitkv.pd.schemas.config.ConfigProps.empty().with("d", p[2]).duration("d", defaultDuration)
                     : defaultDuration;
@@ -150,7 +158,10 @@ public final class ChaosRun {
 
     /** Runs one fault's window (number {@code index}) and returns what the clients saw. */
     public Window run(int index, Fault fault) throws Exception {
-        if (fault.kind() != Kind.HOSTILE) {
+        if (fault.kind() == Kind.ABANDON && !fault.target().matches("\\d{1,4}")) {
+            throw new IllegalArgumentException("--fault abandon:N: N streams, 1..9999, got " + fault.target());
+        }
+        if (fault.kind() != Kind.HOSTILE && fault.kind() != Kind.ABANDON && !fault.target().startsWith("broker-")) {
             pipeline.child(fault.target()); // fails early on an unknown target
         }
         ConcurrentLinkedQueue<Sent> sent = new ConcurrentLinkedQueue<>();
@@ -184,12 +195,29 @@ public final class ChaosRun {
             corpus = hostile.get();
             corpus.fire();
             ready = Double.NaN;
+        } else if (fault.kind() == Kind.ABANDON) {
+            // Not in the window's client results (these walk away on purpose); in its log ledger: each must still end once.
+            int n = Integer.parseInt(fault.target());
+            List<LoadClient.Request> walk = LoadClient.workload(7000L + index, n, 20, 60, 64, true);
+            List<Thread> walkers = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                LoadClient.Request w = walk.get(i);
+                LoadClient.Request away = new LoadClient.Request(w.index(), w.chat(), w.prompt(), w.maxTokens(), true, false,
+                        LoadClient.Cancel.AFTER_DELAY, 5);
+                String id = "chaos-" + index + "-a" + i;
+                walkers.add(Thread.ofVirtual().start(() -> send(id, away)));
+            }
+            for (Thread t : walkers) {
+                t.join();
+            }
+            ready = Double.NaN;
         } else if (fault.kind() == Kind.KILL) {
             pipeline.kill(fault.target());
             sleep(fault.duration());
             long back = System.nanoTime();
             pipeline.restart(fault.target());
-            ready = awaitReady(fault.target(), back);
+            // a broker node's restart returns once the node is ready
+            ready = fault.target().startsWith("broker-") ? (System.nanoTime() - back) / 1e9 : awaitReady(fault.target(), back);
         } else {
             pipeline.signal(fault.target(), "STOP");
             sleep(fault.duration());

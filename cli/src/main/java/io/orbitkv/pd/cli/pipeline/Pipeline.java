@@ -43,16 +43,16 @@ public final class Pipeline implements AutoCloseable {
     public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                        String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
                        Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines, String pythonModule, boolean nodeWorker,
-                       int proxies, int deciders) {
+                       int proxies, int deciders, int brokers) {
         public static Spec defaults() {
             return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
-                    java.util.Set.of(), SIM_MODULE, false, 1, 1);
+                    java.util.Set.of(), SIM_MODULE, false, 1, 1, 1);
         }
 
         /** Run {@code n} proxies ({@code proxy}, {@code proxy-2}, ...), each on its own port, as behind a load balancer. */
         public Spec withProxies(int n) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, n, deciders);
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, n, deciders, brokers);
         }
 
         /**
@@ -61,7 +61,16 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withDeciders(int n) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, n);
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, n, brokers);
+        }
+
+        /**
+         * An embedded KRaft cluster of {@code n} nodes (each broker and controller) instead of one, the topics replicated
+         * on all of them (at most 3): one can be killed ({@code broker-2}) with nothing lost.
+         */
+        public Spec withBrokers(int n) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, n);
         }
 
         /**
@@ -70,7 +79,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonEngines(java.util.Set<String> ids) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker, proxies, deciders);
+                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker, proxies, deciders, brokers);
         }
 
         /**
@@ -79,7 +88,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonModule(String module) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, module, nodeWorker, proxies, deciders);
+                    proxy, dashboard, pythonEngines, module, nodeWorker, proxies, deciders, brokers);
         }
 
         /**
@@ -88,7 +97,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withNodeWorker(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, on, proxies, deciders);
+                    proxy, dashboard, pythonEngines, pythonModule, on, proxies, deciders, brokers);
         }
 
         /** Whether the Python engines bring their own pool (device memory) instead of sharing a pool file. */
@@ -99,23 +108,23 @@ public final class Pipeline implements AutoCloseable {
         /** Also start the dashboard (its own process, not awaited: the pipeline is ready without it). */
         public Spec withDashboard(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, on, pythonEngines, pythonModule, nodeWorker, proxies, deciders);
+                    proxy, on, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers);
         }
 
         public Spec withEngines(int prefill, int decode) {
             return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard,
-                    pythonEngines, pythonModule, nodeWorker, proxies, deciders);
+                    pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers);
         }
 
         public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
             return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard, pythonEngines,
-                    pythonModule, nodeWorker, proxies, deciders);
+                    pythonModule, nodeWorker, proxies, deciders, brokers);
         }
 
         public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
                               Map<String, String> proxyKeys) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
-                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders);
+                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers);
         }
     }
 
@@ -192,7 +201,7 @@ public final class Pipeline implements AutoCloseable {
             // Failover in seconds (docs/decider.md, "Failover"): group.min.session.timeout.ms lets deciders set a 2 s session;
             // the transaction coordinator looks for timed-out transactions every 500 ms instead of 10 s (a dead decider's
             // open transaction blocks its partitions' next owner until it is aborted).
-            kafka = KraftCluster.builder().nodes(1).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
+            kafka = KraftCluster.builder().nodes(spec.brokers()).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
                     .brokerProperty("group.min.session.timeout.ms", "1000")
                     .brokerProperty("transaction.abort.timed.out.transaction.cleanup.interval.ms", "500")
                     .jvmOptions(List.of("-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
@@ -233,6 +242,7 @@ public final class Pipeline implements AutoCloseable {
                 decider.put("kafka.producer.transaction.timeout.ms", "3000");
             }
             decider.put("auth.key", authKey);
+            replicated(decider);
             decider.putAll(spec.decider());
             launch(name, "decider", decider, "-Xmx512m");
             readyUrls.put(name, url + "/health");
@@ -270,6 +280,7 @@ public final class Pipeline implements AutoCloseable {
             engine.put("engine.compute.prefill-ms-per-token", Double.toString(spec.prefillMsPerToken()));
             engine.put("engine.compute.decode-ms-per-token", Double.toString(spec.decodeMsPerToken()));
             engine.put("engine.worker.wait", "180s");
+            replicated(engine);
             engine.putAll(spec.engine());
             Map<String, String> worker = new LinkedHashMap<>();
             worker.put("bootstrap.servers", bs);
@@ -288,6 +299,7 @@ public final class Pipeline implements AutoCloseable {
             worker.put("auth.key", authKey);
             worker.put("worker.http.port", Integer.toString(ports.next()));
             readyUrls.put("worker-" + id, "http://127.0.0.1:" + worker.get("worker.http.port") + "/health");
+            replicated(worker);
             worker.putAll(spec.worker());
             if (python) {
                 // The Python engine joins through its worker's engine API: the worker maps the pool the engine names.
@@ -325,6 +337,7 @@ public final class Pipeline implements AutoCloseable {
             proxy.put("proxy.decider.url", String.join(",", deciderUrls));
             proxy.put("proxy.routing", spec.routing());
             proxy.put("proxy.engines.refresh", "500ms");
+            replicated(proxy);
             proxy.putAll(spec.proxy());
             launch(name, "proxy", proxy, "-Xmx256m");
             readyUrls.put(name, url + "/health");
@@ -335,6 +348,7 @@ public final class Pipeline implements AutoCloseable {
             dashboardUrl = "http://127.0.0.1:" + dashboardPort + "/";
             Map<String, String> dashboard = new LinkedHashMap<>();
             dashboard.put("bootstrap.servers", bs);
+            replicated(dashboard);
             dashboard.put("dashboard.application.id", "orbitkv-dashboard-" + ProcessHandle.current().pid());
             dashboard.put("dashboard.state.dir", dir.resolve("dashboard-state").toString());
             dashboard.put("dashboard.http.port", Integer.toString(dashboardPort));
@@ -435,6 +449,13 @@ public final class Pipeline implements AutoCloseable {
             }
         }
         throw new IllegalStateException("python engines: cannot find python/orbitkv_pd (set -Dorbitkv.home to the OrbitKV P/D checkout)");
+    }
+
+    /** On a cluster of several nodes every component creates the topics replicated on up to three of them. */
+    private void replicated(Map<String, String> props) {
+        if (spec.brokers() > 1) {
+            props.put("topics.replication.factor", Integer.toString(Math.min(3, spec.brokers())));
+        }
     }
 
     private void launch(String name, String command, Map<String, String> props, String heap) throws IOException {
@@ -558,8 +579,25 @@ public final class Pipeline implements AutoCloseable {
                 .orElseThrow(() -> new IllegalArgumentException("no child called " + name + "; have " + children.stream().map(Child::name).toList()));
     }
 
+    /** The embedded cluster's node of {@code broker-N}, or -1 for another name. */
+    private int brokerNode(String name) {
+        if (kafka == null || !name.matches("broker-\\d+")) {
+            return -1;
+        }
+        int n = Integer.parseInt(name.substring(7));
+        if (!kafka.nodeIds().contains(n)) {
+            throw new IllegalArgumentException("no broker node " + n + "; the embedded cluster has " + kafka.nodeIds());
+        }
+        return n;
+    }
+
     /** {@code kill -9}: the child gets no chance to flush, commit or say goodbye. Returns once it is gone. */
     public void kill(String name) throws InterruptedException {
+        int node = brokerNode(name);
+        if (node >= 0) {
+            kafka.killNode(node);
+            return;
+        }
         Process p = child(name).process();
         p.destroyForcibly();
         if (!p.waitFor(30, TimeUnit.SECONDS)) {
@@ -572,7 +610,9 @@ public final class Pipeline implements AutoCloseable {
      * whole (every thread, its sockets open: a gray failure), {@code CONT} lets it go on.
      */
     public void signal(String name, String sig) throws IOException, InterruptedException {
-        long pid = child(name).process().pid();
+        int node = brokerNode(name);
+        long pid = node >= 0 ? kafka.processHandle(node).orElseThrow(() -> new IllegalStateException(name + " is not running")).pid()
+                : child(name).process().pid();
         Process k = new ProcessBuilder("kill", "-" + sig, Long.toString(pid)).redirectErrorStream(true).start();
         String out = new String(k.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
         if (k.waitFor() != 0) {
@@ -580,8 +620,16 @@ public final class Pipeline implements AutoCloseable {
         }
     }
 
-    /** Starts a stopped (killed or exited) child again with its config, as an operator would; its log goes on in the same file. */
+    /**
+     * Starts a stopped (killed or exited) child again with its config, as an operator would; its log goes on in the same
+     * file. For {@code broker-N}: the node again on its data directory, once ready (returns null).
+     */
     public synchronized Child restart(String name) throws IOException {
+        int node = brokerNode(name);
+        if (node >= 0) {
+            kafka.restartNode(node); // returns once every running node is ready
+            return null;
+        }
         Child old = child(name);
         if (old.alive()) {
             throw new IllegalStateException(name + " is still running (pid " + old.process().pid() + ")");
