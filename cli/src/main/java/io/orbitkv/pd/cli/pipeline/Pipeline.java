@@ -204,6 +204,9 @@ public final class Pipeline implements AutoCloseable {
             kafka = KraftCluster.builder().nodes(spec.brokers()).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
                     .brokerProperty("group.min.session.timeout.ms", "1000")
                     .brokerProperty("transaction.abort.timed.out.transaction.cleanup.interval.ms", "500")
+                    // Several nodes: the controller fences a dead broker (and moves its partitions' leadership) after 3 s
+                    // without a heartbeat instead of 9 s.
+                    .brokerProperty("broker.session.timeout.ms", "3000").brokerProperty("broker.heartbeat.interval.ms", "500")
                     .jvmOptions(List.of("-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
             bs = kafka.bootstrapServers();
             say.accept(String.format("broker ready at %s (%.1f s)", bs, (System.nanoTime() - t0) / 1e9));
