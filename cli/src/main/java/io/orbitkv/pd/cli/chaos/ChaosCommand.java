@@ -46,7 +46,8 @@ public final class ChaosCommand implements Callable<Integer> {
     /** Every component kind killed, and the ones that can hang mid-handoff hung. */
     static final List<String> FULL = List.of("kill:decider", "hang:decider:5s", "kill:engine-prefill-0", "hang:engine-prefill-0:5s",
             "kill:engine-decode-0", "hang:engine-decode-0:5s", "kill:worker-prefill-0", "hang:worker-prefill-0:5s", "kill:worker-decode-0",
-            "hang:worker-decode-0:5s", "kill:proxy", "hang:proxy:5s", "hostile:doors", "abandon:200");
+            "hang:worker-decode-0:5s", "kill:proxy", "hang:proxy:5s", "hostile:doors", "abandon:200", "cut:relay", "stall:relay:5s",
+            "stall:relay:12s");
     /** A broker node of a 3-node KRaft cluster killed and hung (needs --brokers 3; the schedule sets it). */
     static final List<String> BROKERS = List.of("kill:broker-2", "hang:broker-3:5s");
     /** The short schedule CI runs. */
@@ -58,7 +59,7 @@ public final class ChaosCommand implements Callable<Integer> {
 
     @Option(names = "--fault", description = "A fault instead of the schedule (repeatable): kill:TARGET or hang:TARGET[:DURATION], TARGET one of"
             + " decider, proxy, engine-prefill-0, worker-decode-1, broker-2, ...; hostile:doors (the hostile-input corpus); abandon:N (N streams"
-            + " walked away from at once)")
+            + " walked away from at once); cut:relay, stall:relay[:DURATION] (the data plane to decode-0, through a fault relay)")
     List<String> faults;
 
     @Option(names = "--rate", defaultValue = "5", description = "Requests per second through the proxy (default: ${DEFAULT-VALUE}).")
@@ -134,7 +135,7 @@ public final class ChaosCommand implements Callable<Integer> {
         if (proxies < 1 || proxies > 4) {
             throw new IllegalArgumentException("--proxies: 1..4, got " + proxies);
         }
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withModel(preset, 256, 0.05, 2.0)
+        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withRelay("decode-0").withModel(preset, 256, 0.05, 2.0)
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         List<ChaosRun.Window> windows = new ArrayList<>();
         ChaosLedger ledger;

@@ -41,7 +41,11 @@ public final class ChaosRun {
          * That many streaming requests sent at once and abandoned 5 ms later (the target is the count): their pages must
          * come back fast enough that the good traffic running alongside is not refused for want of KV blocks.
          */
-        ABANDON
+        ABANDON,
+        /** Every connection through the data-plane relay closed at once, mid-push (the target is {@code relay}). */
+        CUT,
+        /** The data-plane relay holds every byte back for the fault's duration, connections open (target {@code relay}). */
+        STALL
     }
 
     /** One fault of the schedule: {@code kind} done to the child {@code target} for {@code duration}. */
@@ -52,6 +56,12 @@ public final class ChaosRun {
             }
             if (kind == Kind.ABANDON) {
                 return target + " streams abandoned at once";
+            }
+            if (kind == Kind.CUT) {
+                return "data plane to decode-0 cut";
+            }
+            if (kind == Kind.STALL) {
+                return "data plane to decode-0 stalled " + duration.toSeconds() + " s";
             }
             return (kind == Kind.KILL ? "kill -9 " : "hang ") + target + (kind == Kind.HANG ? " " + duration.toSeconds() + " s" : "");
         }
@@ -66,7 +76,7 @@ public final class ChaosRun {
             try {
                 k = Kind.valueOf(p[0].toUpperCase(java.util.Locale.ROOT));
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("--fault: kind must be kill, hang, hostile or abandon, got " + p[0] + " in " + s);
+                throw new IllegalArgumentException("--fault: kind must be kill, hang, hostile, abandon, cut or stall, got " + p[0] + " in " + s);
             }
             Duration d = p.length == 3 ? io.orbitkv.pd.schemas.config.ConfigProps.empty().with("d", p[2]).duration("d", defaultDuration)
                     : defaultDuration;
@@ -161,8 +171,13 @@ public final class ChaosRun {
         if (fault.kind() == Kind.ABANDON && !fault.target().matches("\\d{1,4}")) {
             throw new IllegalArgumentException("--fault abandon:N: N streams, 1..9999, got " + fault.target());
         }
-        if (fault.kind() != Kind.HOSTILE && fault.kind() != Kind.ABANDON && !fault.target().startsWith("broker-")) {
-            pipeline.child(fault.target()); // fails early on an unknown target
+        if ((fault.kind() == Kind.CUT || fault.kind() == Kind.STALL) && pipeline.relay() == null) {
+            throw new IllegalArgumentException("--fault " + fault.kind().name().toLowerCase() + ":relay: the pipeline has no data-plane relay");
+        }
+        if (fault.kind() == Kind.KILL || fault.kind() == Kind.HANG) {
+            if (!fault.target().startsWith("broker-")) {
+                pipeline.child(fault.target()); // fails early on an unknown target
+            }
         }
         ConcurrentLinkedQueue<Sent> sent = new ConcurrentLinkedQueue<>();
         List<Thread> inFlight = java.util.Collections.synchronizedList(new ArrayList<>());
@@ -210,6 +225,14 @@ public final class ChaosRun {
             for (Thread t : walkers) {
                 t.join();
             }
+            ready = Double.NaN;
+        } else if (fault.kind() == Kind.CUT) {
+            int n = pipeline.relay().cut();
+            say.accept("    cut " + n + " connection(s) through the relay");
+            ready = Double.NaN;
+        } else if (fault.kind() == Kind.STALL) {
+            pipeline.relay().stall(fault.duration().toMillis());
+            sleep(fault.duration());
             ready = Double.NaN;
         } else if (fault.kind() == Kind.KILL) {
             pipeline.kill(fault.target());

@@ -43,16 +43,16 @@ public final class Pipeline implements AutoCloseable {
     public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                        String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
                        Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines, String pythonModule, boolean nodeWorker,
-                       int proxies, int deciders, int brokers) {
+                       int proxies, int deciders, int brokers, String relayed) {
         public static Spec defaults() {
             return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
-                    java.util.Set.of(), SIM_MODULE, false, 1, 1, 1);
+                    java.util.Set.of(), SIM_MODULE, false, 1, 1, 1, null);
         }
 
         /** Run {@code n} proxies ({@code proxy}, {@code proxy-2}, ...), each on its own port, as behind a load balancer. */
         public Spec withProxies(int n) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, n, deciders, brokers);
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, n, deciders, brokers, relayed);
         }
 
         /**
@@ -61,7 +61,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withDeciders(int n) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, n, brokers);
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, n, brokers, relayed);
         }
 
         /**
@@ -70,7 +70,16 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withBrokers(int n) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, n);
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, n, relayed);
+        }
+
+        /**
+         * Pushes to engine {@code id} cross a {@link FaultRelay} ({@link #relay()}): its worker advertises the relay's port,
+         * so the relay can cut or stall the data plane between live workers.
+         */
+        public Spec withRelay(String id) {
+            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, id);
         }
 
         /**
@@ -79,7 +88,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonEngines(java.util.Set<String> ids) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker, proxies, deciders, brokers);
+                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
         }
 
         /**
@@ -88,7 +97,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withPythonModule(String module) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, module, nodeWorker, proxies, deciders, brokers);
+                    proxy, dashboard, pythonEngines, module, nodeWorker, proxies, deciders, brokers, relayed);
         }
 
         /**
@@ -97,7 +106,7 @@ public final class Pipeline implements AutoCloseable {
          */
         public Spec withNodeWorker(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, on, proxies, deciders, brokers);
+                    proxy, dashboard, pythonEngines, pythonModule, on, proxies, deciders, brokers, relayed);
         }
 
         /** Whether the Python engines bring their own pool (device memory) instead of sharing a pool file. */
@@ -108,23 +117,23 @@ public final class Pipeline implements AutoCloseable {
         /** Also start the dashboard (its own process, not awaited: the pipeline is ready without it). */
         public Spec withDashboard(boolean on) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, on, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers);
+                    proxy, on, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
         }
 
         public Spec withEngines(int prefill, int decode) {
             return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard,
-                    pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers);
+                    pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
         }
 
         public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
             return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard, pythonEngines,
-                    pythonModule, nodeWorker, proxies, deciders, brokers);
+                    pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
         }
 
         public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
                               Map<String, String> proxyKeys) {
             return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
-                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers);
+                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
         }
     }
 
@@ -161,6 +170,7 @@ public final class Pipeline implements AutoCloseable {
     private String proxyUrl;
     private final List<String> proxyUrls = new ArrayList<>();
     private final List<String> deciderUrls = new ArrayList<>();
+    private FaultRelay relay;
     private String dashboardUrl;
     private volatile boolean closed;
 
@@ -302,6 +312,12 @@ public final class Pipeline implements AutoCloseable {
             worker.put("auth.key", authKey);
             worker.put("worker.http.port", Integer.toString(ports.next()));
             readyUrls.put("worker-" + id, "http://127.0.0.1:" + worker.get("worker.http.port") + "/health");
+            if (id.equals(spec.relayed())) {
+                List<Integer> two = io.orbitkv.pd.broker.Ports.free(2);
+                worker.put("transfer.tcp.port", Integer.toString(two.get(0)));
+                worker.put("transfer.tcp.advertised-port", Integer.toString(two.get(1)));
+                relay = new FaultRelay(two.get(1), new java.net.InetSocketAddress("127.0.0.1", two.get(0)));
+            }
             replicated(worker);
             worker.putAll(spec.worker());
             if (python) {
@@ -549,6 +565,11 @@ public final class Pipeline implements AutoCloseable {
         return proxyUrl;
     }
 
+    /** The data-plane relay in front of {@link Spec#relayed()}'s worker, or null. */
+    public FaultRelay relay() {
+        return relay;
+    }
+
     /** Every proxy's URL (the first is {@link #proxyUrl()}). */
     public List<String> proxyUrls() {
         return List.copyOf(proxyUrls);
@@ -684,6 +705,9 @@ public final class Pipeline implements AutoCloseable {
         }
         if (kafka != null) {
             kafka.close();
+        }
+        if (relay != null) {
+            relay.close();
         }
         for (Path p : poolFiles) {
             try {

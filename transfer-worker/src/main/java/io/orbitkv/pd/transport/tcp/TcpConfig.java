@@ -23,10 +23,12 @@ import java.time.Duration;
  * @param nice               CPU niceness of the threads that copy page bytes through the kernel (0..19; 0 = normal):
  *                           raise it where pushes share cores with latency-critical work and a slower push is the
  *                           better trade (docs/worker.md)
+ * @param advertisedPort     port peers connect to (announced), when it is not the one listened on: behind a port
+ *                           mapping, a NAT or a relay (0 = the listen port)
  */
 public record TcpConfig(String bindHost, String advertisedHost, int port, int connections, int maxConnections, int frameBytes,
                         int maxSegments, int maxPayloadBytes, Duration ioTimeout, Duration connectTimeout, long maxBytesPerSecond,
-                        int socketBufferBytes, int nice) {
+                        int socketBufferBytes, int nice, int advertisedPort) {
 
     public TcpConfig {
         if (bindHost == null || bindHost.isBlank()) {
@@ -52,6 +54,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
         }
         ConfigProps.requireRange("transfer.tcp.socket-buffer-bytes", socketBufferBytes, 0, 1 << 30);
         ConfigProps.requireRange("transfer.tcp.nice", nice, 0, 19);
+        ConfigProps.requireRange("transfer.tcp.advertised-port", advertisedPort, 0, 65535);
     }
 
     /**
@@ -59,7 +62,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
      * docs/bench/transport.md, even on 2 cores), 4 MiB frames of at most 1,024 runs.
      */
     public static TcpConfig defaults() {
-        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0, 0);
+        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0, 0, 0);
     }
 
     public static TcpConfig from(ConfigProps p) {
@@ -70,36 +73,36 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
                 p.integer("transfer.tcp.max-segments", d.maxSegments()), p.integer("transfer.tcp.max-payload-bytes", d.maxPayloadBytes()),
                 p.duration("transfer.tcp.io-timeout", d.ioTimeout()), p.duration("transfer.tcp.connect-timeout", d.connectTimeout()),
                 p.longValue("transfer.tcp.max-bytes-per-second", 0), p.integer("transfer.tcp.socket-buffer-bytes", 0),
-                p.integer("transfer.tcp.nice", d.nice()));
+                p.integer("transfer.tcp.nice", d.nice()), p.integer("transfer.tcp.advertised-port", 0));
     }
 
     public TcpConfig withPort(int p) {
         return new TcpConfig(bindHost, advertisedHost, p, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort);
     }
 
     public TcpConfig withConnections(int c) {
         return new TcpConfig(bindHost, advertisedHost, port, c, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort);
     }
 
     public TcpConfig withFrame(int bytes, int segments) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, bytes, segments, Math.max(bytes, maxPayloadBytes),
-                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes, nice);
+                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort);
     }
 
     public TcpConfig withMaxBytesPerSecond(long rate) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, rate, socketBufferBytes, nice);
+                connectTimeout, rate, socketBufferBytes, nice, advertisedPort);
     }
 
     public TcpConfig withIoTimeout(Duration t) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, t,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort);
     }
 
     public TcpConfig withSocketBuffer(int bytes) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, bytes, nice);
+                connectTimeout, maxBytesPerSecond, bytes, nice, advertisedPort);
     }
 }

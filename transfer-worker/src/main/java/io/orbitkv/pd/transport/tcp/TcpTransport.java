@@ -147,7 +147,8 @@ public final class TcpTransport implements KvTransport {
             return Optional.empty();
         }
         String host = config.advertisedHost().contains(":") ? "[" + config.advertisedHost() + "]" : config.advertisedHost();
-        return Optional.of(TransportEndpoint.newBuilder().setTransport("tcp").setAddress(host + ":" + a.getPort())
+        int port = config.advertisedPort() > 0 ? config.advertisedPort() : a.getPort();
+        return Optional.of(TransportEndpoint.newBuilder().setTransport("tcp").setAddress(host + ":" + port)
                 .setAttributes(Map.of("max-payload-bytes", Integer.toString(config.maxPayloadBytes()),
                         "max-segments", Integer.toString(config.maxSegments()), "wire-version", "1", PIPELINED_BEGIN, "true",
                         Wire.FIRST_TOKEN, "true"))
