@@ -35,6 +35,7 @@ class ChaosIT {
             assertThat(f.path("lost").asInt()).as("lost in %s", f).isZero();
             assertThat(f.path("doubled").asInt()).as("doubled in %s", f).isZero();
             assertThat(f.path("pages_held_after").asInt()).as("pages held after %s", f).isZero();
+            assertThat(f.path("not_routed_to").asInt()).as("engines the proxies no longer route to after %s", f).isZero();
             assertThat(f.path("client_errors").asInt()).as("client errors of %s", f).isLessThanOrEqualTo(f.path("in_flight_at_fault").asInt());
             // came back at all (how fast is the benchmark's to say, docs/bench/chaos.md, not a test's)
             assertThat(f.path("ready_s").asDouble()).as("%s ready again", f.path("fault")).isNotNegative();

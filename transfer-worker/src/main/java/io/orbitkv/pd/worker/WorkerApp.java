@@ -418,8 +418,20 @@ public final class WorkerApp implements AutoCloseable {
     private EngineRegistration registration(boolean leaving) {
         List<TransportEndpoint> endpoints = new ArrayList<>();
         transports.forEach(t -> t.endpoint().ifPresent(endpoints::add));
+        String httpUrl = engine.httpUrl();
+        String model = engine.model();
+        if (httpUrl.isEmpty() && directory != null) {
+            // An engine that registers itself (on Kafka) adds its HTTP URL to this worker's registration; a worker
+            // restarted under the same engine instance must keep it, or the proxy stops routing to a live engine
+            // (seen in chaos: decode-0 gone from routing after its worker's restart until the engine's own restart).
+            Optional<EngineRegistration> current = directory.get(config.engineId());
+            if (current.isPresent() && current.get().getInstanceEpoch() == engine.instanceEpoch() && !current.get().getHttpUrl().isEmpty()) {
+                httpUrl = current.get().getHttpUrl();
+                model = current.get().getModel();
+            }
+        }
         return EngineRegistration.newBuilder().setEngineId(config.engineId()).setRole(engine.role()).setInstanceEpoch(engine.instanceEpoch())
-                .setModel(engine.model()).setHttpUrl(engine.httpUrl()).setEndpoints(endpoints)
+                .setModel(model).setHttpUrl(httpUrl).setEndpoints(endpoints)
                 .setLayout(engine.geometry().toLayout(engine.tpRank(), engine.tpSize()))
                 .setRegions(engine.announcedRegions() != null ? engine.announcedRegions() : pool.memoryRegions())
                 .setRegisteredAtMs(System.currentTimeMillis()).setDeregistered(leaving).build();

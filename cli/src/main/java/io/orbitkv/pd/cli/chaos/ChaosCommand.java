@@ -288,7 +288,7 @@ public final class ChaosCommand implements Callable<Integer> {
             ChaosLedger.Counts c = ledger.window(i);
             ChaosRun.Window w = windows.get(i);
             if (c.lost() > 0 || c.doubled() > 0 || w.leakedPages() > 0 || w.hung() > 0 || w.readySeconds() < 0
-                    || w.doors().stream().anyMatch(x -> !x.ok())) {
+                    || w.doors().stream().anyMatch(x -> !x.ok()) || !w.unroutable().isEmpty()) {
                 return true;
             }
         }
@@ -298,15 +298,16 @@ public final class ChaosCommand implements Callable<Integer> {
     static String table(List<ChaosRun.Window> windows, ChaosLedger ledger) {
         StringBuilder b = new StringBuilder();
         b.append("| fault | requests | client errors (by status) | in flight at the fault | in the log | one outcome | lost | doubled "
-                + "| pages held after | hung | ready again (s) | served again after (s) | slowest answer (s) |\n");
-        b.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+                + "| pages held after | hung | not routed to after | ready again (s) | served again after (s) | slowest answer (s) |\n");
+        b.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n");
         for (int i = 0; i < windows.size(); i++) {
             ChaosRun.Window w = windows.get(i);
             ChaosLedger.Counts c = ledger.window(i);
             String errs = w.errors() == 0 ? "0" : w.errors() + " (" + w.errorsByStatus().entrySet().stream()
                     .map(e -> (e.getKey() == 0 ? "no answer" : e.getKey().toString()) + ": " + e.getValue()).collect(Collectors.joining(", ")) + ")";
-            b.append(String.format(Locale.ROOT, "| %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %s | %.1f | %.2f |%n", w.fault().label(),
+            b.append(String.format(Locale.ROOT, "| %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %.1f | %.2f |%n", w.fault().label(),
                     w.sent().size(), errs, w.inFlightAtFault(), c.known(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
+                    w.unroutable().isEmpty() ? "—" : String.join(", ", w.unroutable()),
                     Double.isNaN(w.readySeconds()) ? "—" : String.format(Locale.ROOT, "%.1f", w.readySeconds()), w.recoverySeconds(),
                     w.worstSeconds()));
         }
@@ -345,7 +346,8 @@ public final class ChaosCommand implements Callable<Integer> {
                 + " more load, then the load stops and the run waits for every answer and for every engine to hold no page.\n\n"
                 + "Columns: *in flight at the fault* are the requests sent before the fault and not yet answered then; *in the log* are the"
                 + " requests the log knows of (any fact), each of which must end in exactly one outcome; *pages held after* are blocks"
-                + " still held on the engines once the load stopped and a lease plus 15 s passed; *ready again* is from the restart (or"
+                + " still held on the engines once the load stopped and a lease plus 15 s passed; *not routed to after* are engines"
+                + " some proxy still did not route to 15 s after the window (missing from its engine list or marked down); *ready again* is from the restart (or"
                 + " `kill -CONT`) to the component's health check answering ready; *served again after* is from the fault to the first request"
                 + " after which every request was answered.\n\n" + table + "\n" + verdict + "\n";
     }
@@ -364,9 +366,9 @@ public final class ChaosCommand implements Callable<Integer> {
             }
             j.append(String.format(Locale.ROOT, "{\"fault\":\"%s\",\"requests\":%d,\"client_errors\":%d,\"errors_by_status\":{%s},"
                             + "\"in_flight_at_fault\":%d,\"known\":%d,\"admitted\":%d,\"one_outcome\":%d,\"lost\":%d,\"doubled\":%d,\"pages_held_after\":%d,"
-                            + "\"hung\":%d,\"ready_s\":%s,\"served_again_after_s\":%.2f,\"slowest_answer_s\":%.3f}", w.fault().label(), w.sent().size(), w.errors(),
+                            + "\"hung\":%d,\"not_routed_to\":%d,\"ready_s\":%s,\"served_again_after_s\":%.2f,\"slowest_answer_s\":%.3f}", w.fault().label(), w.sent().size(), w.errors(),
                     w.errorsByStatus().entrySet().stream().map(e -> "\"" + e.getKey() + "\":" + e.getValue()).collect(Collectors.joining(",")),
-                    w.inFlightAtFault(), c.known(), c.admitted(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
+                    w.inFlightAtFault(), c.known(), c.admitted(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(), w.unroutable().size(),
                     Double.isNaN(w.readySeconds()) ? "null" : String.format(Locale.ROOT, "%.2f", w.readySeconds()), w.recoverySeconds(),
                     w.worstSeconds()));
         }

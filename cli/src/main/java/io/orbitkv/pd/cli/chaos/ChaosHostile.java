@@ -186,10 +186,16 @@ final class ChaosHostile {
 
     private List<DeadLetter> deadLetters() {
         List<DeadLetter> out = new ArrayList<>();
+        String t = topics.deadLetters().name();
+        readToEnd(t, r -> out.add(topics.deadLetters().valueSerde().deserializer().deserialize(t, r.value())));
+        return out;
+    }
+
+    /** Every record of {@code topic} up to its end now (30 s at most), to {@code sink}; records it cannot take are skipped. */
+    private void readToEnd(String topic, java.util.function.Consumer<ConsumerRecord<byte[], byte[]>> sink) {
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(Map.of("bootstrap.servers", pipeline.bootstrapServers()),
                 new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
-            String t = topics.deadLetters().name();
-            List<TopicPartition> parts = c.partitionsFor(t).stream().map(p -> new TopicPartition(t, p.partition())).toList();
+            List<TopicPartition> parts = c.partitionsFor(topic).stream().map(p -> new TopicPartition(topic, p.partition())).toList();
             c.assign(parts);
             c.seekToBeginning(parts);
             Map<TopicPartition, Long> end = c.endOffsets(parts);
@@ -197,14 +203,13 @@ final class ChaosHostile {
             while (parts.stream().anyMatch(p -> c.position(p) < end.get(p)) && System.nanoTime() < deadline) {
                 for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
                     try {
-                        out.add(topics.deadLetters().valueSerde().deserializer().deserialize(t, r.value()));
+                        sink.accept(r);
                     } catch (RuntimeException e) {
-                        // not ours to judge here
+                        // a record that does not decode: another's (or one of the corpus), not this reader's to judge
                     }
                 }
             }
         }
-        return out;
     }
 
     // ------------------------------------------------------------------------------------------------ tcp
@@ -224,37 +229,23 @@ final class ChaosHostile {
     }
 
     private InetSocketAddress workerTcp(String engine) {
-        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(Map.of("bootstrap.servers", pipeline.bootstrapServers()),
-                new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
-            String t = topics.engines().name();
-            List<TopicPartition> parts = c.partitionsFor(t).stream().map(p -> new TopicPartition(t, p.partition())).toList();
-            c.assign(parts);
-            c.seekToBeginning(parts);
-            Map<TopicPartition, Long> end = c.endOffsets(parts);
-            String address = null;
-            long deadline = System.nanoTime() + 15_000_000_000L;
-            while (parts.stream().anyMatch(p -> c.position(p) < end.get(p)) && System.nanoTime() < deadline) {
-                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
-                    try {
-                        EngineRegistration reg = topics.engines().valueSerde().deserializer().deserialize(t, r.value());
-                        if (reg.getEngineId().equals(engine) && reg.getInstanceEpoch() > 0) {
-                            for (TransportEndpoint e : reg.getEndpoints()) {
-                                if (e.getTransport().equals("tcp")) {
-                                    address = e.getAddress();
-                                }
-                            }
-                        }
-                    } catch (RuntimeException e) {
-                        // a hostile record of our own, or another's
+        String t = topics.engines().name();
+        String[] address = {null};
+        readToEnd(t, r -> {
+            EngineRegistration reg = topics.engines().valueSerde().deserializer().deserialize(t, r.value());
+            if (reg.getEngineId().equals(engine) && reg.getInstanceEpoch() > 0) {
+                for (TransportEndpoint e : reg.getEndpoints()) {
+                    if (e.getTransport().equals("tcp")) {
+                        address[0] = e.getAddress();
                     }
                 }
             }
-            if (address == null) {
-                return null;
-            }
-            int colon = address.lastIndexOf(':');
-            return new InetSocketAddress(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)));
+        });
+        if (address[0] == null) {
+            return null;
         }
+        int colon = address[0].lastIndexOf(':');
+        return new InetSocketAddress(address[0].substring(0, colon), Integer.parseInt(address[0].substring(colon + 1)));
     }
 
     /** Connects, sends {@code bytes}, and waits for the peer to close: ok when it does within {@code bound}. */

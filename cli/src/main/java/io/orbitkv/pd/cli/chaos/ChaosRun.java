@@ -94,9 +94,11 @@ public final class ChaosRun {
      * @param recoverySeconds from the fault until the first request sent after which every request succeeded (0: no error)
      * @param leakedPages     blocks still held on the engines once the load stopped and the leases ran out
      * @param hung            requests with no answer within the client's read timeout
+     * @param unroutable      engines the proxy did not route to (missing from its engine list) 15 s after the window: a
+     *                        component back from a fault must be served again
      */
     public record Window(Fault fault, long faultNanos, List<Sent> sent, double readySeconds, double recoverySeconds, long leakedPages,
-                         double pagesBackSeconds, int hung, List<ChaosHostile.Door> doors) {
+                         double pagesBackSeconds, int hung, List<ChaosHostile.Door> doors, List<String> unroutable) {
         /** Requests sent before the fault and not answered by then: the most a fault should cost the clients. */
         public long inFlightAtFault() {
             return sent.stream().filter(s -> s.sentNanos() < faultNanos && s.sentNanos() + s.result().totalNanos() > faultNanos).count();
@@ -266,10 +268,13 @@ public final class ChaosRun {
                 break;
             }
         }
+        List<String> unroutable = awaitRoutable(System.nanoTime() + 15_000_000_000L);
+        say.accept("    in flight after the window (decider/proxy), as the first proxy routes: " + routingLoad()
+                + (unroutable.isEmpty() ? "" : "; NOT ROUTED TO: " + unroutable));
         long pagesFrom = System.nanoTime();
         long leaked = awaitPagesFree(pagesFrom + pagesTimeout.toNanos());
         double pagesBack = (System.nanoTime() - pagesFrom) / 1e9;
-        return new Window(fault, faultAt, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors);
+        return new Window(fault, faultAt, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors, unroutable);
     }
 
     /**
@@ -321,6 +326,50 @@ public final class ChaosRun {
                 return held;
             }
             Thread.sleep(200);
+        }
+    }
+
+    /** Waits until every proxy lists every engine as routable; returns the engines some proxy still does not list then. */
+    private List<String> awaitRoutable(long deadline) throws InterruptedException {
+        while (true) {
+            java.util.Set<String> missing = new java.util.TreeSet<>();
+            for (String url : pipeline.proxyUrls()) {
+                try {
+                    HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url + "/stats")).timeout(Duration.ofSeconds(2)).build(),
+                            HttpResponse.BodyHandlers.ofString());
+                    JsonNode listed = JSON.readTree(r.body()).path("engines");
+                    JsonNode down = JSON.readTree(r.body()).path("engines_down");
+                    for (Pipeline.Engine e : pipeline.engines()) {
+                        if (!listed.has(e.id()) || down.has(e.id())) {
+                            missing.add(e.id());
+                        }
+                    }
+                } catch (IOException e) {
+                    missing.add("(proxy " + url + " not answering)");
+                }
+            }
+            if (missing.isEmpty() || System.nanoTime() > deadline) {
+                return List.copyOf(missing);
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    /** Per engine, the in-flight counts the first proxy routes on (the decider's and its own): both 0 once the load stopped. */
+    private String routingLoad() {
+        try {
+            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(pipeline.proxyUrl() + "/stats")).timeout(Duration.ofSeconds(2))
+                    .build(), HttpResponse.BodyHandlers.ofString());
+            StringBuilder b = new StringBuilder();
+            JSON.readTree(r.body()).path("engines").properties().forEach(e -> b.append(e.getKey()).append(' ')
+                    .append(e.getValue().path("decider_in_flight").asLong()).append('/').append(e.getValue().path("proxy_in_flight").asLong())
+                    .append("  "));
+            return b.toString().strip();
+        } catch (IOException e) {
+            return "(proxy not answering: " + e.getMessage() + ")";
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "(interrupted)";
         }
     }
 
