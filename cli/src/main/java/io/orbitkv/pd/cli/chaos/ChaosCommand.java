@@ -90,6 +90,10 @@ public final class ChaosCommand implements Callable<Integer> {
     @Option(names = "--after", defaultValue = "6s", description = "Load after the component is back (default: ${DEFAULT-VALUE}).")
     String after;
 
+    @Option(names = "--warmup", defaultValue = "20s", description = "Load with no fault before the first one, not reported (default:"
+            + " ${DEFAULT-VALUE}; 0s: none).")
+    String warmup;
+
     @Option(names = "--client-timeout", defaultValue = "30s", description = "A request silent this long counts as hung (default: ${DEFAULT-VALUE}).")
     String clientTimeout;
 
@@ -104,7 +108,8 @@ public final class ChaosCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        ConfigProps d = ConfigProps.empty().with("down", down).with("before", before).with("after", after).with("timeout", clientTimeout);
+        ConfigProps d = ConfigProps.empty().with("down", down).with("before", before).with("after", after).with("timeout", clientTimeout)
+                .with("warmup", warmup);
         Duration downFor = d.duration("down", Duration.ofSeconds(3));
         List<String> names = faults != null && !faults.isEmpty() ? faults : switch (schedule) {
             case "full" -> FULL;
@@ -156,6 +161,11 @@ public final class ChaosCommand implements Callable<Integer> {
             run.withHostile(() -> new ChaosHostile(p, new Topics(hc.topics(), hostileSerdes), "orbitkv-sim-" + preset.key(),
                     io.orbitkv.pd.transport.tcp.TcpConfig.defaults().ioTimeout(), Duration.ofSeconds(30)));
             System.out.printf(Locale.ROOT, "chaos: %d faults, %.0f requests/s through the proxy, %d + %d engines%n", plan.size(), rate, engines, engines);
+            Duration warm = d.duration("warmup", Duration.ofSeconds(20));
+            if (!warm.isZero()) {
+                System.out.println("  warming up: " + warm.toSeconds() + " s of load, no fault (not reported)");
+                run.warmUp(warm);
+            }
             for (int i = 0; i < plan.size(); i++) {
                 ChaosRun.Window w = run.run(i, plan.get(i));
                 windows.add(w);
@@ -343,7 +353,8 @@ public final class ChaosCommand implements Callable<Integer> {
                 + " them round-robin; a refused connection goes to the next, as a load balancer does), " + (brokerNodes == 1 ? "one embedded broker"
                 : "an embedded KRaft cluster of " + brokerNodes + " nodes, topics replicated on " + Math.min(3, brokerNodes)) + "; " + rate + " requests/s through the proxies (streaming, 8 tokens each); each fault: " + before + " of load, the"
                 + " fault (a killed component restarted from its config after " + down + ", a hung one let go on after " + down + "), " + after
-                + " more load, then the load stops and the run waits for every answer and for every engine to hold no page.\n\n"
+                +  " more load, then the load stops and the run waits for every answer and for every engine to hold no page. Before the"
+                + " first fault, " + warmup + " of load with no fault (not reported): the faults meet a warm pipeline.\n\n"
                 + "Columns: *in flight at the fault* are the requests sent before the fault and not yet answered then; *in the log* are the"
                 + " requests the log knows of (any fact), each of which must end in exactly one outcome; *pages held after* are blocks"
                 + " still held on the engines once the load stopped and a lease plus 15 s passed; *not routed to after* are engines"

@@ -168,6 +168,28 @@ public final class ChaosRun {
         return p.length >= 3 && p[0].equals("chaos") && p[1].matches("\\d{1,9}") ? Integer.parseInt(p[1]) : -1; // not chaos-hostile-*
     }
 
+    /**
+     * Load with no fault for {@code d}, not reported (ids {@code chaos-warm-N}): the first fault then meets a pipeline
+     * whose JIT compilers and connection pools are warm, as a production one is, not one a few seconds old.
+     */
+    public void warmUp(Duration d) throws InterruptedException {
+        List<LoadClient.Request> prompts = LoadClient.workload(999L, 64, 8, 40, 8, true);
+        List<Thread> sent = new ArrayList<>();
+        long start = System.nanoTime();
+        for (int i = 0; System.nanoTime() - start < d.toNanos(); i++) {
+            long due = start + (long) (i * 1e9 / perSecond);
+            while (System.nanoTime() < due) {
+                java.util.concurrent.locks.LockSupport.parkNanos(due - System.nanoTime());
+            }
+            LoadClient.Request r = prompts.get(i % prompts.size());
+            String id = "chaos-warm-" + i;
+            sent.add(Thread.ofVirtual().start(() -> send(id, r)));
+        }
+        for (Thread t : sent) {
+            t.join();
+        }
+    }
+
     /** Runs one fault's window (number {@code index}) and returns what the clients saw. */
     public Window run(int index, Fault fault) throws Exception {
         if (fault.kind() == Kind.ABANDON && !fault.target().matches("\\d{1,4}")) {
