@@ -218,6 +218,7 @@ public final class Pipeline implements AutoCloseable {
                     // without a heartbeat instead of 9 s.
                     .brokerProperty("broker.session.timeout.ms", "3000").brokerProperty("broker.heartbeat.interval.ms", "500")
                     .jvmOptions(List.of("-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5")).build().start();
+            kafka.closedByOwner(); // this pipeline's hook closes it, last
             bs = kafka.bootstrapServers();
             say.accept(String.format("broker ready at %s (%.1f s)", bs, (System.nanoTime() - t0) / 1e9));
         }
