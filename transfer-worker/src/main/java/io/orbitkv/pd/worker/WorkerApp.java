@@ -134,6 +134,7 @@ public final class WorkerApp implements AutoCloseable {
             }
             if (config.engineApi().enabled()) {
                 api = new EngineApiServer(config.engineApi().path(), config.engineApi().maxFrameBytes(), config.engineApi().decisionBuffer(),
+                        config.engineApi().ioTimeout(),
                         new ApiHost()).start();
                 workerMetrics.engineApi(api.refusals());
             } else {

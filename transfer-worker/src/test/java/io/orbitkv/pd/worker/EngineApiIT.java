@@ -102,6 +102,7 @@ class EngineApiIT {
         HostKvPool.ensureFile(G, poolFile);
         worker = new WorkerApp(WorkerConfig.from(ConfigProps.empty().with("bootstrap.servers", kafka.bootstrapServers())
                 .with("worker.engine.id", "decode-0").with("worker.engine-api.path", socket.toString()).with("worker.commit.interval", "100ms")
+                .with("worker.engine-api.io-timeout", "2s")
                 .with("topics.prefix", prefix).with("topics.partitions", "3").with("topics.retention", "1h")
                 .with("auth.key", "engine-api-it-key-0123456789"))).start();
         producer = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers(), ProducerConfig.LINGER_MS_CONFIG, 0),
@@ -274,6 +275,30 @@ class EngineApiIT {
         ByteBuffer b = ByteBuffer.allocate(4 + body.length);
         b.putInt(len).put(body);
         return b.array();
+    }
+
+    @Test
+    void aClientStalledInsideAFrameOrSilentBeforeItsHelloIsDisconnectedAndAnIdleEngineIsNot() throws Exception {
+        Raw good = new Raw();
+        assertThat(good.hello(1, null).path("op").asText()).isEqualTo("welcome");
+        Raw stalled = new Raw();
+        stalled.bytes(new byte[] {0, 0}); // half a frame's length, then nothing
+        Raw silent = new Raw();
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor();
+        try {
+            java.util.concurrent.Future<ObjectNode> a = pool.submit(stalled::read);
+            java.util.concurrent.Future<ObjectNode> b = pool.submit(silent::read);
+            // worker.engine-api.io-timeout is 2 s here: both are closed by the worker (a clean end of stream for the client)
+            assertThat(a.get(20, java.util.concurrent.TimeUnit.SECONDS)).as("the stalled client's connection ends").isNull();
+            assertThat(b.get(20, java.util.concurrent.TimeUnit.SECONDS)).as("the silent client's connection ends").isNull();
+        } finally {
+            pool.shutdownNow();
+        }
+        // The registered engine sat idle between frames all that time and is still served.
+        good.send(ApiFrames.object().put("op", "teleport").put("id", 7));
+        ObjectNode e = good.answer();
+        assertThat(e.path("code").asText()).isEqualTo("unknown_op");
+        assertThat(e.path("id").asLong()).isEqualTo(7);
     }
 
     @Test

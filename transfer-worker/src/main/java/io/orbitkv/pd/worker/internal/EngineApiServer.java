@@ -78,6 +78,7 @@ public final class EngineApiServer implements AutoCloseable {
 
     private final Path path;
     private final int maxFrameBytes;
+    private final long ioTimeoutNanos;
     private final int bufferLimit;
     private final Host host;
     private final String session = UUID.randomUUID().toString();
@@ -105,6 +106,15 @@ public final class EngineApiServer implements AutoCloseable {
     private static final String KV_DELIVERED = "kv-delivered:";
 
     public EngineApiServer(Path path, int maxFrameBytes, int bufferLimit, Host host) {
+        this(path, maxFrameBytes, bufferLimit, java.time.Duration.ofSeconds(10), host);
+    }
+
+    /**
+     * With {@code ioTimeout}: a client stalled this long inside a frame, or silent this long before its hello, is
+     * disconnected (an engine idle between frames never is).
+     */
+    public EngineApiServer(Path path, int maxFrameBytes, int bufferLimit, java.time.Duration ioTimeout, Host host) {
+        this.ioTimeoutNanos = ioTimeout.toNanos();
         this.path = path;
         this.maxFrameBytes = maxFrameBytes;
         this.bufferLimit = bufferLimit;
@@ -131,6 +141,7 @@ public final class EngineApiServer implements AutoCloseable {
             log.atWarn().log("engine API: cannot restrict " + path + " to this user: " + e.getMessage());
         }
         Thread.ofPlatform().daemon().name("engine-api-accept").start(this::acceptLoop);
+        Thread.ofPlatform().daemon().name("engine-api-watchdog").start(this::watchdog);
         log.atInfo().addKeyValue("path", path).addKeyValue("session", session).log("engine API listening");
         return this;
     }
@@ -169,6 +180,31 @@ public final class EngineApiServer implements AutoCloseable {
 
     public synchronized boolean engineConnected() {
         return owner != null && !owner.closed;
+    }
+
+    /**
+     * Disconnects clients that hold a connection without speaking: stalled inside a frame (a frame's first byte came, the
+     * rest did not) or silent before their hello. Without it a local process that connects and stalls kept its
+     * connection, and its reader thread, for ever (issue 22).
+     */
+    private void watchdog() {
+        while (server != null && server.isOpen()) {
+            try {
+                Thread.sleep(Math.max(50, Math.min(1000, ioTimeoutNanos / 4_000_000)));
+            } catch (InterruptedException e) {
+                return;
+            }
+            long now = System.nanoTime();
+            for (Connection c : connections) {
+                String why = c.inFrame && now - c.lastBytesNanos > ioTimeoutNanos ? "stalled inside a frame"
+                        : c.hello == null && !c.inFrame && now - c.lastBytesNanos > ioTimeoutNanos ? "sent no hello" : null;
+                if (why != null) {
+                    log.atWarn().log("engine API: a client " + why + " for " + ioTimeoutNanos / 1_000_000 + " ms (worker.engine-api.io-timeout);"
+                            + " disconnecting it");
+                    c.close();
+                }
+            }
+        }
     }
 
     private void acceptLoop() {
@@ -251,6 +287,31 @@ public final class EngineApiServer implements AutoCloseable {
         volatile boolean closed;
         volatile boolean closeWhenDrained;
         volatile ApiProtocol.Hello hello;
+        /** A frame's first byte arrived and the frame is not complete yet; when the last bytes came. */
+        volatile boolean inFrame;
+        volatile long lastBytesNanos = System.nanoTime();
+        /** The socket as the frame reader sees it, marking progress for the watchdog. */
+        final java.nio.channels.ReadableByteChannel watched = new java.nio.channels.ReadableByteChannel() {
+            @Override
+            public int read(ByteBuffer dst) throws IOException {
+                int n = ch.read(dst);
+                if (n > 0) {
+                    inFrame = true;
+                    lastBytesNanos = System.nanoTime();
+                }
+                return n;
+            }
+
+            @Override
+            public boolean isOpen() {
+                return ch.isOpen();
+            }
+
+            @Override
+            public void close() throws IOException {
+                ch.close();
+            }
+        };
 
         Connection(SocketChannel ch) {
             this.ch = ch;
@@ -325,7 +386,8 @@ public final class EngineApiServer implements AutoCloseable {
                 while (!closed) {
                     ObjectNode m;
                     try {
-                        m = ApiFrames.read(ch, header, maxFrameBytes);
+                        m = ApiFrames.read(watched, header, maxFrameBytes);
+                        inFrame = false;
                     } catch (ApiException e) {
                         refuse(null, e);
                         closeWhenDrained = true;
