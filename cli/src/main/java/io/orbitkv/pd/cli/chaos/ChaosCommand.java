@@ -68,6 +68,11 @@ public final class ChaosCommand implements Callable<Integer> {
     @Option(names = "--engines", defaultValue = "2", description = "Engines per role, each with its worker (default: ${DEFAULT-VALUE}).")
     int engines;
 
+    @Option(names = "--python-engines", defaultValue = "prefill-1,decode-1", split = ",", description = "Engines that run as the Python"
+            + " simulated engine on their worker's engine API (the others are Java engines on Kafka); 'none' for none (default:"
+            + " ${DEFAULT-VALUE}).")
+    List<String> pythonEngines;
+
     @Option(names = "--proxies", defaultValue = "2", description = "Proxies, the load spread over them as by a load balancer (default: ${DEFAULT-VALUE}).")
     int proxies;
 
@@ -140,7 +145,8 @@ public final class ChaosCommand implements Callable<Integer> {
         if (proxies < 1 || proxies > 4) {
             throw new IllegalArgumentException("--proxies: 1..4, got " + proxies);
         }
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withRelay("decode-0").withModel(preset, 256, 0.05, 2.0)
+        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withRelay("decode-0")
+                .withPythonEngines(pythonEngines.contains("none") ? java.util.Set.of() : java.util.Set.copyOf(pythonEngines)).withModel(preset, 256, 0.05, 2.0)
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         List<ChaosRun.Window> windows = new ArrayList<>();
         ChaosLedger ledger;
@@ -348,7 +354,8 @@ public final class ChaosCommand implements Callable<Integer> {
         return "# Chaos: components killed and hung under load\n\nMeasured " + LocalDate.now() + " with `./orbitkv-pd chaos"
                 + (this.faults != null ? " --fault ..." : schedule.equals("full") ? "" : " --schedule " + schedule) + "` on this machine ("
                 + Runtime.getRuntime().availableProcessors() + " cores): " + engines + " prefill + " + engines + " decode engines (simulated, tiny"
-                + " preset) with their tcp workers, " + deciders + " decider instance(s)" + (deciders > 1 ? " (2 s sessions, a standby replica each,"
+                + " preset; " + (pythonEngines.contains("none") ? "all Java" : String.join(", ", pythonEngines) + " the Python engine on its worker's"
+                + " engine API, the others Java") + ") with their tcp workers, " + deciders + " decider instance(s)" + (deciders > 1 ? " (2 s sessions, a standby replica each,"
                 + " 3 s transaction timeout: docs/decider.md, \"Restart and failover\")" : "") + ", " + proxies + " proxies (the load spread over"
                 + " them round-robin; a refused connection goes to the next, as a load balancer does), " + (brokerNodes == 1 ? "one embedded broker"
                 : "an embedded KRaft cluster of " + brokerNodes + " nodes, topics replicated on " + Math.min(3, brokerNodes)) + "; " + rate + " requests/s through the proxies (streaming, 8 tokens each); each fault: " + before + " of load, the"

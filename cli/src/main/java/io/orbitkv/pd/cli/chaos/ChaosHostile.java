@@ -65,6 +65,7 @@ final class ChaosHostile {
     private final Topics topics;
     private final String model;
     private final Duration tcpIoTimeout;
+    private final Duration engineApiIoTimeout = io.orbitkv.pd.worker.EngineApiConfig.DEFAULT_IO_TIMEOUT;
     private final Duration proxyIdle;
     private final Random random = new Random(22);
     private final List<Sent> records = new ArrayList<>();
@@ -84,6 +85,7 @@ final class ChaosHostile {
     void fire() throws Exception {
         topicsCorpus();
         tcpCorpus();
+        engineApiCorpus();
         proxyCorpus();
     }
 
@@ -272,6 +274,59 @@ final class ChaosHostile {
             }
             double secs = (System.nanoTime() - t0) / 1e9;
             return new Door(door, input, "closed within " + bound.toSeconds() + " s", String.format(java.util.Locale.ROOT, "closed after %.1f s", secs),
+                    secs <= bound.toSeconds());
+        }));
+    }
+
+    // ------------------------------------------------------------------------------------------------ engine API
+
+    /** The engine API of the first engine that has one (a Python engine's worker): a local door, but a door. */
+    private void engineApiCorpus() {
+        java.nio.file.Path socket = pipeline.engines().stream().map(e -> pipeline.engineApiSocket(e.id())).flatMap(java.util.Optional::stream)
+                .findFirst().orElse(null);
+        if (socket == null) {
+            return; // no engine on an engine API in this pipeline (--python-engines none)
+        }
+        Duration bound = engineApiIoTimeout.plusSeconds(3);
+        apiClosedWithin("random bytes", socket, randomBytes(64), bound);
+        apiClosedWithin("a frame of 4 GiB", socket, new byte[] {(byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, 1, 2}, bound);
+        apiClosedWithin("a frame that stalls after 2 bytes", socket, new byte[] {0, 0}, bound);
+        apiClosedWithin("connect and say nothing", socket, new byte[0], bound);
+    }
+
+    private void apiClosedWithin(String input, java.nio.file.Path socket, byte[] bytes, Duration bound) {
+        pending.add(threads.submit((Callable<Door>) () -> {
+            long t0 = System.nanoTime();
+            StringBuilder said = new StringBuilder();
+            try (java.nio.channels.SocketChannel ch = java.nio.channels.SocketChannel.open(java.net.StandardProtocolFamily.UNIX)) {
+                ch.connect(java.net.UnixDomainSocketAddress.of(socket));
+                ByteBuffer out = ByteBuffer.wrap(bytes);
+                while (out.hasRemaining()) {
+                    ch.write(out);
+                }
+                // a blocking channel has no read timeout: a watchdog closes it past the bound (then the door failed)
+                Thread guard = Thread.ofVirtual().start(() -> {
+                    try {
+                        Thread.sleep(bound.toMillis() + 5000);
+                        ch.close();
+                    } catch (InterruptedException | java.io.IOException e) {
+                        // done in time
+                    }
+                });
+                ByteBuffer in = ByteBuffer.allocate(4096);
+                while (ch.read(in) >= 0) {
+                    in.flip();
+                    said.append(StandardCharsets.UTF_8.decode(in));
+                    in.clear();
+                }
+                guard.interrupt();
+            } catch (java.io.IOException e) {
+                // reset or closed by the guard: judged by the time below
+            }
+            double secs = (System.nanoTime() - t0) / 1e9;
+            String code = said.toString().replaceAll("(?s).*\"code\"\\s*:\\s*\"([a-z_]+)\".*", "$1");
+            return new Door("engine API", input, "closed within " + bound.toSeconds() + " s", String.format(java.util.Locale.ROOT,
+                    "closed after %.1f s%s", secs, said.length() == 0 ? "" : " (answered " + (code.length() < 40 ? code : "an error") + ")"),
                     secs <= bound.toSeconds());
         }));
     }

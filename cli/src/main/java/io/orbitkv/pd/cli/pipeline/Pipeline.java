@@ -566,6 +566,11 @@ public final class Pipeline implements AutoCloseable {
         return proxyUrl;
     }
 
+    /** The engine API socket of engine {@code id}'s worker, when that engine is a Python engine on it. */
+    public java.util.Optional<Path> engineApiSocket(String id) {
+        return spec.pythonEngines().contains(id) ? java.util.Optional.of(dir.resolve("api-" + id + ".sock")) : java.util.Optional.empty();
+    }
+
     /** The data-plane relay in front of {@link Spec#relayed()}'s worker, or null. */
     public FaultRelay relay() {
         return relay;
