@@ -97,11 +97,15 @@ public final class ChaosRun {
      * @param unroutable      engines the proxy did not route to (missing from its engine list) 15 s after the window: a
      *                        component back from a fault must be served again
      */
-    public record Window(Fault fault, long faultNanos, List<Sent> sent, double readySeconds, double recoverySeconds, long leakedPages,
+    public record Window(Fault fault, long faultNanos, long faultDoneNanos, List<Sent> sent, double readySeconds, double recoverySeconds, long leakedPages,
                          double pagesBackSeconds, int hung, List<ChaosHostile.Door> doors, List<String> unroutable) {
-        /** Requests sent before the fault and not answered by then: the most a fault should cost the clients. */
+        /**
+         * Requests on their way when the fault struck: sent before it had taken effect (a killed process gone, a hung
+         * one stopped) and not answered before it began. The most a fault should cost the clients: one sent in the
+         * milliseconds a SIGKILL takes reaches the dying process and is lost with it.
+         */
         public long inFlightAtFault() {
-            return sent.stream().filter(s -> s.sentNanos() < faultNanos && s.sentNanos() + s.result().totalNanos() > faultNanos).count();
+            return sent.stream().filter(s -> s.sentNanos() < faultDoneNanos && s.sentNanos() + s.result().totalNanos() > faultNanos).count();
         }
 
         /** The slowest answer of the window (s): how long the fault held requests up (a decider's failover: decisions paused). */
@@ -229,6 +233,7 @@ public final class ChaosRun {
         long faultAt = System.nanoTime();
         say.accept("  " + fault.label());
         double ready;
+        long faultDone = faultAt; // when the fault had taken effect (kill: the process gone; hang: stopped)
         ChaosHostile corpus = null;
         if (fault.kind() == Kind.HOSTILE) {
             corpus = hostile.get();
@@ -260,6 +265,7 @@ public final class ChaosRun {
             ready = Double.NaN;
         } else if (fault.kind() == Kind.KILL) {
             pipeline.kill(fault.target());
+            faultDone = System.nanoTime();
             sleep(fault.duration());
             long back = System.nanoTime();
             pipeline.restart(fault.target());
@@ -267,6 +273,7 @@ public final class ChaosRun {
             ready = fault.target().startsWith("broker-") ? (System.nanoTime() - back) / 1e9 : awaitReady(fault.target(), back);
         } else {
             pipeline.signal(fault.target(), "STOP");
+            faultDone = System.nanoTime();
             sleep(fault.duration());
             long back = System.nanoTime();
             pipeline.signal(fault.target(), "CONT");
@@ -296,7 +303,7 @@ public final class ChaosRun {
         long pagesFrom = System.nanoTime();
         long leaked = awaitPagesFree(pagesFrom + pagesTimeout.toNanos());
         double pagesBack = (System.nanoTime() - pagesFrom) / 1e9;
-        return new Window(fault, faultAt, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors, unroutable);
+        return new Window(fault, faultAt, faultDone, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors, unroutable);
     }
 
     /**
