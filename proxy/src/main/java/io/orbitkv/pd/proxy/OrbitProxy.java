@@ -120,6 +120,12 @@ public final class OrbitProxy implements AutoCloseable {
         HttpClient pollClient = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout(2000));
         engines.start(vertx, pollClient, config.refresh());
         health.start(vertx, pollClient, engines::current, config.probe(), config.probeTimeout());
+        // Listen only once the engine list is known (10 s at most): a proxy restarted behind a load balancer otherwise
+        // takes requests in the moment before its first refresh and answers them 503 "no engine" (seen in chaos).
+        long until = System.nanoTime() + 10_000_000_000L;
+        while (!config.deciderUrls().isEmpty() && engines.refreshedAtMs() == 0 && System.nanoTime() < until) {
+            Thread.sleep(20);
+        }
         vertx.deployVerticle(Server::new, new DeploymentOptions().setInstances(config.eventLoops())).toCompletionStage().toCompletableFuture()
                 .get(30, TimeUnit.SECONDS);
         log.atInfo().addKeyValue("url", url()).addKeyValue("routing", config.routing()).addKeyValue("decider", config.deciderUrls())
