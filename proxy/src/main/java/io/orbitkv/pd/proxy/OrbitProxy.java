@@ -122,9 +122,10 @@ public final class OrbitProxy implements AutoCloseable {
         health.start(vertx, pollClient, engines::current, config.probe(), config.probeTimeout());
         // Listen only once the engine list is known (10 s at most): a proxy restarted behind a load balancer otherwise
         // takes requests in the moment before its first refresh and answers them 503 "no engine" (seen in chaos).
-        long until = System.nanoTime() + 10_000_000_000L;
-        while (!config.deciderUrls().isEmpty() && engines.refreshedAtMs() == 0 && System.nanoTime() < until) {
-            Thread.sleep(20);
+        try {
+            engines.firstRefresh().get(10, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.TimeoutException e) {
+            log.atWarn().log("no engine list from the decider within 10 s; listening anyway (engines come as the list refreshes)");
         }
         vertx.deployVerticle(Server::new, new DeploymentOptions().setInstances(config.eventLoops())).toCompletionStage().toCompletableFuture()
                 .get(30, TimeUnit.SECONDS);
@@ -375,17 +376,18 @@ public final class OrbitProxy implements AutoCloseable {
             }
             java.util.Set<String> more = new java.util.HashSet<>(avoid);
             more.addAll(failed);
+            boolean canDecode = candidates.stream().anyMatch(e -> e.canDecode() && !more.contains(e.engineId()));
+            boolean canPrefill = colocated || candidates.stream().anyMatch(e -> e.canPrefill() && !more.contains(e.engineId()));
+            if (!canDecode || !canPrefill) {
+                return null;
+            }
+            // the id is claimed only for a try that happens
             String id = clientId + ".r" + number;
             if (requestIds.claim(id, System.currentTimeMillis()) >= 0) {
                 id = "req-" + UUID.randomUUID();
             }
             Attempt a = new Attempt(req, r, path, client, colocated, candidates, java.util.Set.copyOf(more), clientId, id, number + 1,
                     deadlineNanos, trace, inMicros);
-            boolean canDecode = candidates.stream().anyMatch(e -> e.canDecode() && !more.contains(e.engineId()));
-            boolean canPrefill = colocated || candidates.stream().anyMatch(e -> e.canPrefill() && !more.contains(e.engineId()));
-            if (!canDecode || !canPrefill) {
-                return null;
-            }
             return () -> {
                 count("redispatched");
                 if (!a.start()) {

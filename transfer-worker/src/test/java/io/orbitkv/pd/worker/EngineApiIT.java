@@ -279,26 +279,29 @@ class EngineApiIT {
 
     @Test
     void aClientStalledInsideAFrameOrSilentBeforeItsHelloIsDisconnectedAndAnIdleEngineIsNot() throws Exception {
-        Raw good = new Raw();
-        assertThat(good.hello(1, null).path("op").asText()).isEqualTo("welcome");
-        Raw stalled = new Raw();
-        stalled.bytes(new byte[] {0, 0}); // half a frame's length, then nothing
+        Raw engine = new Raw();
+        assertThat(engine.hello(1, null).path("op").asText()).isEqualTo("welcome");
         Raw silent = new Raw();
         java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newVirtualThreadPerTaskExecutor();
         try {
-            java.util.concurrent.Future<ObjectNode> a = pool.submit(stalled::read);
-            java.util.concurrent.Future<ObjectNode> b = pool.submit(silent::read);
-            // worker.engine-api.io-timeout is 2 s here: both are closed by the worker (a clean end of stream for the client)
-            assertThat(a.get(20, java.util.concurrent.TimeUnit.SECONDS)).as("the stalled client's connection ends").isNull();
-            assertThat(b.get(20, java.util.concurrent.TimeUnit.SECONDS)).as("the silent client's connection ends").isNull();
+            // worker.engine-api.io-timeout is 2 s here: a client that never says hello is closed (an error, then the end)
+            java.util.concurrent.Future<ObjectNode> s = pool.submit(silent::answer);
+            assertThat(s.get(20, java.util.concurrent.TimeUnit.SECONDS).path("code").asText()).isEqualTo("bad_request");
+            assertThat(pool.submit(silent::read).get(20, java.util.concurrent.TimeUnit.SECONDS)).as("the silent client's connection ends").isNull();
+            // The registered engine sat idle between frames all that time and is still served.
+            engine.send(ApiFrames.object().put("op", "teleport").put("id", 7));
+            ObjectNode e = engine.answer();
+            assertThat(e.path("code").asText()).isEqualTo("unknown_op");
+            assertThat(e.path("id").asLong()).isEqualTo(7);
+            // Now it begins a frame and stalls inside it: disconnected, saying why.
+            engine.bytes(new byte[] {0, 0}); // half a frame's length, then nothing
+            ObjectNode stalled = pool.submit(engine::answer).get(20, java.util.concurrent.TimeUnit.SECONDS);
+            assertThat(stalled.path("code").asText()).isEqualTo("bad_frame");
+            assertThat(stalled.path("message").asText()).contains("a frame begun and not finished within 2000 ms");
+            assertThat(pool.submit(engine::read).get(20, java.util.concurrent.TimeUnit.SECONDS)).as("the stalled engine's connection ends").isNull();
         } finally {
             pool.shutdownNow();
         }
-        // The registered engine sat idle between frames all that time and is still served.
-        good.send(ApiFrames.object().put("op", "teleport").put("id", 7));
-        ObjectNode e = good.answer();
-        assertThat(e.path("code").asText()).isEqualTo("unknown_op");
-        assertThat(e.path("id").asLong()).isEqualTo(7);
     }
 
     @Test

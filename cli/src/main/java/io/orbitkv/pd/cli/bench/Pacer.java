@@ -3,17 +3,17 @@ package io.orbitkv.pd.cli.bench;
 import java.util.concurrent.locks.LockSupport;
 
 /** Open-loop rate limiter: the i-th action is due at start + i/rate, whatever the previous ones cost. */
-final class Pacer {
+public final class Pacer {
     private final long start = System.nanoTime();
     private final double intervalNanos;
     private long i;
 
-    Pacer(double perSecond) {
+    public Pacer(double perSecond) {
         this.intervalNanos = 1e9 / perSecond;
     }
 
     /** Parks until the next slot is due. */
-    void awaitNext() {
+    public void awaitNext() {
         long due = start + (long) (i++ * intervalNanos);
         long now;
         while ((now = System.nanoTime()) < due) {

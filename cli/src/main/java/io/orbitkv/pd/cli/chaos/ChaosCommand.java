@@ -154,18 +154,19 @@ public final class ChaosCommand implements Callable<Integer> {
         AuditReport audit;
         ReplayReport replay;
         List<LoadClient> clients = new ArrayList<>();
-        List<EventSerdes> serdesToClose = new ArrayList<>();
+        EventSerdes serdes = null;
         try (Pipeline p = Pipeline.start(spec, work, s -> System.out.println("  " + s))) {
             for (String url : p.proxyUrls()) {
                 clients.add(new LoadClient(url, "orbitkv-sim-" + preset.key(), null, d.duration("timeout", Duration.ofSeconds(30))));
             }
+            // The pipeline's topics and wire format, as its decider reads them: for the hostile corpus and for reading the log.
+            DeciderConfig dc = deciderConfig(p);
+            serdes = EventSerdes.create(dc.serde());
+            Topics topics = new Topics(dc.topics(), serdes);
             ChaosRun run = new ChaosRun(p, clients, rate, d.duration("before", Duration.ofSeconds(3)), d.duration("after", Duration.ofSeconds(6)),
-                    deciderConfig(p).policy().leaseDuration().plusSeconds(15), s -> System.out.println(s));
-            DeciderConfig hc = deciderConfig(p);
-            EventSerdes hostileSerdes = EventSerdes.create(hc.serde());
-            serdesToClose.add(hostileSerdes);
-            run.withHostile(() -> new ChaosHostile(p, new Topics(hc.topics(), hostileSerdes), "orbitkv-sim-" + preset.key(),
-                    io.orbitkv.pd.transport.tcp.TcpConfig.defaults().ioTimeout(), Duration.ofSeconds(30)));
+                    dc.policy().leaseDuration().plusSeconds(15), s -> System.out.println(s));
+            run.withHostile(() -> new ChaosHostile(p, topics, "orbitkv-sim-" + preset.key(), io.orbitkv.pd.transport.tcp.TcpConfig.defaults()
+                    .ioTimeout(), Duration.ofSeconds(30)));
             System.out.printf(Locale.ROOT, "chaos: %d faults, %.0f requests/s through the proxy, %d + %d engines%n", plan.size(), rate, engines, engines);
             Duration warm = d.duration("warmup", Duration.ofSeconds(20));
             if (!warm.isZero()) {
@@ -179,34 +180,32 @@ public final class ChaosCommand implements Callable<Integer> {
                         w.sent().size(), w.errors(), w.errorsByStatus(), w.readySeconds(), w.recoverySeconds(), w.leakedPages());
                 w.errorSamples(3).forEach(e -> System.out.println("      e.g. " + (e.length() > 300 ? e.substring(0, 300) + "..." : e)));
             }
-            DeciderConfig dc = deciderConfig(p);
-            try (EventSerdes serdes = EventSerdes.create(dc.serde())) {
-                Topics topics = new Topics(dc.topics(), serdes);
-                // The log is read committed: the last requests' decisions may sit in the decider's open transaction (committed
-                // every decider.commit.interval) while the engines, reading uncommitted, already acted on them. Read again
-                // until every request the log knows has its outcome, 30 s at most (then what is missing is reported).
-                long until = System.nanoTime() + 30_000_000_000L;
-                while (true) {
-                    try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.DEAD_LETTERS))) {
-                        ledger = ChaosLedger.read(log, topics);
-                    }
-                    if (ledger.unsettledCount() == 0 || System.nanoTime() > until) {
-                        break;
-                    }
-                    Thread.sleep(1000);
-                }
+            // The log is read committed: the last requests' decisions may sit in the decider's open transaction (committed
+            // every decider.commit.interval) while the engines, reading uncommitted, already acted on them. Read again
+            // until every request the log knows has its outcome, 30 s at most (then what is missing is reported).
+            long until = System.nanoTime() + 30_000_000_000L;
+            while (true) {
                 try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.DEAD_LETTERS))) {
-                    audit = Auditor.audit(log, serdes, dc.policy(), 20, Progress.NONE);
+                    ledger = ChaosLedger.read(log, topics);
                 }
-                try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS))) {
-                    replay = Replayer.replay(log, dc.policy(), topics, 20, Progress.NONE);
+                if (ledger.unsettledCount() == 0 || System.nanoTime() > until) {
+                    break;
                 }
+                Thread.sleep(1000);
+            }
+            try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS, TopicRole.DEAD_LETTERS))) {
+                audit = Auditor.audit(log, serdes, dc.policy(), 20, Progress.NONE);
+            }
+            try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS))) {
+                replay = Replayer.replay(log, dc.policy(), topics, 20, Progress.NONE);
             }
             System.out.println("stopping: the broker first (kill -9), then SIGTERM to every component ...");
             stops = stopAll(p);
         } finally {
             clients.forEach(LoadClient::close);
-            serdesToClose.forEach(EventSerdes::close);
+            if (serdes != null) {
+                serdes.close();
+            }
         }
         String table = table(windows, ledger) + "\n" + stopTable(stops) + doorsTable(windows);
         System.out.println();
@@ -338,8 +337,9 @@ public final class ChaosCommand implements Callable<Integer> {
         long requests = 0;
         long errors = 0;
         for (int i = 0; i < windows.size(); i++) {
-            lost += ledger.window(i).lost();
-            doubled += ledger.window(i).doubled();
+            ChaosLedger.Counts c = ledger.window(i);
+            lost += c.lost();
+            doubled += c.doubled();
             leaked += windows.get(i).leakedPages();
             hung += windows.get(i).hung();
             requests += windows.get(i).sent().size();

@@ -82,7 +82,7 @@ public final class ChaosLedger {
             if (admitted.contains(id)) {
                 a++;
             }
-            int n = outcomes.getOrDefault(id, Set.of()).size();
+            int n = outcomesOf(id);
             if (n == 1) {
                 one++;
             } else if (n == 0) {
@@ -98,7 +98,7 @@ public final class ChaosLedger {
     public Map<String, java.util.List<String>> unsettled(int index) {
         Map<String, java.util.List<String>> out = new java.util.TreeMap<>();
         for (String id : known) {
-            if (ChaosRun.windowOf(id) == index && outcomes.getOrDefault(id, Set.of()).size() != 1) {
+            if (ChaosRun.windowOf(id) == index && outcomesOf(id) != 1) {
                 out.put(id, story.getOrDefault(id, java.util.List.of()));
             }
         }
@@ -107,7 +107,12 @@ public final class ChaosLedger {
 
     /** Requests the log knows without exactly one outcome, over every window. */
     public long unsettledCount() {
-        return known.stream().filter(id -> outcomes.getOrDefault(id, Set.of()).size() != 1).count();
+        return known.stream().filter(id -> outcomesOf(id) != 1).count();
+    }
+
+    /** Distinct outcomes the log holds for request {@code id}. */
+    private int outcomesOf(String id) {
+        return outcomes.getOrDefault(id, Set.of()).size();
     }
 
     public long undecodable() {

@@ -2,6 +2,7 @@ package io.orbitkv.pd.cli.chaos;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.pd.cli.bench.Pacer;
 import io.orbitkv.pd.cli.pipeline.LoadClient;
 import io.orbitkv.pd.cli.pipeline.Pipeline;
 import java.io.IOException;
@@ -177,20 +178,45 @@ public final class ChaosRun {
      * whose JIT compilers and connection pools are warm, as a production one is, not one a few seconds old.
      */
     public void warmUp(Duration d) throws InterruptedException {
-        List<LoadClient.Request> prompts = LoadClient.workload(999L, 64, 8, 40, 8, true);
-        List<Thread> sent = new ArrayList<>();
-        long start = System.nanoTime();
-        for (int i = 0; System.nanoTime() - start < d.toNanos(); i++) {
-            long due = start + (long) (i * 1e9 / perSecond);
-            while (System.nanoTime() < due) {
-                java.util.concurrent.locks.LockSupport.parkNanos(due - System.nanoTime());
-            }
-            LoadClient.Request r = prompts.get(i % prompts.size());
-            String id = "chaos-warm-" + i;
-            sent.add(Thread.ofVirtual().start(() -> send(id, r)));
+        Load warm = new Load(LoadClient.workload(999L, 64, 8, 40, 8, true), i -> "chaos-warm-" + i, s -> { });
+        sleep(d);
+        warm.stop();
+    }
+
+    /**
+     * An open-loop load through the proxies at {@link #perSecond}: the i-th request (id {@code ids(i)}) is sent at
+     * start + i/rate on a thread of its own, whatever the earlier ones take; what each got goes to {@code results}.
+     */
+    private final class Load {
+        private final java.util.concurrent.atomic.AtomicBoolean on = new java.util.concurrent.atomic.AtomicBoolean(true);
+        private final List<Thread> inFlight = java.util.Collections.synchronizedList(new ArrayList<>());
+        private final Thread generator;
+
+        Load(List<LoadClient.Request> prompts, java.util.function.IntFunction<String> ids, Consumer<Sent> results) {
+            generator = Thread.ofPlatform().daemon().name("chaos-load").start(() -> {
+                Pacer pacer = new Pacer(perSecond);
+                for (int i = 0; ; i++) {
+                    pacer.awaitNext();
+                    if (!on.get()) {
+                        return;
+                    }
+                    LoadClient.Request r = prompts.get(i % prompts.size());
+                    String id = ids.apply(i);
+                    inFlight.add(Thread.ofVirtual().start(() -> {
+                        long t = System.nanoTime();
+                        results.accept(new Sent(id, t, send(id, r)));
+                    }));
+                }
+            });
         }
-        for (Thread t : sent) {
-            t.join();
+
+        /** Sends no more and waits for every answer. */
+        void stop() throws InterruptedException {
+            on.set(false);
+            generator.join();
+            for (Thread t : List.copyOf(inFlight)) {
+                t.join();
+            }
         }
     }
 
@@ -208,27 +234,7 @@ public final class ChaosRun {
             }
         }
         ConcurrentLinkedQueue<Sent> sent = new ConcurrentLinkedQueue<>();
-        List<Thread> inFlight = java.util.Collections.synchronizedList(new ArrayList<>());
-        java.util.concurrent.atomic.AtomicBoolean loadOn = new java.util.concurrent.atomic.AtomicBoolean(true);
-        List<LoadClient.Request> prompts = LoadClient.workload(1000L + index, 64, 8, 40, 8, true);
-        Thread generator = Thread.ofPlatform().daemon().name("chaos-load").start(() -> {
-            long start = System.nanoTime();
-            for (int i = 0; loadOn.get(); i++) {
-                long due = start + (long) (i * 1e9 / perSecond);
-                while (System.nanoTime() < due && loadOn.get()) {
-                    java.util.concurrent.locks.LockSupport.parkNanos(due - System.nanoTime());
-                }
-                if (!loadOn.get()) {
-                    break;
-                }
-                LoadClient.Request r = prompts.get(i % prompts.size());
-                String id = "chaos-" + index + "-" + seq.incrementAndGet();
-                inFlight.add(Thread.ofVirtual().start(() -> {
-                    long t = System.nanoTime();
-                    sent.add(new Sent(id, t, send(id, r)));
-                }));
-            }
-        });
+        Load load = new Load(LoadClient.workload(1000L + index, 64, 8, 40, 8, true), i -> "chaos-" + index + "-" + seq.incrementAndGet(), sent::add);
         sleep(before);
         long faultAt = System.nanoTime();
         say.accept("  " + fault.label());
@@ -281,11 +287,7 @@ public final class ChaosRun {
         }
         sleep(after);
         List<ChaosHostile.Door> doors = corpus == null ? List.of() : corpus.verify(); // the load runs on while the checks finish
-        loadOn.set(false);
-        generator.join();
-        for (Thread t : List.copyOf(inFlight)) {
-            t.join();
-        }
+        load.stop();
         List<Sent> all = new ArrayList<>(sent);
         all.sort(java.util.Comparator.comparingLong(Sent::sentNanos));
         int hung = (int) all.stream().filter(s -> s.result().status() == 0 && s.result().error() != null
@@ -364,10 +366,9 @@ public final class ChaosRun {
             java.util.Set<String> missing = new java.util.TreeSet<>();
             for (String url : pipeline.proxyUrls()) {
                 try {
-                    HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url + "/stats")).timeout(Duration.ofSeconds(2)).build(),
-                            HttpResponse.BodyHandlers.ofString());
-                    JsonNode listed = JSON.readTree(r.body()).path("engines");
-                    JsonNode down = JSON.readTree(r.body()).path("engines_down");
+                    JsonNode stats = getJson(url + "/stats");
+                    JsonNode listed = stats.path("engines");
+                    JsonNode down = stats.path("engines_down");
                     for (Pipeline.Engine e : pipeline.engines()) {
                         if (!listed.has(e.id()) || down.has(e.id())) {
                             missing.add(e.id());
@@ -387,10 +388,8 @@ public final class ChaosRun {
     /** Per engine, the in-flight counts the first proxy routes on (the decider's and its own): both 0 once the load stopped. */
     private String routingLoad() {
         try {
-            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(pipeline.proxyUrl() + "/stats")).timeout(Duration.ofSeconds(2))
-                    .build(), HttpResponse.BodyHandlers.ofString());
             StringBuilder b = new StringBuilder();
-            JSON.readTree(r.body()).path("engines").properties().forEach(e -> b.append(e.getKey()).append(' ')
+            getJson(pipeline.proxyUrl() + "/stats").path("engines").properties().forEach(e -> b.append(e.getKey()).append(' ')
                     .append(e.getValue().path("decider_in_flight").asLong()).append('/').append(e.getValue().path("proxy_in_flight").asLong())
                     .append("  "));
             return b.toString().strip();
@@ -404,16 +403,19 @@ public final class ChaosRun {
 
     private long blocksUsed(Pipeline.Engine e) {
         try {
-            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(e.url() + "/stats")).timeout(Duration.ofSeconds(2)).build(),
-                    HttpResponse.BodyHandlers.ofString());
-            JsonNode n = JSON.readTree(r.body());
-            return n.path("blocks_used").asLong(0);
+            return getJson(e.url() + "/stats").path("blocks_used").asLong(0);
         } catch (IOException ex) {
             return 0; // an engine not answering holds nothing this run can see; its restart frees its pool
         } catch (InterruptedException ex) {
             Thread.currentThread().interrupt();
             return 0;
         }
+    }
+
+    /** A component's JSON answer (its {@code /stats}), 2 s at most. */
+    private JsonNode getJson(String url) throws IOException, InterruptedException {
+        return JSON.readTree(http.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(2)).build(),
+                HttpResponse.BodyHandlers.ofString()).body());
     }
 
     private static void sleep(Duration d) throws InterruptedException {

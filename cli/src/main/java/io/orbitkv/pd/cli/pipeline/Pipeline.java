@@ -166,8 +166,6 @@ public final class Pipeline implements AutoCloseable {
     private final Thread hook = new Thread(this::close, "pipeline-shutdown");
     private KraftCluster kafka;
     private String bootstrap;
-    private String deciderUrl;
-    private String proxyUrl;
     private final List<String> proxyUrls = new ArrayList<>();
     private final List<String> deciderUrls = new ArrayList<>();
     private FaultRelay relay;
@@ -230,7 +228,6 @@ public final class Pipeline implements AutoCloseable {
         // Every child's port at once, distinct and outside the range that bind(0) and outgoing connections draw from.
         java.util.Iterator<Integer> ports = io.orbitkv.pd.broker.Ports.free(
                 1 + spec.deciders() + spec.proxies() + 2 * (spec.prefillEngines() + spec.decodeEngines())).iterator();
-        List<String> deciderUrls = new ArrayList<>();
         for (int i = 0; i < spec.deciders(); i++) {
             int deciderPort = ports.next();
             String name = i == 0 ? "decider" : "decider-" + (i + 1);
@@ -261,8 +258,6 @@ public final class Pipeline implements AutoCloseable {
             launch(name, "decider", decider, "-Xmx512m");
             readyUrls.put(name, url + "/health");
         }
-        deciderUrl = deciderUrls.get(0);
-        this.deciderUrls.addAll(deciderUrls);
         long epoch = System.currentTimeMillis();
         int n = 0;
         for (int i = 0; i < spec.prefillEngines() + spec.decodeEngines(); i++) {
@@ -362,7 +357,6 @@ public final class Pipeline implements AutoCloseable {
             launch(name, "proxy", proxy, "-Xmx256m");
             readyUrls.put(name, url + "/health");
         }
-        proxyUrl = proxyUrls.get(0);
         if (spec.dashboard()) {
             int dashboardPort = ports.next();
             dashboardUrl = "http://127.0.0.1:" + dashboardPort + "/";
@@ -563,7 +557,7 @@ public final class Pipeline implements AutoCloseable {
     }
 
     public String proxyUrl() {
-        return proxyUrl;
+        return proxyUrls.get(0);
     }
 
     /** The engine API socket of engine {@code id}'s worker, when that engine is a Python engine on it. */
@@ -581,8 +575,9 @@ public final class Pipeline implements AutoCloseable {
         return List.copyOf(proxyUrls);
     }
 
+    /** The first decider instance's query URL. */
     public String deciderUrl() {
-        return deciderUrl;
+        return deciderUrls.get(0);
     }
 
     /** The dashboard's page ({@code …/}, API under {@code api/}, Prometheus at {@code metrics}), or null if not started. */

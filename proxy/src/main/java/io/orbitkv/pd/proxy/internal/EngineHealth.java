@@ -30,7 +30,8 @@ public final class EngineHealth {
     public record Down(long sinceMs, String reason) { }
 
     private final Map<String, Down> down = new ConcurrentHashMap<>();
-    private final Map<String, Boolean> probing = new ConcurrentHashMap<>();
+    /** Engines whose last check has not answered yet: no second check piles on. */
+    private final java.util.Set<String> probing = ConcurrentHashMap.newKeySet();
 
     /** Whether requests may be routed to {@code engineId} now. */
     public boolean usable(String engineId) {
@@ -69,7 +70,7 @@ public final class EngineHealth {
     }
 
     private void probe(HttpClient client, EngineInfo e, Duration timeout) {
-        if (probing.putIfAbsent(e.engineId(), Boolean.TRUE) != null) {
+        if (!probing.add(e.engineId())) {
             return; // the last check of this engine is still waiting: it will say
         }
         RequestOptions o = new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(e.httpUrl() + "/health").setTimeout(timeout.toMillis());

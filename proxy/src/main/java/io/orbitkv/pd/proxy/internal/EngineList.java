@@ -33,6 +33,7 @@ public final class EngineList {
     private volatile int at;
     private volatile List<EngineInfo> current;
     private volatile long refreshedAt;
+    private final java.util.concurrent.CompletableFuture<Void> firstRefresh = new java.util.concurrent.CompletableFuture<>();
     private boolean warned;
 
     public EngineList(List<EngineInfo> staticEngines, List<URI> deciders) {
@@ -43,6 +44,14 @@ public final class EngineList {
 
     public List<EngineInfo> current() {
         return current;
+    }
+
+    /** Done once the list came from a decider (at once when there is no decider to ask: the static list is all). */
+    public java.util.concurrent.CompletableFuture<Void> firstRefresh() {
+        if (deciders.isEmpty()) {
+            firstRefresh.complete(null);
+        }
+        return firstRefresh;
     }
 
     public long refreshedAtMs() {
@@ -70,6 +79,7 @@ public final class EngineList {
                         current = merge(CompletionRequest.json().readTree(body.getBytes()));
                         refreshedAt = System.currentTimeMillis();
                         warned = false;
+                        firstRefresh.complete(null);
                     } catch (Exception e) {
                         warn("unreadable engine list from " + decider + ": " + e.getMessage());
                     }

@@ -51,7 +51,6 @@ public final class EngineApiServer implements AutoCloseable {
     /** Frames queued for one client beyond which it is taken for hung and dropped (it resumes by sequence number). */
     private static final int MAX_QUEUED_FRAMES = 65_536;
     private static final int MAX_CONNECTIONS = 8;
-    private static final long HELLO_TIMEOUT_MS = 10_000;
     private static final int DEDUPE = 200_000;
 
     /** What the server needs from the worker. Calls come from connection threads. */
@@ -105,13 +104,9 @@ public final class EngineApiServer implements AutoCloseable {
     /** Key prefix in {@link #seen}: the engine was handed this request's KV (one kv_ready per request). */
     private static final String KV_DELIVERED = "kv-delivered:";
 
-    public EngineApiServer(Path path, int maxFrameBytes, int bufferLimit, Host host) {
-        this(path, maxFrameBytes, bufferLimit, java.time.Duration.ofSeconds(10), host);
-    }
-
     /**
-     * With {@code ioTimeout}: a client stalled this long inside a frame, or silent this long before its hello, is
-     * disconnected (an engine idle between frames never is).
+     * {@code ioTimeout}: a client stalled this long inside a frame, or silent this long before its hello, is disconnected
+     * (an engine idle between frames never is).
      */
     public EngineApiServer(Path path, int maxFrameBytes, int bufferLimit, java.time.Duration ioTimeout, Host host) {
         this.ioTimeoutNanos = ioTimeout.toNanos();
@@ -141,7 +136,6 @@ public final class EngineApiServer implements AutoCloseable {
             log.atWarn().log("engine API: cannot restrict " + path + " to this user: " + e.getMessage());
         }
         Thread.ofPlatform().daemon().name("engine-api-accept").start(this::acceptLoop);
-        Thread.ofPlatform().daemon().name("engine-api-watchdog").start(this::watchdog);
         log.atInfo().addKeyValue("path", path).addKeyValue("session", session).log("engine API listening");
         return this;
     }
@@ -180,31 +174,6 @@ public final class EngineApiServer implements AutoCloseable {
 
     public synchronized boolean engineConnected() {
         return owner != null && !owner.closed;
-    }
-
-    /**
-     * Disconnects clients that hold a connection without speaking: stalled inside a frame (a frame's first byte came, the
-     * rest did not) or silent before their hello. Without it a local process that connects and stalls kept its
-     * connection, and its reader thread, for ever (issue 22).
-     */
-    private void watchdog() {
-        while (server != null && server.isOpen()) {
-            try {
-                Thread.sleep(Math.max(50, Math.min(1000, ioTimeoutNanos / 4_000_000)));
-            } catch (InterruptedException e) {
-                return;
-            }
-            long now = System.nanoTime();
-            for (Connection c : connections) {
-                String why = c.inFrame && now - c.lastBytesNanos > ioTimeoutNanos ? "stalled inside a frame"
-                        : c.hello == null && !c.inFrame && now - c.lastBytesNanos > ioTimeoutNanos ? "sent no hello" : null;
-                if (why != null) {
-                    log.atWarn().log("engine API: a client " + why + " for " + ioTimeoutNanos / 1_000_000 + " ms (worker.engine-api.io-timeout);"
-                            + " disconnecting it");
-                    c.close();
-                }
-            }
-        }
     }
 
     private void acceptLoop() {
@@ -283,14 +252,14 @@ public final class EngineApiServer implements AutoCloseable {
     private final class Connection {
         final SocketChannel ch;
         final LinkedBlockingQueue<ByteBuffer> out = new LinkedBlockingQueue<>();
-        final long openedAt = System.currentTimeMillis();
         volatile boolean closed;
         volatile boolean closeWhenDrained;
         volatile ApiProtocol.Hello hello;
         /** A frame's first byte arrived and the frame is not complete yet; when the last bytes came. */
         volatile boolean inFrame;
         volatile long lastBytesNanos = System.nanoTime();
-        /** The socket as the frame reader sees it, marking progress for the watchdog. */
+        final long openedNanos = System.nanoTime();
+        /** The socket as the frame reader sees it, marking progress for the deadline check ({@link #overdue()}). */
         final java.nio.channels.ReadableByteChannel watched = new java.nio.channels.ReadableByteChannel() {
             @Override
             public int read(ByteBuffer dst) throws IOException {
@@ -349,17 +318,35 @@ public final class EngineApiServer implements AutoCloseable {
             }
         }
 
+        /**
+         * Why this client has held its connection too long without speaking, or null: no hello within the io-timeout of
+         * connecting, or a frame begun and not finished within it (worker.engine-api.io-timeout). Checked by the writer
+         * at least every second, also while decisions flow; an engine idle between frames is never overdue.
+         */
+        private ApiException overdue() {
+            long now = System.nanoTime();
+            if (hello == null && now - openedNanos > ioTimeoutNanos) {
+                return new ApiException(ApiException.BAD_REQUEST, "op", "op: no hello within " + ioTimeoutNanos / 1_000_000
+                        + " ms of connecting (worker.engine-api.io-timeout)");
+            }
+            if (inFrame && now - lastBytesNanos > ioTimeoutNanos) {
+                return new ApiException(ApiException.BAD_FRAME, null, "a frame begun and not finished within " + ioTimeoutNanos / 1_000_000
+                        + " ms (worker.engine-api.io-timeout)");
+            }
+            return null;
+        }
+
         private void writeLoop() {
             try {
                 while (!closed) {
                     ByteBuffer b = out.poll(1, TimeUnit.SECONDS);
+                    ApiException overdue = closeWhenDrained ? null : overdue();
+                    if (overdue != null) {
+                        refuse(null, overdue);
+                        closeWhenDrained = true;
+                        out.add(ByteBuffer.allocate(0));
+                    }
                     if (b == null) {
-                        if (hello == null && System.currentTimeMillis() - openedAt > HELLO_TIMEOUT_MS && !closeWhenDrained) {
-                            refuse(null, new ApiException(ApiException.BAD_REQUEST, "op", "op: no hello within " + HELLO_TIMEOUT_MS / 1000
-                                    + " s of connecting"));
-                            closeWhenDrained = true;
-                            out.add(ByteBuffer.allocate(0));
-                        }
                         continue;
                     }
                     if (!b.hasRemaining() && closeWhenDrained) {

@@ -57,10 +57,6 @@ public final class CommandReader implements Runnable, AutoCloseable {
 
     private final Refusals refusals;
 
-    public CommandReader(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, Sink sink) {
-        this(consumer, topic, engineId, sink, (r, why) -> { });
-    }
-
     public CommandReader(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, Sink sink, Refusals refusals) {
         this.refusals = refusals;
         this.consumer = consumer;
