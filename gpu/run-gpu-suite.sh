@@ -22,7 +22,7 @@ out=${OUT:-$PWD/gpu-suite-out}
 mkdir -p "$out"
 exec > >(tee -a "$out/suite.log") 2>&1
 java=${JAVA:-.device/jre/bin/java}
-run() { "$java" --enable-native-access=ALL-UNNAMED -Xmx4g -cp '.device/lib/*' io.orbitkv.pd.gpu.tools.GpuSuite "$@"; }
+run() { "$java" --enable-native-access=ALL-UNNAMED -Xmx4g -cp '.device/lib/*' io.orbitkv.pd.bench.gpu.GpuSuite "$@"; }
 status=0
 step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
 

@@ -1,6 +1,9 @@
 package io.orbitkv.pd.cli;
 
+import io.orbitkv.pd.bench.BenchCommand;
+import io.orbitkv.pd.bench.chaos.ChaosCommand;
 import io.orbitkv.pd.cli.demo.DemoCommand;
+import io.orbitkv.pd.harness.ParentWatch;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -9,7 +12,7 @@ import picocli.CommandLine.Command;
         description = "OrbitKV P/D: Kafka control plane and KV data plane for prefill/decode disaggregated inference.",
         subcommands = {DemoCommand.class, BrokerCommand.class, TopicsCommand.class, DeciderCommand.class, WorkerCommand.class,
                 EngineCommand.class, ProxyCommand.class, TraceCommand.class, AuditCommand.class, ReplayCommand.class, ExportCommand.class,
-                DashboardCommand.class, io.orbitkv.pd.cli.bench.BenchCommand.class, io.orbitkv.pd.cli.chaos.ChaosCommand.class, CommandLine.HelpCommand.class},
+                DashboardCommand.class, BenchCommand.class, ChaosCommand.class, CommandLine.HelpCommand.class},
         footer = {"", "  ./orbitkv-pd test    runs every test (handled by the launcher script, through Maven)"})
 public final class Main implements Runnable {
 

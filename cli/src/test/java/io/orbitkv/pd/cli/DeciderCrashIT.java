@@ -5,7 +5,7 @@ import static org.awaitility.Awaitility.await;
 
 import io.orbitkv.pd.broker.KraftCluster;
 import io.orbitkv.pd.broker.LogTail;
-import io.orbitkv.pd.cli.pipeline.Pipeline;
+import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.DecodeCompleted;
 import io.orbitkv.pd.events.DecodeReady;

@@ -406,6 +406,9 @@ public final class KraftCluster implements AutoCloseable {
         n.writeServerProperties(serverProperties(n, layout.quorumVoters()));
         try {
             List<String> cmd = new ArrayList<>();
+            if (config.cpus() != null) {
+                cmd.addAll(List.of("taskset", "-c", config.cpus()));
+            }
             cmd.add(javaBinary());
             cmd.addAll(config.jvmOptions());
             cmd.addAll(ChildLogging.writeConfigs(n.nodeDir(), slf4jProvider));
@@ -700,17 +703,11 @@ public final class KraftCluster implements AutoCloseable {
 
         /**
          * Pins each node's JVM to these CPUs (a list as {@code taskset -c} takes it: {@code 0}, {@code 0-1});
-         * null, the default, leaves scheduling to the kernel. Checked here; the node pins all its threads before Kafka
-         * starts any (see {@link CpuAffinity}).
+         * null, the default, leaves scheduling to the kernel. The node runs under {@code taskset}, so every thread
+         * Kafka starts inherits the mask (see {@link KraftClusterConfig}).
          */
         public Builder cpus(String cpus) {
-            if (cpus != null) {
-                try {
-                    CpuAffinity.pinnable(cpus);
-                } catch (UnsupportedOperationException e) {
-                    throw new IllegalArgumentException("cpus: " + e.getMessage());
-                }
-            }
+            KraftClusterConfig.checkCpus(cpus);
             this.cpus = cpus;
             return this;
         }
@@ -737,13 +734,8 @@ public final class KraftCluster implements AutoCloseable {
             }
             Path logs = logsDir != null ? logsDir : data.resolve("logs");
             List<String> jvm = jvmOptions != null ? jvmOptions : KraftClusterConfig.defaultJvmOptions(nodes);
-            if (cpus != null) {
-                jvm = new ArrayList<>(jvm);
-                jvm.add("--enable-native-access=ALL-UNNAMED");
-                jvm.add("-D" + KraftBrokerMain.CPUS_PROPERTY + "=" + cpus);
-            }
             return new KraftCluster(new KraftClusterConfig(nodes, data, logs, persistent, brokerPort,
-                    brokerProperties, jvm, startupTimeout, shutdownTimeout));
+                    brokerProperties, jvm, startupTimeout, shutdownTimeout, cpus));
         }
     }
 }

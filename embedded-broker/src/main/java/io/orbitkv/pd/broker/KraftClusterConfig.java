@@ -22,6 +22,9 @@ import java.util.Set;
  * @param jvmOptions       options for each child JVM (heap, GC); see {@link #defaultJvmOptions(int)}
  * @param startupTimeout   how long {@code start()} and {@code restartNode} wait for readiness
  * @param shutdownTimeout  how long a graceful stop waits before the child is killed
+ * @param cpus             the CPUs each node's JVM runs on, as {@code taskset -c} takes them ({@code 0}, {@code 0-1},
+ *                         {@code 0,2}); null leaves scheduling to the kernel. The node is started under
+ *                         {@code taskset}, so every thread it ever starts inherits the mask.
  */
 public record KraftClusterConfig(
         int nodes,
@@ -32,7 +35,15 @@ public record KraftClusterConfig(
         Map<String, String> brokerProperties,
         List<String> jvmOptions,
         Duration startupTimeout,
-        Duration shutdownTimeout) {
+        Duration shutdownTimeout,
+        String cpus) {
+
+    /** @throws IllegalArgumentException when {@code cpus} is neither null nor a CPU list as {@code taskset -c} takes it */
+    static void checkCpus(String cpus) {
+        if (cpus != null && !CPU_LIST.matcher(cpus).matches()) {
+            throw new IllegalArgumentException("cpus: '" + cpus + "' is not a CPU list as taskset -c takes it (e.g. 0, 0-1, 0,2)");
+        }
+    }
 
     /** Largest supported quorum; beyond this a static voter set on loopback stops making sense. */
     public static final int MAX_NODES = 9;
@@ -44,7 +55,10 @@ public record KraftClusterConfig(
             "controller.quorum.voters", "controller.quorum.bootstrap.servers",
             "log.dirs", "log.dir", "metadata.log.dir");
 
+    private static final java.util.regex.Pattern CPU_LIST = java.util.regex.Pattern.compile("\\d+(-\\d+)?(,\\d+(-\\d+)?)*");
+
     public KraftClusterConfig {
+        checkCpus(cpus);
         if (nodes < 1 || nodes > MAX_NODES) {
             throw new IllegalArgumentException("nodes: must be in 1.." + MAX_NODES + ", got " + nodes);
         }

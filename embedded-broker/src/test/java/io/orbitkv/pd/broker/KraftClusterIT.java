@@ -118,8 +118,8 @@ class KraftClusterIT {
 
     @Test
     void aPinnedNodeRunsEveryThreadOnItsCpus() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(CpuAffinity.supported(), CpuAffinity.unavailableReason());
-        String first = String.valueOf(CpuAffinity.online().nextSetBit(0));
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of("/usr/bin/taskset")), "no taskset here");
+        String first = Files.readString(Path.of("/sys/devices/system/cpu/online")).strip().split("[-,]")[0];
         try (KraftCluster cluster = cluster("pinned", 1).cpus(first).build().start();
              Admin admin = cluster.createAdmin()) {
             admin.createTopics(List.of(new NewTopic("pinned", 1, (short) 1))).all().get();

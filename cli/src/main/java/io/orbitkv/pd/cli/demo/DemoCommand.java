@@ -1,8 +1,8 @@
 package io.orbitkv.pd.cli.demo;
 
-import io.orbitkv.pd.cli.pipeline.LoadClient;
-import io.orbitkv.pd.cli.pipeline.Pipeline;
-import io.orbitkv.pd.cli.pipeline.PipelineLog;
+import io.orbitkv.pd.harness.LoadClient;
+import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.engine.sim.SimModel;
 import io.orbitkv.pd.events.OutcomeKind;

@@ -10,7 +10,6 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
 
-import io.orbitkv.pd.broker.CpuAffinity;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -28,14 +27,8 @@ public final class KraftBrokerMain {
 
     public static final String PARENT_PID_PROPERTY = "orbitkv.broker.parentPid";
 
-    /** When set, the CPUs ({@code taskset -c} list) this JVM pins all its threads to before Kafka starts. */
-    public static final String CPUS_PROPERTY = "orbitkv.broker.cpus";
-
     /** Exit code when formatting fails, distinct from Kafka's own 1. */
     public static final int EXIT_FORMAT_FAILED = 3;
-
-    /** Exit code when {@value #CPUS_PROPERTY} cannot be applied. */
-    public static final int EXIT_PIN_FAILED = 4;
 
     /** Time Kafka's shutdown hook gets after an orphaning before we halt; a lone quorum member can hang. */
     private static final long ORPHAN_HALT_SECONDS = 20;
@@ -53,16 +46,6 @@ public final class KraftBrokerMain {
         Path serverProperties = Path.of(args[0]).toAbsolutePath();
         String clusterId = args[1];
         watchParent();
-        String cpus = System.getProperty(CPUS_PROPERTY);
-        if (cpus != null) {
-            try {
-                int n = CpuAffinity.pinProcess(CpuAffinity.pinnable(cpus));
-                LOG.info("Pinned {} threads to CPUs {}; threads started later inherit it", n, cpus);
-            } catch (RuntimeException e) {
-                LOG.error("Cannot pin to CPUs '{}': {}", cpus, e.getMessage());
-                System.exit(EXIT_PIN_FAILED);
-            }
-        }
         try {
             formatIfNeeded(serverProperties, clusterId);
         } catch (Exception | LinkageError e) {

@@ -1,0 +1,424 @@
+package io.orbitkv.pd.bench.chaos;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.pd.bench.Pacer;
+import io.orbitkv.pd.harness.LoadClient;
+import io.orbitkv.pd.harness.Pipeline;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+
+/**
+ * One fault at a time against a live pipeline under a steady open-loop load through the proxy: a few seconds of
+ * load, the fault, the component back (restarted from its config, or let go on), a few more seconds of load, then
+ * the load stops and the run waits for every answer and for every engine's pages to come back. What each request
+ * got is kept per fault; whether the log gave every admitted request exactly one outcome is judged afterwards from
+ * the log itself ({@link ChaosLedger}).
+ */
+public final class ChaosRun {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    /** What is done to the target. */
+    public enum Kind {
+        /** {@code kill -9}, then started again from its config after the fault's duration. */
+        KILL,
+        /** {@code kill -STOP} for the fault's duration, then {@code kill -CONT}: a process that hangs, sockets open. */
+        HANG,
+        /** The hostile-input corpus at every door ({@link ChaosHostile}); the target is {@code doors}. */
+        HOSTILE,
+        /**
+         * That many streaming requests sent at once and abandoned 5 ms later (the target is the count): their pages must
+         * come back fast enough that the good traffic running alongside is not refused for want of KV blocks.
+         */
+        ABANDON,
+        /** Every connection through the data-plane relay closed at once, mid-push (the target is {@code relay}). */
+        CUT,
+        /** The data-plane relay holds every byte back for the fault's duration, connections open (target {@code relay}). */
+        STALL
+    }
+
+    /** One fault of the schedule: {@code kind} done to the child {@code target} for {@code duration}. */
+    public record Fault(Kind kind, String target, Duration duration) {
+        public String label() {
+            if (kind == Kind.HOSTILE) {
+                return "hostile input on every door";
+            }
+            if (kind == Kind.ABANDON) {
+                return target + " streams abandoned at once";
+            }
+            if (kind == Kind.CUT) {
+                return "data plane to decode-0 cut";
+            }
+            if (kind == Kind.STALL) {
+                return "data plane to decode-0 stalled " + duration.toSeconds() + " s";
+            }
+            return (kind == Kind.KILL ? "kill -9 " : "hang ") + target + (kind == Kind.HANG ? " " + duration.toSeconds() + " s" : "");
+        }
+
+        /** {@code kill:decider}, {@code hang:engine-decode-0:5s}: the command line's way of naming a fault. */
+        public static Fault parse(String s, Duration defaultDuration) {
+            String[] p = s.split(":");
+            if (p.length < 2 || p.length > 3) {
+                throw new IllegalArgumentException("--fault: expected kind:target[:duration], e.g. kill:decider or hang:engine-decode-0:5s, got " + s);
+            }
+            Kind k;
+            try {
+                k = Kind.valueOf(p[0].toUpperCase(java.util.Locale.ROOT));
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("--fault: kind must be kill, hang, hostile, abandon, cut or stall, got " + p[0] + " in " + s);
+            }
+            Duration d = p.length == 3 ? io.orbitkv.pd.schemas.config.ConfigProps.empty().with("d", p[2]).duration("d", defaultDuration)
+                    : defaultDuration;
+            return new Fault(k, p[1], d);
+        }
+    }
+
+    /** One request sent during a fault's window and what the client got. */
+    public record Sent(String id, long sentNanos, LoadClient.Result result) { }
+
+    /**
+     * What one fault did, as the clients saw it.
+     *
+     * @param readySeconds    from the restart (or the CONT) until the target answered its health check
+     * @param recoverySeconds from the fault until the first request sent after which every request succeeded (0: no error)
+     * @param leakedPages     blocks still held on the engines once the load stopped and the leases ran out
+     * @param hung            requests with no answer within the client's read timeout
+     * @param unroutable      engines the proxy did not route to (missing from its engine list) 15 s after the window: a
+     *                        component back from a fault must be served again
+     */
+    public record Window(Fault fault, long faultNanos, long faultDoneNanos, List<Sent> sent, double readySeconds, double recoverySeconds, long leakedPages,
+                         double pagesBackSeconds, int hung, List<ChaosHostile.Door> doors, List<String> unroutable) {
+        /**
+         * Requests on their way when the fault struck: sent before it had taken effect (a killed process gone, a hung
+         * one stopped) and not answered before it began. The most a fault should cost the clients: one sent in the
+         * milliseconds a SIGKILL takes reaches the dying process and is lost with it.
+         */
+        public long inFlightAtFault() {
+            return sent.stream().filter(s -> s.sentNanos() < faultDoneNanos && s.sentNanos() + s.result().totalNanos() > faultNanos).count();
+        }
+
+        /** The slowest answer of the window (s): how long the fault held requests up (a decider's failover: decisions paused). */
+        public double worstSeconds() {
+            return sent.stream().filter(s -> s.result().ok()).mapToLong(s -> s.result().totalNanos()).max().orElse(0) / 1e9;
+        }
+
+        public long errors() {
+            return sent.stream().filter(s -> !s.result().ok()).count();
+        }
+
+        /** Up to {@code n} distinct client-visible errors, status and message (ids and numbers blanked so alike ones count once). */
+        public List<String> errorSamples(int n) {
+            return sent.stream().filter(s -> !s.result().ok()).map(s -> s.result().status() + " " + String.valueOf(s.result().error())
+                    .replaceAll("chaos-[0-9]+-[0-9]+(\\.r[0-9]+)?", "<id>").replaceAll("[0-9]+", "N")).distinct().limit(n).toList();
+        }
+
+        /** Client-visible errors by HTTP status (0: no response). */
+        public Map<Integer, Long> errorsByStatus() {
+            Map<Integer, Long> m = new TreeMap<>();
+            sent.stream().filter(s -> !s.result().ok()).forEach(s -> m.merge(s.result().status(), 1L, Long::sum));
+            return m;
+        }
+    }
+
+    private final Pipeline pipeline;
+    private final List<LoadClient> clients;
+    private final double perSecond;
+    private final Duration before;
+    private final Duration after;
+    private final Duration pagesTimeout;
+    private final Consumer<String> say;
+    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build();
+    private final AtomicInteger seq = new AtomicInteger();
+    private java.util.function.Supplier<ChaosHostile> hostile;
+
+    /**
+     * @param clients      one per proxy: requests go round-robin, as behind a load balancer
+     * @param perSecond    requests per second through the proxy while a fault's window is open
+     * @param before       load before the fault
+     * @param after        load after the target is back
+     * @param pagesTimeout how long to wait, once the load stopped, for every engine to hold no page
+     */
+    public ChaosRun(Pipeline pipeline, List<LoadClient> clients, double perSecond, Duration before, Duration after, Duration pagesTimeout,
+                    Consumer<String> say) {
+        this.pipeline = pipeline;
+        this.clients = List.copyOf(clients);
+        this.perSecond = perSecond;
+        this.before = before;
+        this.after = after;
+        this.pagesTimeout = pagesTimeout;
+        this.say = say;
+    }
+
+    /** How to make the hostile-input corpus for a {@link Kind#HOSTILE} fault. */
+    ChaosRun withHostile(java.util.function.Supplier<ChaosHostile> corpus) {
+        this.hostile = corpus;
+        return this;
+    }
+
+    /** The ids this run's requests carry: {@code chaos-<window>-<n>}. */
+    public static int windowOf(String requestId) {
+        String[] p = requestId.split("-");
+        return p.length >= 3 && p[0].equals("chaos") && p[1].matches("\\d{1,9}") ? Integer.parseInt(p[1]) : -1; // not chaos-hostile-*
+    }
+
+    /**
+     * Load with no fault for {@code d}, not reported (ids {@code chaos-warm-N}): the first fault then meets a pipeline
+     * whose JIT compilers and connection pools are warm, as a production one is, not one a few seconds old.
+     */
+    public void warmUp(Duration d) throws InterruptedException {
+        Load warm = new Load(LoadClient.workload(999L, 64, 8, 40, 8, true), i -> "chaos-warm-" + i, s -> { });
+        sleep(d);
+        warm.stop();
+    }
+
+    /**
+     * An open-loop load through the proxies at {@link #perSecond}: the i-th request (id {@code ids(i)}) is sent at
+     * start + i/rate on a thread of its own, whatever the earlier ones take; what each got goes to {@code results}.
+     */
+    private final class Load {
+        private final java.util.concurrent.atomic.AtomicBoolean on = new java.util.concurrent.atomic.AtomicBoolean(true);
+        private final List<Thread> inFlight = java.util.Collections.synchronizedList(new ArrayList<>());
+        private final Thread generator;
+
+        Load(List<LoadClient.Request> prompts, java.util.function.IntFunction<String> ids, Consumer<Sent> results) {
+            generator = Thread.ofPlatform().daemon().name("chaos-load").start(() -> {
+                Pacer pacer = new Pacer(perSecond);
+                for (int i = 0; ; i++) {
+                    pacer.awaitNext();
+                    if (!on.get()) {
+                        return;
+                    }
+                    LoadClient.Request r = prompts.get(i % prompts.size());
+                    String id = ids.apply(i);
+                    inFlight.add(Thread.ofVirtual().start(() -> {
+                        long t = System.nanoTime();
+                        results.accept(new Sent(id, t, send(id, r)));
+                    }));
+                }
+            });
+        }
+
+        /** Sends no more and waits for every answer. */
+        void stop() throws InterruptedException {
+            on.set(false);
+            generator.join();
+            for (Thread t : List.copyOf(inFlight)) {
+                t.join();
+            }
+        }
+    }
+
+    /** Runs one fault's window (number {@code index}) and returns what the clients saw. */
+    public Window run(int index, Fault fault) throws Exception {
+        if (fault.kind() == Kind.ABANDON && !fault.target().matches("\\d{1,4}")) {
+            throw new IllegalArgumentException("--fault abandon:N: N streams, 1..9999, got " + fault.target());
+        }
+        if ((fault.kind() == Kind.CUT || fault.kind() == Kind.STALL) && pipeline.relay() == null) {
+            throw new IllegalArgumentException("--fault " + fault.kind().name().toLowerCase() + ":relay: the pipeline has no data-plane relay");
+        }
+        if (fault.kind() == Kind.KILL || fault.kind() == Kind.HANG) {
+            if (!fault.target().startsWith("broker-")) {
+                pipeline.child(fault.target()); // fails early on an unknown target
+            }
+        }
+        ConcurrentLinkedQueue<Sent> sent = new ConcurrentLinkedQueue<>();
+        Load load = new Load(LoadClient.workload(1000L + index, 64, 8, 40, 8, true), i -> "chaos-" + index + "-" + seq.incrementAndGet(), sent::add);
+        sleep(before);
+        long faultAt = System.nanoTime();
+        say.accept("  " + fault.label());
+        double ready;
+        long faultDone = faultAt; // when the fault had taken effect (kill: the process gone; hang: stopped)
+        ChaosHostile corpus = null;
+        if (fault.kind() == Kind.HOSTILE) {
+            corpus = hostile.get();
+            corpus.fire();
+            ready = Double.NaN;
+        } else if (fault.kind() == Kind.ABANDON) {
+            // Not in the window's client results (these walk away on purpose); in its log ledger: each must still end once.
+            int n = Integer.parseInt(fault.target());
+            List<LoadClient.Request> walk = LoadClient.workload(7000L + index, n, 20, 60, 64, true);
+            List<Thread> walkers = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                LoadClient.Request w = walk.get(i);
+                LoadClient.Request away = new LoadClient.Request(w.index(), w.chat(), w.prompt(), w.maxTokens(), true, false,
+                        LoadClient.Cancel.AFTER_DELAY, 5);
+                String id = "chaos-" + index + "-a" + i;
+                walkers.add(Thread.ofVirtual().start(() -> send(id, away)));
+            }
+            for (Thread t : walkers) {
+                t.join();
+            }
+            ready = Double.NaN;
+        } else if (fault.kind() == Kind.CUT) {
+            int n = pipeline.relay().cut();
+            say.accept("    cut " + n + " connection(s) through the relay");
+            ready = Double.NaN;
+        } else if (fault.kind() == Kind.STALL) {
+            pipeline.relay().stall(fault.duration().toMillis());
+            sleep(fault.duration());
+            ready = Double.NaN;
+        } else if (fault.kind() == Kind.KILL) {
+            pipeline.kill(fault.target());
+            faultDone = System.nanoTime();
+            sleep(fault.duration());
+            long back = System.nanoTime();
+            pipeline.restart(fault.target());
+            // a broker node's restart returns once the node is ready
+            ready = fault.target().startsWith("broker-") ? (System.nanoTime() - back) / 1e9 : awaitReady(fault.target(), back);
+        } else {
+            pipeline.signal(fault.target(), "STOP");
+            faultDone = System.nanoTime();
+            sleep(fault.duration());
+            long back = System.nanoTime();
+            pipeline.signal(fault.target(), "CONT");
+            ready = awaitReady(fault.target(), back);
+        }
+        sleep(after);
+        List<ChaosHostile.Door> doors = corpus == null ? List.of() : corpus.verify(); // the load runs on while the checks finish
+        load.stop();
+        List<Sent> all = new ArrayList<>(sent);
+        all.sort(java.util.Comparator.comparingLong(Sent::sentNanos));
+        int hung = (int) all.stream().filter(s -> s.result().status() == 0 && s.result().error() != null
+                && s.result().error().contains("SocketTimeoutException")).count();
+        double recovery = 0;
+        for (int i = all.size() - 1; i >= 0; i--) {
+            if (!all.get(i).result().ok()) {
+                recovery = i + 1 < all.size() ? (all.get(i + 1).sentNanos() - faultAt) / 1e9 : Double.NaN;
+                break;
+            }
+        }
+        List<String> unroutable = awaitRoutable(System.nanoTime() + 15_000_000_000L);
+        say.accept("    in flight after the window (decider/proxy), as the first proxy routes: " + routingLoad()
+                + (unroutable.isEmpty() ? "" : "; NOT ROUTED TO: " + unroutable));
+        long pagesFrom = System.nanoTime();
+        long leaked = awaitPagesFree(pagesFrom + pagesTimeout.toNanos());
+        double pagesBack = (System.nanoTime() - pagesFrom) / 1e9;
+        return new Window(fault, faultAt, faultDone, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors, unroutable);
+    }
+
+    /**
+     * Round-robin over the proxies; a proxy that refuses the connection gets the request's next proxy, as a load
+     * balancer's health check would (nothing reached the refusing one, so the same id is safe to send again).
+     */
+    private LoadClient.Result send(String id, LoadClient.Request r) {
+        int first = Math.floorMod(id.hashCode(), clients.size());
+        LoadClient.Result res = null;
+        for (int k = 0; k < clients.size(); k++) {
+            res = clients.get((first + k) % clients.size()).sendAs(id, r);
+            if (!(res.status() == 0 && res.error() != null && res.error().contains("ConnectException"))) {
+                return res;
+            }
+        }
+        return res;
+    }
+
+    /** Seconds from {@code since} until the target's health check answers ready (NaN: no health check; -1: not within 2 min). */
+    private double awaitReady(String target, long since) throws InterruptedException {
+        String url = pipeline.readyUrl(target);
+        if (url == null) {
+            return Double.NaN;
+        }
+        long deadline = since + Duration.ofMinutes(2).toNanos();
+        while (System.nanoTime() < deadline) {
+            try {
+                HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(1)).build(),
+                        HttpResponse.BodyHandlers.ofString());
+                if (r.statusCode() == 200 && (!target.startsWith("decider") || r.body().contains("RUNNING"))) {
+                    return (System.nanoTime() - since) / 1e9;
+                }
+            } catch (IOException e) {
+                // not up yet
+            }
+            Thread.sleep(20);
+        }
+        return -1;
+    }
+
+    /** Waits until no engine holds a page (or the deadline); returns the pages still held then. */
+    private long awaitPagesFree(long deadline) throws InterruptedException {
+        while (true) {
+            long held = 0;
+            for (Pipeline.Engine e : pipeline.engines()) {
+                held += blocksUsed(e);
+            }
+            if (held == 0 || System.nanoTime() > deadline) {
+                return held;
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    /** Waits until every proxy lists every engine as routable; returns the engines some proxy still does not list then. */
+    private List<String> awaitRoutable(long deadline) throws InterruptedException {
+        while (true) {
+            java.util.Set<String> missing = new java.util.TreeSet<>();
+            for (String url : pipeline.proxyUrls()) {
+                try {
+                    JsonNode stats = getJson(url + "/stats");
+                    JsonNode listed = stats.path("engines");
+                    JsonNode down = stats.path("engines_down");
+                    for (Pipeline.Engine e : pipeline.engines()) {
+                        if (!listed.has(e.id()) || down.has(e.id())) {
+                            missing.add(e.id());
+                        }
+                    }
+                } catch (IOException e) {
+                    missing.add("(proxy " + url + " not answering)");
+                }
+            }
+            if (missing.isEmpty() || System.nanoTime() > deadline) {
+                return List.copyOf(missing);
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    /** Per engine, the in-flight counts the first proxy routes on (the decider's and its own): both 0 once the load stopped. */
+    private String routingLoad() {
+        try {
+            StringBuilder b = new StringBuilder();
+            getJson(pipeline.proxyUrl() + "/stats").path("engines").properties().forEach(e -> b.append(e.getKey()).append(' ')
+                    .append(e.getValue().path("decider_in_flight").asLong()).append('/').append(e.getValue().path("proxy_in_flight").asLong())
+                    .append("  "));
+            return b.toString().strip();
+        } catch (IOException e) {
+            return "(proxy not answering: " + e.getMessage() + ")";
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "(interrupted)";
+        }
+    }
+
+    private long blocksUsed(Pipeline.Engine e) {
+        try {
+            return getJson(e.url() + "/stats").path("blocks_used").asLong(0);
+        } catch (IOException ex) {
+            return 0; // an engine not answering holds nothing this run can see; its restart frees its pool
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return 0;
+        }
+    }
+
+    /** A component's JSON answer (its {@code /stats}), 2 s at most. */
+    private JsonNode getJson(String url) throws IOException, InterruptedException {
+        return JSON.readTree(http.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(2)).build(),
+                HttpResponse.BodyHandlers.ofString()).body());
+    }
+
+    private static void sleep(Duration d) throws InterruptedException {
+        Thread.sleep(d.toMillis());
+    }
+}
