@@ -26,7 +26,8 @@ public final class Main implements Runnable {
 
     /** The command tree, with bad configuration reported as one clear line (exit code 2) instead of a stack trace. */
     static CommandLine commandLine() {
-        return new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).setExecutionExceptionHandler((e, cmd, parsed) -> {
+        return new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).setExecutionStrategy(Main::refuseUnmatched)
+                .setExecutionExceptionHandler((e, cmd, parsed) -> {
             if (e instanceof IllegalArgumentException || e instanceof java.io.UncheckedIOException
                     || e instanceof java.nio.file.NoSuchFileException) {
                 cmd.getErr().println(cmd.getColorScheme().errorText(cmd.getCommandName() + ": " + e.getMessage()));
@@ -35,6 +36,19 @@ public final class Main implements Runnable {
             }
             throw e;
         });
+    }
+
+    /**
+     * Picocli lets a help option win over words it did not match ({@code orbitkv-pd nosuch --help} printed the top-level
+     * usage and exited 0); an unknown command or argument is an error whatever else is on the line.
+     */
+    private static int refuseUnmatched(CommandLine.ParseResult parsed) {
+        for (CommandLine.ParseResult p = parsed; p != null; p = p.subcommand()) {
+            if (!p.unmatched().isEmpty()) {
+                throw new CommandLine.UnmatchedArgumentException(p.commandSpec().commandLine(), p.unmatched());
+            }
+        }
+        return new CommandLine.RunLast().execute(parsed);
     }
 
     @Override

@@ -35,6 +35,9 @@ import picocli.CommandLine.Option;
                 "--events shows the foundation event timeline instead."})
 public final class DemoCommand implements Callable<Integer> {
 
+    /** Bars are redrawn in place only on a terminal (JDK 22+: {@code System.console()} exists even when redirected). */
+    private static final boolean ON_TERMINAL = System.console() != null && System.console().isTerminal();
+
     @Option(names = "--events", description = "Send one event of every type through the broker and print the timeline (the foundation demo).")
     boolean events;
 
@@ -178,14 +181,22 @@ public final class DemoCommand implements Callable<Integer> {
                 .orElse("<id>");
     }
 
+    /**
+     * The level's bar, redrawn in place on a terminal; written to a file or a CI log only once, finished (every redraw
+     * would stay in the file).
+     */
     private static void progress(PrintStream out, String label, int done, int total) {
+        if (!ON_TERMINAL && done < total) {
+            return;
+        }
         synchronized (out) {
             int w = 30;
             int filled = (int) ((long) w * done / total);
-            out.print("\r" + label + " [" + "#".repeat(filled) + ".".repeat(w - filled) + "] " + done + "/" + total);
+            out.print((ON_TERMINAL ? "\r" : "") + label + " [" + "#".repeat(filled) + ".".repeat(w - filled) + "] " + done + "/" + total);
             out.flush();
         }
     }
+
 
     private static void printSummary(PrintStream out, List<Level> levels, PipelineLog log, int verified, int total, List<String> wrong) {
         out.println();
