@@ -34,7 +34,7 @@ final class DashboardCommand implements Callable<Integer> {
         DashboardConfig cfg = DashboardConfig.from(props);
         props.requireAllKeysUsed("docs/dashboard.md");
         DashboardApp app = new DashboardApp(cfg).start();
-        io.orbitkv.pd.metrics.ShutdownBound.install("dashboard", app::close);
+        io.orbitkv.pd.runtime.ShutdownBound.install("dashboard", app::close);
         if (!app.awaitRunning(Duration.ofMinutes(2))) {
             System.err.println("dashboard did not reach RUNNING (state " + app.streams().state() + ")");
             app.close();

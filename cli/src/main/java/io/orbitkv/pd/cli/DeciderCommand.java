@@ -29,7 +29,7 @@ final class DeciderCommand implements Callable<Integer> {
         DeciderConfig cfg = DeciderConfig.from(props);
         props.requireAllKeysUsed("docs/decider.md");
         DeciderApp app = new DeciderApp(cfg).start();
-        io.orbitkv.pd.metrics.ShutdownBound.install("decider", app::close);
+        io.orbitkv.pd.runtime.ShutdownBound.install("decider", app::close);
         if (!app.awaitRunning(Duration.ofMinutes(2))) {
             System.err.println("decider did not reach RUNNING (state " + app.streams().state() + ")");
             app.close();

@@ -41,7 +41,7 @@ final class EngineCommand implements Callable<Integer> {
         SimEngineConfig cfg = SimEngineConfig.from(props);
         props.requireAllKeysUsed("docs/engine-integration.md");
         SimEngine engine = SimEngine.start(cfg);
-        io.orbitkv.pd.metrics.ShutdownBound.install("engine", engine::close);
+        io.orbitkv.pd.runtime.ShutdownBound.install("engine", engine::close);
         System.out.println("engine running: id=" + cfg.engineId() + " role=" + cfg.role().name().toLowerCase() + " url=" + engine.url() + " preset="
                 + cfg.preset() + " blocks=" + cfg.geometry().numBlocks() + (engine.client() == null ? " (standalone)"
                 : " instance-epoch=" + engine.client().instanceEpoch()));

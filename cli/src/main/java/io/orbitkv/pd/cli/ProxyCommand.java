@@ -34,7 +34,7 @@ final class ProxyCommand implements Callable<Integer> {
         props.requireAllKeysUsed("docs/proxy.md");
         // The engines this launcher runs are the simulator's: their tokenizer is the one the proxy must count with.
         OrbitProxy proxy = OrbitProxy.start(cfg, prompt -> SimModel.tokenize(prompt).length);
-        io.orbitkv.pd.metrics.ShutdownBound.install("proxy", proxy::close);
+        io.orbitkv.pd.runtime.ShutdownBound.install("proxy", proxy::close);
         System.out.println("proxy running: url=" + proxy.url() + " routing=" + cfg.routing() + " decider=" + cfg.deciderUrls());
         proxy.awaitClose();
         return 0;

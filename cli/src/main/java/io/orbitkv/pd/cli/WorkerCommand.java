@@ -58,7 +58,7 @@ final class WorkerCommand implements Callable<Integer> {
         if (cfgs.stream().map(WorkerConfig::engineId).distinct().count() < cfgs.size()) {
             throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--config: two files name the same engine (worker.engine.id)");
         }
-        io.orbitkv.pd.metrics.ShutdownBound.install("worker", () -> apps.forEach(WorkerApp::close));
+        io.orbitkv.pd.runtime.ShutdownBound.install("worker", () -> apps.forEach(WorkerApp::close));
         for (int i = 0; i < cfgs.size(); i++) {
             WorkerConfig cfg = cfgs.get(i);
             WorkerApp app = new WorkerApp(cfg, https.get(i));

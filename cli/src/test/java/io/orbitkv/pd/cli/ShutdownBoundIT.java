@@ -2,7 +2,7 @@ package io.orbitkv.pd.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.orbitkv.pd.metrics.ShutdownBound;
+import io.orbitkv.pd.runtime.ShutdownBound;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;

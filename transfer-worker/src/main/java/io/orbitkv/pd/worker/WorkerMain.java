@@ -54,7 +54,7 @@ public final class WorkerMain {
         }
         watchParent();
         WorkerApp app = new WorkerApp(cfg, httpCfg);
-        io.orbitkv.pd.metrics.ShutdownBound.install("worker", app::close);
+        io.orbitkv.pd.runtime.ShutdownBound.install("worker", app::close);
         app.start();
         if (ready != null) {
             writeReady(ready, app);

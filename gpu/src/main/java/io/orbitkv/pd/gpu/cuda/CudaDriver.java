@@ -6,6 +6,7 @@ import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
+import io.orbitkv.pd.runtime.NativeLibrary;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.MemoryLayout;
@@ -118,7 +119,7 @@ public final class CudaDriver {
     private final MethodHandle cuOccupancyMaxActiveBlocksPerMultiprocessor;
     private final MethodHandle cuLaunchKernel;
 
-    private CudaDriver(String library, Native.Library lib) {
+    private CudaDriver(String library, NativeLibrary lib) {
         this.library = library;
         FunctionDescriptor i_i = FunctionDescriptor.of(JAVA_INT, JAVA_INT);
         FunctionDescriptor i_a = FunctionDescriptor.of(JAVA_INT, ADDRESS);
@@ -230,16 +231,16 @@ public final class CudaDriver {
      * one exists so that the unavailable paths can be exercised on any machine.
      */
     public static Availability load(String library) {
-        Native.Library lib;
+        NativeLibrary lib;
         try {
-            lib = Native.open(library);
-        } catch (IllegalArgumentException | UnsatisfiedLinkError e) {
-            return Availability.unavailable("cannot load " + library + " (no NVIDIA driver on this machine?): " + e.getMessage());
+            lib = NativeLibrary.open(library);
+        } catch (NativeLibrary.LoadFailure e) {
+            return Availability.unavailable("cannot load " + library + " (no NVIDIA driver on this machine?): " + e.reason());
         }
         CudaDriver d;
         try {
             d = new CudaDriver(library, lib);
-        } catch (Native.MissingSymbol e) {
+        } catch (NativeLibrary.MissingSymbol e) {
             return Availability.unavailable(library + " is not a usable CUDA driver: it has no " + e.getMessage()
                     + " (a driver older than CUDA 12, or not the NVIDIA driver library)");
         } catch (RuntimeException e) {
@@ -287,7 +288,7 @@ public final class CudaDriver {
             MemorySegment out = a.allocate(ADDRESS);
             int r = (int) h.invokeExact(rc, out);
             MemorySegment p = out.get(ADDRESS, 0);
-            return r != 0 || p.equals(MemorySegment.NULL) ? Optional.empty() : Optional.of(Native.cString(p));
+            return r != 0 || p.equals(MemorySegment.NULL) ? Optional.empty() : Optional.of(NativeLibrary.cString(p));
         } catch (Throwable t) {
             return Optional.empty();
         }
@@ -414,7 +415,7 @@ public final class CudaDriver {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment v = a.allocate(ADDRESS);
             check(invoke(() -> (int) cuMemAllocHost.invokeExact(v, bytes)), "cuMemAllocHost_v2", "allocating " + bytes + " pinned bytes");
-            return Native.sized(v.get(ADDRESS, 0), bytes);
+            return NativeLibrary.sized(v.get(ADDRESS, 0), bytes);
         }
     }
 

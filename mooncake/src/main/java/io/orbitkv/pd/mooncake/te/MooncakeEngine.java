@@ -5,6 +5,7 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
+import io.orbitkv.pd.runtime.NativeLibrary;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.MemoryLayout;
@@ -94,8 +95,8 @@ public final class MooncakeEngine {
     private final MethodHandle freeNotifsMsgBuf;
     private final MethodHandle genNotifyInEngine;
 
-    private MooncakeEngine(Native.Library lib) {
-        this.library = lib.path();
+    private MooncakeEngine(NativeLibrary lib) {
+        this.library = Path.of(lib.name());
         FunctionDescriptor i_a = FunctionDescriptor.of(JAVA_INT, ADDRESS);
         createTransferEngine = lib.bind("createTransferEngine", FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT));
         discoverTopology = lib.bind("discoverTopology", i_a);
@@ -176,15 +177,15 @@ public final class MooncakeEngine {
         if (!Files.exists(library)) {
             return Availability.unavailable("cannot load " + library + ": no such file");
         }
-        Native.Library lib;
+        NativeLibrary lib;
         try {
-            lib = Native.open(library);
-        } catch (Native.LoadFailure e) {
+            lib = NativeLibrary.open(library);
+        } catch (NativeLibrary.LoadFailure e) {
             return Availability.unavailable(e.getMessage());
         }
         try {
             return new Availability(Optional.of(new MooncakeEngine(lib)), "");
-        } catch (Native.MissingSymbol e) {
+        } catch (NativeLibrary.MissingSymbol e) {
             return Availability.unavailable(library + " is not a Mooncake transfer engine library: it has no " + e.getMessage()
                     + " (build the transfer_engine target of kvcache-ai/Mooncake, see docs/mooncake.md)");
         } catch (RuntimeException e) {
@@ -414,10 +415,10 @@ public final class MooncakeEngine {
             if (list.equals(MemorySegment.NULL) || n <= 0) {
                 return out;
             }
-            MemorySegment all = Native.sized(list, n * NOTIFY_MSG.byteSize());
+            MemorySegment all = NativeLibrary.sized(list, n * NOTIFY_MSG.byteSize());
             for (int i = 0; i < n; i++) {
-                out.add(new TransferEngine.Notification(Native.cString(all.get(ADDRESS, i * NOTIFY_MSG.byteSize())),
-                        Native.cString(all.get(ADDRESS, i * NOTIFY_MSG.byteSize() + 8))));
+                out.add(new TransferEngine.Notification(NativeLibrary.cString(all.get(ADDRESS, i * NOTIFY_MSG.byteSize())),
+                        NativeLibrary.cString(all.get(ADDRESS, i * NOTIFY_MSG.byteSize() + 8))));
             }
             int ignored = (int) freeNotifsMsgBuf.invokeExact(list, n);
             return out;

@@ -1,4 +1,4 @@
-package io.orbitkv.pd.metrics;
+package io.orbitkv.pd.runtime;
 
 import java.time.Duration;
 
