@@ -4,15 +4,14 @@ import io.micrometer.core.instrument.binder.kafka.KafkaStreamsMetrics;
 import io.orbitkv.pd.dashboard.internal.DashboardHttp;
 import io.orbitkv.pd.dashboard.internal.DashboardMetrics;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Lifecycle;
+import io.orbitkv.pd.runtime.StreamsRunner;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -42,8 +41,8 @@ public final class DashboardApp implements AutoCloseable {
     private final KafkaStreamsMetrics streamsMetrics;
     private final AtomicLong streamTime = new AtomicLong();
     private final DashboardMetrics observer;
-    private final CountDownLatch closed = new CountDownLatch(1);
-    private final AtomicBoolean closing = new AtomicBoolean();
+    private final Lifecycle lifecycle = new Lifecycle("dashboard");
+    private final StreamsRunner runner;
 
     public DashboardApp(DashboardConfig config) {
         this.config = config;
@@ -57,6 +56,7 @@ public final class DashboardApp implements AutoCloseable {
             log.atError().setCause(e).log("dashboard stream thread failed; replacing it");
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
         });
+        this.runner = new StreamsRunner("dashboard", streams);
         this.streamsMetrics = new KafkaStreamsMetrics(streams);
         streamsMetrics.bindTo(metrics.registry());
     }
@@ -84,12 +84,18 @@ public final class DashboardApp implements AutoCloseable {
 
     /** Creates missing topics, starts the HTTP endpoint and Streams. */
     public DashboardApp start() {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
-            TopicAdmin.ensureTopics(admin, topics);
+        lifecycle.starting();
+        try {
+            try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
+                TopicAdmin.ensureTopics(admin, topics);
+            }
+            http.start(streams, observer, streamTime, lifecycle);
+            runner.start();
+        } catch (RuntimeException e) {
+            lifecycle.failed(e);
+            throw e;
         }
-        http.start(streams, observer, streamTime);
-        streams.setStateListener((now, old) -> log.atInfo().addKeyValue("from", old).addKeyValue("to", now).log("dashboard state"));
-        streams.start();
+        lifecycle.running();
         return this;
     }
 
@@ -106,37 +112,32 @@ public final class DashboardApp implements AutoCloseable {
         return topics;
     }
 
-    /** Waits until Streams is RUNNING (or fails). */
+    /** Waits until Streams is RUNNING; false on timeout or as soon as Streams has failed. */
     public boolean awaitRunning(Duration timeout) throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (System.nanoTime() < deadline) {
-            KafkaStreams.State s = streams.state();
-            if (s == KafkaStreams.State.RUNNING) {
-                return true;
-            }
-            if (s == KafkaStreams.State.ERROR || s == KafkaStreams.State.NOT_RUNNING) {
-                return false;
-            }
-            closed.await(20, TimeUnit.MILLISECONDS);
-        }
-        return false;
+        return runner.awaitRunning(timeout);
     }
 
-    /** Blocks until {@link #close()} is called (by a shutdown hook, for example). */
+    /** Where this instance is in its life ({@code /api/health} reports it beside the Streams state). */
+    public Lifecycle.State state() {
+        return lifecycle.state();
+    }
+
+    /** Blocks until {@link #close()} has run (by a shutdown hook, for example). */
     public void awaitClose() throws InterruptedException {
-        closed.await();
+        lifecycle.awaitStopped();
     }
 
+    /** Stops the endpoint and Streams. Idempotent. */
     @Override
     public void close() {
-        if (!closing.compareAndSet(false, true)) {
+        if (!lifecycle.stopping()) {
             return;
         }
         http.close();
-        streams.close(Duration.ofSeconds(30));
+        runner.close(Duration.ofSeconds(30));
         streamsMetrics.close();
         metrics.close();
         serdes.close();
-        closed.countDown();
+        lifecycle.stopped();
     }
 }

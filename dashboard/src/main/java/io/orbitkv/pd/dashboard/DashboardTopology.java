@@ -1,5 +1,6 @@
 package io.orbitkv.pd.dashboard;
 
+import io.orbitkv.pd.dashboard.internal.DashboardNames;
 import io.orbitkv.pd.dashboard.internal.StatsObserver;
 import io.orbitkv.pd.dashboard.internal.StatsProcessor;
 import io.orbitkv.pd.dashboard.stats.AggregateCodec;
@@ -24,14 +25,14 @@ import org.apache.kafka.streams.state.Stores;
  */
 public final class DashboardTopology {
 
-    public static final String SOURCE = "dashboard-source";
-    public static final String PROCESSOR = "dashboard-stats";
-    public static final String DEAD_LETTER_SINK = "dashboard-dead-letters-sink";
-    public static final String ORDERS_STORE = "dashboard-orders";
-    public static final String INFLIGHT_STORE = "dashboard-inflight";
-    public static final String FAILURES_STORE = "dashboard-failures";
+    public static final String SOURCE = DashboardNames.SOURCE;
+    public static final String PROCESSOR = DashboardNames.PROCESSOR;
+    public static final String DEAD_LETTER_SINK = DashboardNames.DEAD_LETTER_SINK;
+    public static final String ORDERS_STORE = DashboardNames.ORDERS_STORE;
+    public static final String INFLIGHT_STORE = DashboardNames.INFLIGHT_STORE;
+    public static final String FAILURES_STORE = DashboardNames.FAILURES_STORE;
     /** Per request: the timing marks that start or end a hop between two records, until the other end is read. */
-    public static final String HOPS_STORE = "dashboard-hops";
+    public static final String HOPS_STORE = DashboardNames.HOPS_STORE;
 
     private DashboardTopology() { }
 

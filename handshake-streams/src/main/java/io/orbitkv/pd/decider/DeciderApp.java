@@ -6,14 +6,14 @@ import io.orbitkv.pd.decider.internal.DueTimers;
 import io.orbitkv.pd.decider.internal.FlushAtCommitClients;
 import io.orbitkv.pd.decider.internal.Ticker;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Lifecycle;
+import io.orbitkv.pd.runtime.StreamsRunner;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -42,7 +42,8 @@ public final class DeciderApp implements AutoCloseable {
     private final ComponentMetrics metrics;
     private final DeciderMetrics deciderMetrics;
     private final KafkaStreamsMetrics streamsMetrics;
-    private final CountDownLatch closed = new CountDownLatch(1);
+    private final StreamsRunner runner;
+    private final Lifecycle lifecycle;
 
     public DeciderApp(DeciderConfig config) {
         this.config = config;
@@ -64,6 +65,8 @@ public final class DeciderApp implements AutoCloseable {
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
         });
         this.ticker = new Ticker(config, topics, streams, dueTimers);
+        this.runner = new StreamsRunner("decider", streams);
+        this.lifecycle = new Lifecycle("decider " + config.applicationId());
     }
 
     /**
@@ -113,19 +116,30 @@ public final class DeciderApp implements AutoCloseable {
 
     /** Creates missing topics, starts the HTTP endpoint, Streams and the ticker. */
     public DeciderApp start() {
-        if (config.usesDevAuthKey()) {
-            log.warn("auth.key is not set: using the built-in development key. Set auth.key (>= 16 bytes, or hex:...) in production.");
+        lifecycle.starting();
+        try {
+            if (config.usesDevAuthKey()) {
+                log.warn("auth.key is not set: using the built-in development key. Set auth.key (>= 16 bytes, or hex:...) in production.");
+            }
+            try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
+                TopicAdmin.ensureTopics(admin, topics);
+            }
+            if (http != null) {
+                http.start(streams, topics, metrics, deciderMetrics, lifecycle);
+            }
+            runner.start();
+            ticker.start();
+        } catch (RuntimeException e) {
+            lifecycle.failed(e);
+            throw e;
         }
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
-            TopicAdmin.ensureTopics(admin, topics);
-        }
-        if (http != null) {
-            http.start(streams, topics, metrics, deciderMetrics);
-        }
-        streams.setStateListener((now, old) -> log.atInfo().addKeyValue("from", old).addKeyValue("to", now).log("decider state"));
-        streams.start();
-        ticker.start();
+        lifecycle.running();
         return this;
+    }
+
+    /** Where this instance is in its life ({@code /health} reports it beside the Streams state). */
+    public Lifecycle.State state() {
+        return lifecycle.state();
     }
 
     public KafkaStreams streams() {
@@ -151,40 +165,33 @@ public final class DeciderApp implements AutoCloseable {
         return http == null ? null : "http://" + http.advertised();
     }
 
-    /** Waits until Streams is RUNNING (or fails). */
+    /** Waits until Streams is RUNNING; false on timeout or as soon as Streams has failed. */
     public boolean awaitRunning(Duration timeout) throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (System.nanoTime() < deadline) {
-            KafkaStreams.State s = streams.state();
-            if (s == KafkaStreams.State.RUNNING) {
-                return true;
-            }
-            if (s == KafkaStreams.State.ERROR || s == KafkaStreams.State.NOT_RUNNING) {
-                return false;
-            }
-            closed.await(20, TimeUnit.MILLISECONDS);
-        }
-        return false;
+        return runner.awaitRunning(timeout);
     }
 
-    /** Blocks until {@link #close()} is called (by a shutdown hook, for example). */
+    /** Blocks until {@link #close()} has run (by a shutdown hook, for example). */
     public void awaitClose() throws InterruptedException {
-        closed.await();
+        lifecycle.awaitStopped();
     }
 
+    /** Stops the ticker, Streams (a last commit), the endpoint. Idempotent. */
     @Override
     public void close() {
+        if (!lifecycle.stopping()) {
+            return;
+        }
         ticker.close();
         // Within the 8 s SIGTERM bound (ShutdownBound): a last commit and the threads' stop take well under a second with
         // the broker up; with it gone the close gives up here instead of after 30 s, and the next owner redoes what the
         // commit would have kept (exactly-once: the open transaction is aborted).
-        streams.close(Duration.ofSeconds(5));
+        runner.close(Duration.ofSeconds(5));
         if (http != null) {
             http.close();
         }
         serdes.close();
         streamsMetrics.close();
         metrics.close();
-        closed.countDown();
+        lifecycle.stopped();
     }
 }

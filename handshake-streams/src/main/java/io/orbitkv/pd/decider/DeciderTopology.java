@@ -1,5 +1,6 @@
 package io.orbitkv.pd.decider;
 
+import io.orbitkv.pd.decider.internal.DeciderNames;
 import io.orbitkv.pd.decider.internal.DeciderProcessor;
 import io.orbitkv.pd.decider.internal.DueTimers;
 import io.orbitkv.pd.decider.internal.EngineTableProcessor;
@@ -29,23 +30,23 @@ import org.apache.kafka.streams.state.Stores;
  */
 public final class DeciderTopology {
 
-    public static final String SOURCE = "request-events-source";
-    public static final String PROCESSOR = "decider";
-    public static final String DECISIONS_SINK = "decisions-sink";
-    public static final String COMMANDS_SINK = "engine-commands-sink";
-    public static final String DEAD_LETTER_SINK = "dead-letters-sink";
-    public static final String REQUESTS_STORE = "decider-requests";
-    public static final String LOAD_STORE = "decider-engine-load";
-    public static final String ENGINES_STORE = "decider-engines";
+    public static final String SOURCE = DeciderNames.SOURCE;
+    public static final String PROCESSOR = DeciderNames.PROCESSOR;
+    public static final String DECISIONS_SINK = DeciderNames.DECISIONS_SINK;
+    public static final String COMMANDS_SINK = DeciderNames.COMMANDS_SINK;
+    public static final String DEAD_LETTER_SINK = DeciderNames.DEAD_LETTER_SINK;
+    public static final String REQUESTS_STORE = DeciderNames.REQUESTS_STORE;
+    public static final String LOAD_STORE = DeciderNames.LOAD_STORE;
+    public static final String ENGINES_STORE = DeciderNames.ENGINES_STORE;
 
     private DeciderTopology() { }
 
     /**
      * Streams' record cache in front of the request store, when states are written only at commits
-     * ({@code decider.store.write-behind=0}): measured with {@code bench decider}, it cut the CPU per handoff (decider +
-     * broker) by about a quarter before {@link RequestStore} wrote each state once per commit. With write-behind on (the
-     * default) there is no cache unless {@code kafka.statestore.cache.max.bytes} asks for one: it would hold the
-     * written states until the commit and make the commit do all the writing again.
+     * ({@code decider.store.write-behind=0}): it folds a request's several writes within a commit into one. With
+     * write-behind on (the default) there is no cache unless {@code kafka.statestore.cache.max.bytes} asks for one: it
+     * would hold the written states until the commit and make the commit do all the writing again. Measurements:
+     * docs/decider.md, "Stores".
      */
     public static final long DEFAULT_STORE_CACHE_BYTES = 16L << 20;
 

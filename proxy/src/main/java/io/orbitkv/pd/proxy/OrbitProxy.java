@@ -9,6 +9,7 @@ import io.orbitkv.pd.proxy.internal.EngineList;
 import io.orbitkv.pd.proxy.internal.ProxiedRequest;
 import io.orbitkv.pd.proxy.internal.ProxyMetrics;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.proxy.internal.RequestIds;
 import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
@@ -37,9 +38,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
 import org.apache.kafka.clients.admin.Admin;
@@ -81,13 +80,13 @@ public final class OrbitProxy implements AutoCloseable {
     private final AtomicInteger inFlight = new AtomicInteger();
     private final ComponentMetrics metrics;
     private final ProxyMetrics meters;
-    private final AtomicBoolean closed = new AtomicBoolean();
-    private final CountDownLatch closedLatch = new CountDownLatch(1);
+    private final Lifecycle lifecycle;
     private Admissions admissions;
     private volatile int port;
 
     private OrbitProxy(ProxyConfig config, Tokenizer tokenizer) {
         this.config = config;
+        this.lifecycle = new Lifecycle("proxy " + config.proxyId());
         this.tokenizer = tokenizer;
         this.vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(config.eventLoops() + 1).setWorkerPoolSize(1));
         this.serdes = EventSerdes.create(config.serde());
@@ -103,13 +102,16 @@ public final class OrbitProxy implements AutoCloseable {
     /** Starts a proxy whose P/D admissions count prompts with {@code tokenizer} (the engines' own; see {@link Tokenizer}). */
     public static OrbitProxy start(ProxyConfig config, Tokenizer tokenizer) throws Exception {
         OrbitProxy p = new OrbitProxy(config, java.util.Objects.requireNonNull(tokenizer, "tokenizer"));
+        p.lifecycle.starting();
         try {
             p.open();
-            return p;
         } catch (Exception | Error e) {
+            p.lifecycle.failed(e);
             p.close();
             throw e;
         }
+        p.lifecycle.running();
+        return p;
     }
 
     private void open() throws Exception {
@@ -184,6 +186,7 @@ public final class OrbitProxy implements AutoCloseable {
             List<EngineInfo> e = engines.current();
             boolean ok = e.stream().anyMatch(EngineInfo::canPrefill) && e.stream().anyMatch(EngineInfo::canDecode);
             json(resp, ok ? 200 : 503, CompletionRequest.json().createObjectNode().put("status", ok ? "ok" : "no engines")
+                    .put("lifecycle", lifecycle.state().label())
                     .put("prefill_engines", e.stream().filter(EngineInfo::canPrefill).count())
                     .put("decode_engines", e.stream().filter(EngineInfo::canDecode).count()));
         } else if (req.method() == HttpMethod.GET && path.equals("/stats")) {
@@ -456,12 +459,17 @@ public final class OrbitProxy implements AutoCloseable {
     }
 
     public void awaitClose() throws InterruptedException {
-        closedLatch.await();
+        lifecycle.awaitStopped();
+    }
+
+    /** Where this proxy is in its life ({@code /health} reports it). */
+    public Lifecycle.State state() {
+        return lifecycle.state();
     }
 
     @Override
     public void close() {
-        if (!closed.compareAndSet(false, true)) {
+        if (!lifecycle.stopping()) {
             return;
         }
         try {
@@ -476,7 +484,7 @@ public final class OrbitProxy implements AutoCloseable {
             serdes.close();
             metrics.close();
         } finally {
-            closedLatch.countDown();
+            lifecycle.stopped();
         }
     }
 }

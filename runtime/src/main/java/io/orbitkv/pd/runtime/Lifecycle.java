@@ -51,6 +51,12 @@ public final class Lifecycle {
         return state.get() == State.RUNNING;
     }
 
+    /** True once a close has begun: work arriving now is refused, not started. */
+    public boolean isStopping() {
+        State s = state.get();
+        return s == State.STOPPING || s == State.STOPPED;
+    }
+
     /** Why the start failed, or null. */
     public Throwable failure() {
         return failure;

@@ -19,6 +19,7 @@ import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.OrderTokens;
 import io.orbitkv.pd.schemas.TopicAdmin;
@@ -43,9 +44,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -65,7 +64,7 @@ import org.slf4j.LoggerFactory;
  * epoch — standing in for the engine client that a later release adds. On a clean stop it announces that the
  * engine left.
  *
- * <p>Lifecycle: {@link #start()} once, {@link #close()} once (idempotent); {@link #awaitClose()} blocks until closed.
+ * <p>Lifecycle ({@link Lifecycle}): {@link #start()} once, {@link #close()} once (idempotent); {@link #awaitClose()} blocks until closed.
  */
 public final class WorkerApp implements AutoCloseable {
 
@@ -74,9 +73,7 @@ public final class WorkerApp implements AutoCloseable {
     private final WorkerConfig config;
     private final EventSerdes serdes;
     private final Topics topics;
-    private final AtomicBoolean started = new AtomicBoolean();
-    private final AtomicBoolean closed = new AtomicBoolean();
-    private final CountDownLatch closedLatch = new CountDownLatch(1);
+    private final Lifecycle lifecycle;
     private volatile KvPool pool;
     private volatile PushGate gate;
     private final List<KvTransport> transports = new ArrayList<>();
@@ -101,6 +98,7 @@ public final class WorkerApp implements AutoCloseable {
     /** With the HTTP endpoint of {@code httpConfig} ({@code /metrics}, {@code /health}) when it is enabled. */
     public WorkerApp(WorkerConfig config, WorkerHttpConfig httpConfig) {
         this.config = config;
+        this.lifecycle = new Lifecycle("worker " + config.engineId());
         this.httpConfig = httpConfig;
         this.metrics = ComponentMetrics.create("worker", config.workerId());
         this.workerMetrics = new WorkerMetrics(metrics.registry());
@@ -114,9 +112,7 @@ public final class WorkerApp implements AutoCloseable {
      * brings the pool, and the data plane starts then ({@link #attach}).
      */
     public WorkerApp start() throws InterruptedException {
-        if (!started.compareAndSet(false, true)) {
-            throw new IllegalStateException("worker already started");
-        }
+        lifecycle.starting();
         if (config.usesDevAuthKey()) {
             log.warn("auth.key is not set: using the built-in development key. Set auth.key (the decider's, >= 16 bytes, or hex:...) in production.");
         }
@@ -146,8 +142,9 @@ public final class WorkerApp implements AutoCloseable {
             }
             if (httpConfig.enabled()) {
                 http = new WorkerHttp(httpConfig.host(), httpConfig.port(), metrics,
-                        () -> "{\"engine\":\"" + config.engineId() + "\",\"status\":\"" + (pool == null ? "waiting for the engine" : "ok")
-                                + "\",\"completed\":" + completedOrders() + ",\"failed\":" + failedOrders() + "}").start();
+                        () -> "{\"engine\":\"" + config.engineId() + "\",\"lifecycle\":\"" + lifecycle.state().label() + "\",\"status\":\""
+                                + (pool == null ? "waiting for the engine" : "ok") + "\",\"completed\":" + completedOrders() + ",\"failed\":"
+                                + failedOrders() + "}").start();
                 log.atInfo().addKeyValue("url", "http://" + http.address() + "/metrics").log("worker metrics listening");
             }
             if (api != null) {
@@ -158,20 +155,25 @@ public final class WorkerApp implements AutoCloseable {
                         .addKeyValue("endpoints", registration.getEndpoints().stream().map(e -> e.getTransport() + "://" + e.getAddress()).toList())
                         .addKeyValue("pool", pool).log("worker ready");
             }
+            lifecycle.running();
             return this;
         } catch (InterruptedException e) {
-            close();
-            throw e;
+            throw failedStart(e);
         } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-            close();
-            throw new IllegalStateException("cannot announce engine " + config.engineId() + " on " + topics.engines().name() + ": " + e, e);
+            throw failedStart(new IllegalStateException("cannot announce engine " + config.engineId() + " on " + topics.engines().name() + ": " + e, e));
         } catch (java.io.IOException e) {
-            close();
-            throw new java.io.UncheckedIOException("worker.engine-api.path: cannot listen on " + config.engineApi().path() + ": " + e.getMessage(), e);
+            throw failedStart(new java.io.UncheckedIOException("worker.engine-api.path: cannot listen on " + config.engineApi().path() + ": "
+                    + e.getMessage(), e));
         } catch (RuntimeException e) {
-            close();
-            throw e;
+            throw failedStart(e);
         }
+    }
+
+    /** A start that threw: FAILED, then closed to free what it had opened; returns {@code e} for the caller to throw. */
+    private <E extends Exception> E failedStart(E e) {
+        lifecycle.failed(e);
+        close();
+        return e;
     }
 
     /**
@@ -181,7 +183,7 @@ public final class WorkerApp implements AutoCloseable {
      */
     private void registrationRefused(ConsumerRecord<byte[], byte[]> r, String type, String reason,
                                      boolean live) {
-        if (!live || closed.get()) {
+        if (!live || lifecycle.isStopping()) {
             return;
         }
         reporter.deadLetter(r, type, reason);
@@ -292,7 +294,7 @@ public final class WorkerApp implements AutoCloseable {
         @Override
         public ObjectNode attach(ApiProtocol.Hello hello, boolean newInstance) throws ApiException {
             synchronized (WorkerApp.this) {
-                if (closed.get()) {
+                if (lifecycle.isStopping()) {
                     throw new ApiException(ApiException.UNAVAILABLE, null, "the worker is stopping");
                 }
                 if (!newInstance) {
@@ -515,13 +517,18 @@ public final class WorkerApp implements AutoCloseable {
     }
 
     public void awaitClose() throws InterruptedException {
-        closedLatch.await();
+        lifecycle.awaitStopped();
+    }
+
+    /** Where this worker is in its life ({@code /health} reports it). */
+    public Lifecycle.State state() {
+        return lifecycle.state();
     }
 
     /** Stops taking orders, cancels running pushes, announces that the engine left, frees everything. Idempotent. */
     @Override
     public void close() {
-        if (!closed.compareAndSet(false, true)) {
+        if (!lifecycle.stopping()) {
             return;
         }
         try {
@@ -571,7 +578,7 @@ public final class WorkerApp implements AutoCloseable {
             step("close metrics", metrics::close);
             log.atInfo().addKeyValue("engineId", config.engineId()).log("worker stopped");
         } finally {
-            closedLatch.countDown();
+            lifecycle.stopped();
         }
     }
 

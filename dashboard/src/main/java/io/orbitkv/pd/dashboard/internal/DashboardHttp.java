@@ -1,19 +1,19 @@
 package io.orbitkv.pd.dashboard.internal;
 
+import static io.orbitkv.pd.runtime.HttpEndpoint.send;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import io.orbitkv.pd.dashboard.DashboardConfig;
 import io.orbitkv.pd.dashboard.stats.StatsWindow;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.HttpEndpoint;
+import io.orbitkv.pd.runtime.Lifecycle;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
-import java.io.UncheckedIOException;
-import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.URLDecoder;
 import java.net.http.HttpClient;
@@ -27,7 +27,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.streams.KafkaStreams;
@@ -58,41 +57,36 @@ public final class DashboardHttp implements AutoCloseable {
             "/", "index.html", "/index.html", "index.html", "/app.js", "app.js", "/style.css", "style.css");
 
     private final DashboardConfig config;
-    private final HttpServer server;
+    private final HttpEndpoint endpoint;
     private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     /**
      * Virtual threads: a handler blocks while it asks the other instances for their partials, and those may at the same
      * time be asking this one; a small fixed pool could be exhausted by such crossing calls.
      */
-    private final ExecutorService executor = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("dashboard-http-", 0).factory());
     private KafkaStreams streams;
+    private Lifecycle lifecycle;
     private LocalView local;
     private DashboardMetrics metrics;
     private AtomicLong streamTime;
 
     public DashboardHttp(DashboardConfig config) {
         this.config = config;
-        try {
-            this.server = HttpServer.create(new InetSocketAddress(config.httpHost(), config.httpPort()), 0);
-        } catch (IOException e) {
-            throw new UncheckedIOException("dashboard.http.port: cannot listen on " + config.httpHost() + ":" + config.httpPort() + ": "
-                    + e.getMessage(), e);
-        }
+        this.endpoint = HttpEndpoint.bind("dashboard.http.port", config.httpHost(), config.httpPort(),
+                Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("dashboard-http-", 0).factory()), this::handle);
     }
 
     /** host:port as other instances (and browsers) reach it: the Streams {@code application.server}. */
     public String advertised() {
-        return config.httpHost() + ":" + server.getAddress().getPort();
+        return config.httpHost() + ":" + endpoint.port();
     }
 
-    public void start(KafkaStreams streams, DashboardMetrics metrics, AtomicLong streamTime) {
+    public void start(KafkaStreams streams, DashboardMetrics metrics, AtomicLong streamTime, Lifecycle lifecycle) {
         this.streams = streams;
         this.local = new LocalView(streams);
         this.metrics = metrics;
         this.streamTime = streamTime;
-        server.setExecutor(executor);
-        server.createContext("/", this::handle);
-        server.start();
+        this.lifecycle = lifecycle;
+        endpoint.start();
         log.atInfo().addKeyValue("url", "http://" + advertised() + "/").log("dashboard listening");
     }
 
@@ -122,7 +116,7 @@ public final class DashboardHttp implements AutoCloseable {
                 send(ex, 200, "application/json", LocalView.toJson(local.read(r.window, r.from, r.to)).toString());
             } else if (path.equals("/api/health")) {
                 send(ex, 200, "application/json", JSON.createObjectNode().put("state", streams.state().name())
-                        .put("stream_time", streamTime.get()).toString());
+                        .put("lifecycle", lifecycle.state().label()).put("stream_time", streamTime.get()).toString());
             } else if (path.equals("/metrics")) {
                 refreshInflightGauges();
                 send(ex, 200, ComponentMetrics.CONTENT_TYPE, metrics.scrape());
@@ -260,22 +254,9 @@ public final class DashboardHttp implements AutoCloseable {
         return JSON.createObjectNode().put("error", message).toString();
     }
 
-    private static void send(HttpExchange ex, int status, String type, String body) throws IOException {
-        send(ex, status, type, body.getBytes(StandardCharsets.UTF_8));
-    }
-
-    private static void send(HttpExchange ex, int status, String type, byte[] bytes) throws IOException {
-        ex.getResponseHeaders().set("Content-Type", type);
-        ex.getResponseHeaders().set("Cache-Control", "no-store");
-        ex.sendResponseHeaders(status, bytes.length);
-        try (OutputStream out = ex.getResponseBody()) {
-            out.write(bytes);
-        }
-    }
 
     @Override
     public void close() {
-        server.stop(0);
-        executor.shutdownNow();
+        endpoint.close();
     }
 }

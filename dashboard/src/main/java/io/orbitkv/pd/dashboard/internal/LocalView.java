@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.orbitkv.pd.dashboard.DashboardTopology;
 import io.orbitkv.pd.dashboard.stats.Aggregate;
 import io.orbitkv.pd.dashboard.stats.AggregateCodec;
 import io.orbitkv.pd.dashboard.stats.StatsWindow;
@@ -64,7 +63,7 @@ public final class LocalView {
     /** In-flight requests per engine over this instance's tasks. */
     public Map<String, Long> inflight() {
         Map<String, Long> out = new TreeMap<>();
-        try (KeyValueIterator<String, String> it = kv(DashboardTopology.INFLIGHT_STORE).all()) {
+        try (KeyValueIterator<String, String> it = kv(DashboardNames.INFLIGHT_STORE).all()) {
             while (it.hasNext()) {
                 KeyValue<String, String> e = it.next();
                 if (e.key.startsWith(StatsKeys.ENGINE_PREFIX)) {
@@ -77,7 +76,7 @@ public final class LocalView {
 
     private List<JsonNode> failures(long from, long to) {
         List<JsonNode> out = new ArrayList<>();
-        try (KeyValueIterator<String, String> it = kv(DashboardTopology.FAILURES_STORE)
+        try (KeyValueIterator<String, String> it = kv(DashboardNames.FAILURES_STORE)
                 .range(StatsProcessor.failureKey(from, "", ""), StatsProcessor.failureKey(to, "", ""))) {
             while (it.hasNext()) {
                 try {

@@ -5,7 +5,6 @@ import static io.orbitkv.pd.dashboard.internal.StatsKeys.*;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.orbitkv.pd.dashboard.DashboardConfig;
-import io.orbitkv.pd.dashboard.DashboardTopology;
 import io.orbitkv.pd.dashboard.stats.Aggregate;
 import io.orbitkv.pd.dashboard.stats.ReasonClass;
 import io.orbitkv.pd.dashboard.stats.StatsWindow;
@@ -89,10 +88,10 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
         for (StatsWindow w : StatsWindow.values()) {
             windows.put(w, context.getStateStore(w.storeName()));
         }
-        orders = context.getStateStore(DashboardTopology.ORDERS_STORE);
-        inflight = context.getStateStore(DashboardTopology.INFLIGHT_STORE);
-        failures = context.getStateStore(DashboardTopology.FAILURES_STORE);
-        hops = context.getStateStore(DashboardTopology.HOPS_STORE);
+        orders = context.getStateStore(DashboardNames.ORDERS_STORE);
+        inflight = context.getStateStore(DashboardNames.INFLIGHT_STORE);
+        failures = context.getStateStore(DashboardNames.FAILURES_STORE);
+        hops = context.getStateStore(DashboardNames.HOPS_STORE);
         // Housekeeping on stream time, so a replay purges exactly what the live run purged.
         context.schedule(Duration.ofSeconds(10), PunctuationType.STREAM_TIME, this::purge);
     }
@@ -493,7 +492,7 @@ public final class StatsProcessor implements Processor<byte[], byte[], String, D
         observer.rejected(errorType);
         DeadLetter dl = RecordDecoding.deadLetter(COMPONENT, raw, errorType, reason, streamTime);
         String key = raw.key() == null ? "" : new String(raw.key(), StandardCharsets.UTF_8);
-        context.forward(new Record<>(key, dl, streamTime), DashboardTopology.DEAD_LETTER_SINK);
+        context.forward(new Record<>(key, dl, streamTime), DashboardNames.DEAD_LETTER_SINK);
     }
 
     /**

@@ -4,20 +4,18 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import io.orbitkv.pd.decider.DeciderMetrics;
-import io.orbitkv.pd.decider.DeciderTopology;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.HttpEndpoint;
+import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.schemas.EngineRegistrations;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.state.DeciderState;
 import io.orbitkv.pd.state.Phase;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.io.UncheckedIOException;
-import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.URLDecoder;
 import java.net.http.HttpClient;
@@ -60,41 +58,35 @@ public final class DeciderHttp implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(DeciderHttp.class);
     private static final ObjectMapper JSON = new ObjectMapper();
 
-    private final HttpServer server;
+    private final HttpEndpoint endpoint;
     private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     private final String host;
     private KafkaStreams streams;
     private Topics topics;
     private ComponentMetrics metrics;
     private DeciderMetrics deciderMetrics;
+    private Lifecycle lifecycle;
 
+    /** Binds the port now (Streams needs its {@code application.server} before it starts); serves from {@link #start}. */
     public DeciderHttp(String host, int port) {
         this.host = host;
-        try {
-            this.server = HttpServer.create(new InetSocketAddress(host, port), 0);
-        } catch (IOException e) {
-            throw new UncheckedIOException("decider.http.port: cannot listen on " + host + ":" + port + ": " + e.getMessage(), e);
-        }
+        this.endpoint = HttpEndpoint.bind("decider.http.port", host, port,
+                Executors.newFixedThreadPool(2, Thread.ofPlatform().daemon().name("decider-http-", 0).factory()), this::handle);
     }
 
     /** host:port as other instances reach it (the Streams {@code application.server}). */
     public String advertised() {
-        return host + ":" + server.getAddress().getPort();
+        return host + ":" + endpoint.port();
     }
 
-    public void start(KafkaStreams streams, Topics topics) {
-        start(streams, topics, null, null);
-    }
-
-    /** As {@link #start(KafkaStreams, Topics)}, also serving {@code metrics} at {@code /metrics} (when not null). */
-    public void start(KafkaStreams streams, Topics topics, ComponentMetrics metrics, DeciderMetrics deciderMetrics) {
+    /** Serves queries on {@code streams}, {@code metrics} at {@code /metrics}, and {@code lifecycle} in {@code /health}. */
+    public void start(KafkaStreams streams, Topics topics, ComponentMetrics metrics, DeciderMetrics deciderMetrics, Lifecycle lifecycle) {
         this.streams = streams;
         this.topics = topics;
         this.metrics = metrics;
         this.deciderMetrics = deciderMetrics;
-        server.setExecutor(Executors.newFixedThreadPool(2, Thread.ofPlatform().daemon().name("decider-http-", 0).factory()));
-        server.createContext("/", this::handle);
-        server.start();
+        this.lifecycle = lifecycle;
+        endpoint.start();
         log.atInfo().addKeyValue("url", "http://" + advertised()).log("interactive queries listening");
     }
 
@@ -106,16 +98,16 @@ public final class DeciderHttp implements AutoCloseable {
             if (!"GET".equals(ex.getRequestMethod())) {
                 send(ex, 405, error("only GET is supported"));
             } else if (path.equals("/health")) {
-                send(ex, 200, JSON.createObjectNode().put("state", streams.state().name()).toString());
+                send(ex, 200, JSON.createObjectNode().put("state", streams.state().name()).put("lifecycle", lifecycle.state().label()).toString());
             } else if (path.startsWith("/requests/") && path.length() > "/requests/".length()) {
                 request(ex, URLDecoder.decode(path.substring("/requests/".length()), StandardCharsets.UTF_8), local);
             } else if (path.equals("/states")) {
                 send(ex, 200, local ? localStates().toString() : sumOverInstances("/states").toString());
             } else if (path.equals("/engines")) {
                 send(ex, 200, local ? localLoad().toString() : engines().toString());
-            } else if (path.equals("/metrics") && metrics != null) {
+            } else if (path.equals("/metrics")) {
                 refreshGauges();
-                send(ex, 200, ComponentMetrics.CONTENT_TYPE, metrics.scrape());
+                HttpEndpoint.send(ex, 200, ComponentMetrics.CONTENT_TYPE, metrics.scrape());
             } else {
                 send(ex, 404, error("no such endpoint: " + path + " (try /requests/{id}, /states, /engines, /health, /metrics)"));
             }
@@ -128,7 +120,7 @@ public final class DeciderHttp implements AutoCloseable {
     }
 
     private void request(HttpExchange ex, String id, boolean local) throws IOException {
-        KeyQueryMetadata md = streams.queryMetadataForKey(DeciderTopology.REQUESTS_STORE, id, Serdes.String().serializer());
+        KeyQueryMetadata md = streams.queryMetadataForKey(DeciderNames.REQUESTS_STORE, id, Serdes.String().serializer());
         HostInfo owner = md == null ? null : md.activeHost();
         if (!local && owner != null && !owner.equals(HostInfo.unavailable()) && !isSelf(owner)) {
             HttpResponse<String> r = get(owner, "/requests/" + id + "?local=true");
@@ -136,7 +128,7 @@ public final class DeciderHttp implements AutoCloseable {
             return;
         }
         ReadOnlyKeyValueStore<String, DeciderState> store = streams.store(StoreQueryParameters
-                .fromNameAndType(DeciderTopology.REQUESTS_STORE, QueryableStoreTypes.<String, DeciderState>keyValueStore())
+                .fromNameAndType(DeciderNames.REQUESTS_STORE, QueryableStoreTypes.<String, DeciderState>keyValueStore())
                 .withPartition(md == null ? null : md.partition()));
         DeciderState s = store.get(id);
         if (s == null) {
@@ -149,7 +141,7 @@ public final class DeciderHttp implements AutoCloseable {
     private ObjectNode localStates() {
         ObjectNode out = JSON.createObjectNode();
         ReadOnlyKeyValueStore<String, DeciderState> store = streams.store(StoreQueryParameters
-                .fromNameAndType(DeciderTopology.REQUESTS_STORE, QueryableStoreTypes.<String, DeciderState>keyValueStore()));
+                .fromNameAndType(DeciderNames.REQUESTS_STORE, QueryableStoreTypes.<String, DeciderState>keyValueStore()));
         Map<String, Long> counts = new TreeMap<>();
         try (KeyValueIterator<String, DeciderState> it = store.all()) {
             while (it.hasNext()) {
@@ -163,7 +155,7 @@ public final class DeciderHttp implements AutoCloseable {
     private ObjectNode localLoad() {
         ObjectNode out = JSON.createObjectNode();
         ReadOnlyKeyValueStore<String, Long> store = streams.store(StoreQueryParameters
-                .fromNameAndType(DeciderTopology.LOAD_STORE, QueryableStoreTypes.<String, Long>keyValueStore()));
+                .fromNameAndType(DeciderNames.LOAD_STORE, QueryableStoreTypes.<String, Long>keyValueStore()));
         try (KeyValueIterator<String, Long> it = store.prefixScan("engine/", Serdes.String().serializer())) {
             while (it.hasNext()) {
                 KeyValue<String, Long> kv = it.next();
@@ -191,7 +183,7 @@ public final class DeciderHttp implements AutoCloseable {
         ObjectNode load = sumOverInstances("/engines");
         ObjectNode out = JSON.createObjectNode();
         ReadOnlyKeyValueStore<String, byte[]> regs = streams.store(StoreQueryParameters
-                .fromNameAndType(DeciderTopology.ENGINES_STORE, QueryableStoreTypes.<String, byte[]>keyValueStore()));
+                .fromNameAndType(DeciderNames.ENGINES_STORE, QueryableStoreTypes.<String, byte[]>keyValueStore()));
         try (KeyValueIterator<String, byte[]> it = regs.all()) {
             while (it.hasNext()) {
                 KeyValue<String, byte[]> kv = it.next();
@@ -260,20 +252,11 @@ public final class DeciderHttp implements AutoCloseable {
     }
 
     private static void send(HttpExchange ex, int status, String body) throws IOException {
-        send(ex, status, "application/json", body);
-    }
-
-    private static void send(HttpExchange ex, int status, String contentType, String body) throws IOException {
-        byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
-        ex.getResponseHeaders().set("Content-Type", contentType);
-        ex.sendResponseHeaders(status, bytes.length);
-        try (OutputStream out = ex.getResponseBody()) {
-            out.write(bytes);
-        }
+        HttpEndpoint.send(ex, status, "application/json", body);
     }
 
     @Override
     public void close() {
-        server.stop(0);
+        endpoint.close();
     }
 }

@@ -2,7 +2,6 @@ package io.orbitkv.pd.decider.internal;
 
 import io.orbitkv.pd.decider.DeciderMetrics;
 import io.orbitkv.pd.decider.DeciderPolicy;
-import io.orbitkv.pd.decider.DeciderTopology;
 import io.orbitkv.pd.decider.RequestStateMachine;
 import io.orbitkv.pd.decider.RequestStateMachine.Emit;
 import io.orbitkv.pd.decider.RequestStateMachine.Step;
@@ -82,8 +81,8 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
     @Override
     public void init(ProcessorContext<String, Object> context) {
         this.context = context;
-        this.requests = RequestStore.of(context.getStateStore(DeciderTopology.REQUESTS_STORE));
-        this.load = context.getStateStore(DeciderTopology.LOAD_STORE);
+        this.requests = RequestStore.of(context.getStateStore(DeciderNames.REQUESTS_STORE));
+        this.load = context.getStateStore(DeciderNames.LOAD_STORE);
         this.partition = context.taskId().partition();
         rebuildDerivedState();
         // Write-behind: changed states older than the configured age go to the store between commits, so a commit
@@ -232,11 +231,11 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
             if (!emit.engines().isEmpty()) {
                 byte[] command = topics.engineCommands().valueSerde().serializer().serialize(topics.engineCommands().name(), d);
                 for (String engine : emit.engines()) {
-                    context.forward(new Record<>(engine, command, streamTime, new RecordHeaders(marked.toArray())), DeciderTopology.COMMANDS_SINK);
+                    context.forward(new Record<>(engine, command, streamTime, new RecordHeaders(marked.toArray())), DeciderNames.COMMANDS_SINK);
                 }
             }
             context.forward(new Record<>(key, topics.decisions().valueSerde().serializer().serialize(topics.decisions().name(), d),
-                    streamTime, marked), DeciderTopology.DECISIONS_SINK);
+                    streamTime, marked), DeciderNames.DECISIONS_SINK);
             if (emit.payload() instanceof TransferOrder) {
                 metrics.hop(Hop.DECIDER_ORDER, inMicros, Marks.nowMicros());
             } else if (emit.payload() instanceof KvReady) {
@@ -309,6 +308,6 @@ public final class DeciderProcessor implements Processor<byte[], byte[], String,
                 .setOriginalValue(record.value() == null ? null : ByteBuffer.wrap(record.value())).setReason(reason).setErrorType(type)
                 .setDeadLetteredAtMs(streamTime).build();
         String key = record.key() == null ? "" : new String(record.key(), StandardCharsets.UTF_8);
-        context.forward(new Record<>(key, (Object) dl, streamTime), DeciderTopology.DEAD_LETTER_SINK);
+        context.forward(new Record<>(key, (Object) dl, streamTime), DeciderNames.DEAD_LETTER_SINK);
     }
 }

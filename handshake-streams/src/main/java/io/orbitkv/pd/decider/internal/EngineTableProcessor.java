@@ -1,6 +1,5 @@
 package io.orbitkv.pd.decider.internal;
 
-import io.orbitkv.pd.decider.DeciderTopology;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.schemas.EngineRegistrations;
 import io.orbitkv.pd.schemas.EventDecodingException;
@@ -33,7 +32,7 @@ public final class EngineTableProcessor implements Processor<String, byte[], Voi
     @Override
     public void init(ProcessorContext<Void, Void> context) {
         this.context = context;
-        this.store = context.getStateStore(DeciderTopology.ENGINES_STORE);
+        this.store = context.getStateStore(DeciderNames.ENGINES_STORE);
     }
 
     @Override

@@ -31,8 +31,8 @@ import org.apache.kafka.streams.KafkaClientSupplier;
  * then flushes the thread's one producer ({@code StreamTask.flush → RecordCollector.flush → Producer.flush}), and only
  * then are the offsets committed (at-least-once: the main consumer's {@code commitSync}; exactly-once: the
  * producer's {@code commitTransaction}). A flush waits for every record in flight, so with N tasks on a thread a
- * commit waits for N broker round trips in a row, and no fact is processed meanwhile: at 1,000 handoffs/s with 6 tasks
- * that was a ~7.5 ms stall at every at-least-once commit, the decider's p99.
+ * commit waits for N broker round trips in a row, and no fact is processed meanwhile: the stall lands in the decider's
+ * latency tail (measured: docs/decider.md, "Commits: one producer flush per commit, not one per task").
  *
  * <p>Here a stream thread's producer does not flush when a task asks; the thread's main consumer flushes it once,
  * right before it commits offsets, and refuses to commit when a record sent since the last commit failed: it throws

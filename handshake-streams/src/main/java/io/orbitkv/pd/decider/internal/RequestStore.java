@@ -23,8 +23,9 @@ import org.apache.kafka.streams.state.internals.WrappedStateStore;
  * fact: behind, once a state has been dirty for {@link #writeBehind()} (see {@link #writeBehind(long)}), and whatever
  * is still dirty at each commit.
  *
- * <p>A request gets ~5 facts within a few milliseconds, and each used to serialize its whole state into the store
- * (~16 % of the stream thread at 1,000 handoffs/s). Here a put only marks the state dirty; {@link #flushCache()},
+ * <p>Why: a request gets ~5 facts within a few milliseconds, and serializing its whole state into the store at each
+ * one is the stream thread's largest cost (measured: docs/decider.md, "Stores"). Here a put only marks the state
+ * dirty; {@link #flushCache()},
  * which Streams calls on every registered caching store before it commits (ahead of the producer flush and the
  * offset commit, inside the transaction under exactly-once), writes each dirty state once and then flushes the
  * record cache below, so the changelog holds every committed state exactly as before. A crash loses only what was

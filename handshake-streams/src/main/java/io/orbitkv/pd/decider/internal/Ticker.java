@@ -2,7 +2,6 @@ package io.orbitkv.pd.decider.internal;
 
 import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.decider.DeciderConfig;
-import io.orbitkv.pd.decider.DeciderTopology;
 import io.orbitkv.pd.events.EngineEpochChanged;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.RequestEvent;
@@ -116,7 +115,7 @@ public final class Ticker implements AutoCloseable {
 
     private void watchEngineEpochs(long now) {
         ReadOnlyKeyValueStore<String, byte[]> engines = streams.store(StoreQueryParameters
-                .fromNameAndType(DeciderTopology.ENGINES_STORE, QueryableStoreTypes.<String, byte[]>keyValueStore()));
+                .fromNameAndType(DeciderNames.ENGINES_STORE, QueryableStoreTypes.<String, byte[]>keyValueStore()));
         Map<String, EngineRegistration> current = new HashMap<>();
         try (KeyValueIterator<String, byte[]> it = engines.all()) {
             while (it.hasNext()) {
@@ -142,7 +141,7 @@ public final class Ticker implements AutoCloseable {
             return;
         }
         ReadOnlyKeyValueStore<String, DeciderState> requests = streams.store(StoreQueryParameters
-                .fromNameAndType(DeciderTopology.REQUESTS_STORE, QueryableStoreTypes.<String, DeciderState>keyValueStore()));
+                .fromNameAndType(DeciderNames.REQUESTS_STORE, QueryableStoreTypes.<String, DeciderState>keyValueStore()));
         try (KeyValueIterator<String, DeciderState> it = requests.all()) {
             while (it.hasNext()) {
                 DeciderState s = it.next().value;

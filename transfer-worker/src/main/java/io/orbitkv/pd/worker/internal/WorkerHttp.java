@@ -1,43 +1,36 @@
 package io.orbitkv.pd.worker.internal;
 
+import static io.orbitkv.pd.runtime.HttpEndpoint.send;
+
 import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.HttpEndpoint;
 import java.io.IOException;
-import java.io.OutputStream;
-import java.io.UncheckedIOException;
-import java.net.InetSocketAddress;
-import java.nio.charset.StandardCharsets;
 import java.util.concurrent.Executors;
 import java.util.function.Supplier;
 
 /** The worker's HTTP endpoint: {@code GET /metrics} (Prometheus text) and {@code GET /health}. One daemon thread. */
 public final class WorkerHttp implements AutoCloseable {
 
-    private final HttpServer server;
+    private final HttpEndpoint endpoint;
     private final ComponentMetrics metrics;
     private final Supplier<String> health;
 
     public WorkerHttp(String host, int port, ComponentMetrics metrics, Supplier<String> health) {
         this.metrics = metrics;
         this.health = health;
-        try {
-            this.server = HttpServer.create(new InetSocketAddress(host, port), 0);
-        } catch (IOException e) {
-            throw new UncheckedIOException("worker.http.port: cannot listen on " + host + ":" + port + ": " + e.getMessage(), e);
-        }
-        server.setExecutor(Executors.newSingleThreadExecutor(Thread.ofPlatform().daemon().name("worker-http").factory()));
-        server.createContext("/", this::handle);
+        this.endpoint = HttpEndpoint.bind("worker.http.port", host, port,
+                Executors.newSingleThreadExecutor(Thread.ofPlatform().daemon().name("worker-http").factory()), this::handle);
     }
 
     public WorkerHttp start() {
-        server.start();
+        endpoint.start();
         return this;
     }
 
     /** host:port actually bound. */
     public String address() {
-        return server.getAddress().getHostString() + ":" + server.getAddress().getPort();
+        return endpoint.address();
     }
 
     private void handle(HttpExchange ex) throws IOException {
@@ -59,17 +52,8 @@ public final class WorkerHttp implements AutoCloseable {
         }
     }
 
-    private static void send(HttpExchange ex, int status, String type, String body) throws IOException {
-        byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
-        ex.getResponseHeaders().set("Content-Type", type);
-        ex.sendResponseHeaders(status, bytes.length);
-        try (OutputStream out = ex.getResponseBody()) {
-            out.write(bytes);
-        }
-    }
-
     @Override
     public void close() {
-        server.stop(0);
+        endpoint.close();
     }
 }
