@@ -3,7 +3,7 @@ package io.orbitkv.pd.cli;
 import io.orbitkv.pd.bench.BenchCommand;
 import io.orbitkv.pd.bench.chaos.ChaosCommand;
 import io.orbitkv.pd.cli.demo.DemoCommand;
-import io.orbitkv.pd.harness.ParentWatch;
+import io.orbitkv.pd.runtime.ParentWatch;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 

@@ -6,6 +6,7 @@ import io.orbitkv.pd.broker.LogTail;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.runtime.ParentWatch;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.io.Writer;

@@ -1,12 +1,13 @@
 package io.orbitkv.pd.worker;
 
+import io.orbitkv.pd.runtime.ParentWatch;
+import io.orbitkv.pd.runtime.ShutdownBound;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
-import java.util.Optional;
 
 /**
  * Plain entry point of a worker process: {@code WorkerMain --config FILE [--ready-file FILE]}. The CLI's
@@ -14,12 +15,10 @@ import java.util.Optional;
  * tests can start workers as child JVMs from the test class path.
  *
  * <p>{@code --ready-file} is written (atomically) once the worker takes orders: {@code tcp=host:port},
- * {@code instance-epoch=N}, {@code pid=N}. With {@code -Dorbitkv.worker.parentPid=PID} the worker exits when that
+ * {@code instance-epoch=N}, {@code pid=N}. With {@code -Dorbitkv.parentPid=PID} ({@link ParentWatch}) the worker exits when that
  * process is gone, so a killed test JVM leaves no worker behind.
  */
 public final class WorkerMain {
-
-    public static final String PARENT_PID_PROPERTY = "orbitkv.worker.parentPid";
 
     private WorkerMain() { }
 
@@ -52,9 +51,9 @@ public final class WorkerMain {
             System.exit(2);
             return;
         }
-        watchParent();
+        ParentWatch.install();
         WorkerApp app = new WorkerApp(cfg, httpCfg);
-        io.orbitkv.pd.runtime.ShutdownBound.install("worker", app::close);
+        ShutdownBound.install("worker", app::close);
         app.start();
         if (ready != null) {
             writeReady(ready, app);
@@ -68,21 +67,5 @@ public final class WorkerMain {
         Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
         Files.writeString(tmp, text, StandardCharsets.UTF_8);
         Files.move(tmp, ready, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-    }
-
-    private static void watchParent() {
-        String pid = System.getProperty(PARENT_PID_PROPERTY);
-        if (pid == null || pid.isBlank()) {
-            return;
-        }
-        Optional<ProcessHandle> parent = ProcessHandle.of(Long.parseLong(pid.strip()));
-        if (parent.isEmpty()) {
-            System.err.println("worker: parent process " + pid + " is already gone; not starting");
-            System.exit(3);
-        }
-        parent.get().onExit().thenRun(() -> {
-            System.err.println("worker: parent process " + pid + " exited; stopping");
-            Thread.ofPlatform().name("orphan-exit").start(() -> System.exit(0));
-        });
     }
 }

@@ -54,7 +54,7 @@ final class WorkerProcess implements AutoCloseable {
         List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElse(
                         Path.of(System.getProperty("java.home"), "bin", "java").toString()),
                 "-Xmx256m", "-XX:+UseG1GC", "--enable-native-access=ALL-UNNAMED",
-                "-D" + WorkerMain.PARENT_PID_PROPERTY + "=" + ProcessHandle.current().pid(), "-Dorbitkv.worker.name=" + name,
+                "-D" + io.orbitkv.pd.runtime.ParentWatch.PROPERTY + "=" + ProcessHandle.current().pid(), "-Dorbitkv.worker.name=" + name,
                 "@" + argfile, WorkerMain.class.getName(), "--config", config.toString(), "--ready-file", ready.toString()));
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
         for (String v : List.of("CLASSPATH", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")) {

@@ -1,4 +1,4 @@
-package io.orbitkv.pd.harness;
+package io.orbitkv.pd.runtime;
 
 import java.util.Optional;
 
