@@ -1,5 +1,9 @@
 package io.orbitkv.pd.dashboard;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePort;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePositive;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
+
 import io.orbitkv.pd.schemas.SerdeConfig;
 import io.orbitkv.pd.schemas.TopicsConfig;
 import io.orbitkv.pd.schemas.config.ConfigProps;
@@ -45,10 +49,8 @@ public record DashboardConfig(String bootstrapServers, String applicationId, Top
         if (applicationId == null || !applicationId.matches("[A-Za-z0-9._-]+")) {
             throw new IllegalArgumentException("dashboard.application.id: letters, digits, '.', '_' and '-' only, got " + applicationId);
         }
-        if (threads < 1 || threads > 64) {
-            throw new IllegalArgumentException("dashboard.threads: must be 1..64, got " + threads);
-        }
-        positive("dashboard.commit.interval", commitInterval);
+        requireRange("dashboard.threads", threads, 1, 64);
+        requirePositive("dashboard.commit.interval", commitInterval);
         if (grace == null || grace.isNegative()) {
             throw new IllegalArgumentException("dashboard.grace: must be >= 0, got " + grace);
         }
@@ -61,17 +63,13 @@ public record DashboardConfig(String bootstrapServers, String applicationId, Top
         if (grace.toMillis() >= retentionSeconds.toMillis()) {
             throw new IllegalArgumentException("dashboard.grace: must be shorter than dashboard.retention.1s, got " + grace);
         }
-        positive("dashboard.order.ttl", orderTtl);
-        positive("dashboard.inflight.ttl", inflightTtl);
-        if (failuresKept < 1 || failuresKept > 10_000) {
-            throw new IllegalArgumentException("dashboard.failures.kept: must be 1..10000, got " + failuresKept);
-        }
+        requirePositive("dashboard.order.ttl", orderTtl);
+        requirePositive("dashboard.inflight.ttl", inflightTtl);
+        requireRange("dashboard.failures.kept", failuresKept, 1, 10_000);
         if (httpHost == null || httpHost.isBlank()) {
             throw new IllegalArgumentException("dashboard.http.host: required");
         }
-        if (httpPort < 0 || httpPort > 65535) {
-            throw new IllegalArgumentException("dashboard.http.port: must be 0 (any) or 1..65535, got " + httpPort);
-        }
+        requirePort("dashboard.http.port", httpPort, false);
         if (pollInterval == null || pollInterval.toMillis() < 100) {
             throw new IllegalArgumentException("dashboard.poll.interval: must be >= 100ms, got " + pollInterval);
         }
@@ -81,11 +79,6 @@ public record DashboardConfig(String bootstrapServers, String applicationId, Top
         kafkaOverrides = Map.copyOf(kafkaOverrides);
     }
 
-    private static void positive(String key, Duration d) {
-        if (d == null || d.isNegative() || d.isZero()) {
-            throw new IllegalArgumentException(key + ": must be positive, got " + d);
-        }
-    }
 
     public static DashboardConfig from(ConfigProps p) {
         return new DashboardConfig(

@@ -1,5 +1,9 @@
 package io.orbitkv.pd.decider;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePort;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePositive;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
+
 import io.orbitkv.pd.schemas.SerdeConfig;
 import io.orbitkv.pd.schemas.TopicsConfig;
 import io.orbitkv.pd.schemas.config.ConfigProps;
@@ -57,21 +61,15 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
         if (applicationId == null || !applicationId.matches("[A-Za-z0-9._-]+")) {
             throw new IllegalArgumentException("decider.application.id: letters, digits, '.', '_' and '-' only, got " + applicationId);
         }
-        if (commitInterval == null || commitInterval.isNegative() || commitInterval.isZero()) {
-            throw new IllegalArgumentException("decider.commit.interval: must be positive, got " + commitInterval);
-        }
+        requirePositive("decider.commit.interval", commitInterval);
         if (storeWriteBehind == null || storeWriteBehind.isNegative()) {
             throw new IllegalArgumentException("decider.store.write-behind: must be 0 (at commits only) or positive, got " + storeWriteBehind);
         }
-        if (threads < 1 || threads > 64) {
-            throw new IllegalArgumentException("decider.threads: must be 1..64, got " + threads);
-        }
+        requireRange("decider.threads", threads, 1, 64);
         if (tickInterval == null || tickInterval.toMillis() < 1) {
             throw new IllegalArgumentException("decider.tick.interval: must be >= 1ms, got " + tickInterval);
         }
-        if (httpPort < -1 || httpPort > 65535) {
-            throw new IllegalArgumentException("decider.http.port: must be -1 (off), 0 (any) or 1..65535, got " + httpPort);
-        }
+        requirePort("decider.http.port", httpPort, true);
         kafkaOverrides = Map.copyOf(kafkaOverrides);
     }
 

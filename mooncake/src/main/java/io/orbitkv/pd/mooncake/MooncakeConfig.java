@@ -1,5 +1,9 @@
 package io.orbitkv.pd.mooncake;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePort;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePositive;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
+
 import io.orbitkv.pd.mooncake.te.MooncakeEngine;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -51,15 +55,13 @@ public record MooncakeConfig(String library, String protocol, String metadata, S
         if (host == null || host.isBlank() || host.contains(" ")) {
             throw new IllegalArgumentException(PREFIX + "host: must be a host name or IP address, got '" + host + "'");
         }
-        if (controlPort < 0 || controlPort > 65535) {
-            throw new IllegalArgumentException(PREFIX + "control-port: must be 0 (any free port) or 1..65535, got " + controlPort);
-        }
+        requirePort(PREFIX + "control-port", controlPort, false);
         nicPriorityMatrix = nicPriorityMatrix == null ? "" : nicPriorityMatrix.strip();
         if (location == null || location.isBlank()) {
             throw new IllegalArgumentException(PREFIX + "location: must not be blank (use * to let the engine decide)");
         }
-        range("batch-requests", batchRequests, 1, 65_536);
-        range("max-inflight-requests", maxInflightRequests, 1, 65_536);
+        requireRange(PREFIX + "batch-requests", batchRequests, 1, 65_536);
+        requireRange(PREFIX + "max-inflight-requests", maxInflightRequests, 1, 65_536);
         if (maxInflightRequests < batchRequests) {
             throw new IllegalArgumentException(PREFIX + "max-inflight-requests: " + maxInflightRequests + " is less than " + PREFIX
                     + "batch-requests " + batchRequests + " (not one batch could be in flight)");
@@ -67,14 +69,14 @@ public record MooncakeConfig(String library, String protocol, String metadata, S
         if (maxRequestBytes < 4096 || maxRequestBytes > (1L << 30)) {
             throw new IllegalArgumentException(PREFIX + "max-request-bytes: must be 4096..1073741824, got " + maxRequestBytes);
         }
-        positive("poll-min", pollMin);
-        positive("poll-max", pollMax);
+        requirePositive(PREFIX + "poll-min", pollMin);
+        requirePositive(PREFIX + "poll-max", pollMax);
         if (pollMax.compareTo(pollMin) < 0) {
             throw new IllegalArgumentException(PREFIX + "poll-max: " + pollMax + " is shorter than " + PREFIX + "poll-min " + pollMin);
         }
-        positive("io-timeout", ioTimeout);
-        positive("connect-timeout", connectTimeout);
-        positive("drain-timeout", drainTimeout);
+        requirePositive(PREFIX + "io-timeout", ioTimeout);
+        requirePositive(PREFIX + "connect-timeout", connectTimeout);
+        requirePositive(PREFIX + "drain-timeout", drainTimeout);
     }
 
     /** Every setting at its default (the library from {@value MooncakeEngine#LIBRARY_ENV}, protocol {@code rdma}). */
@@ -185,15 +187,5 @@ public record MooncakeConfig(String library, String protocol, String metadata, S
         throw new IllegalArgumentException(PREFIX + key + ": must be a duration like 20us, 250ms, 10s or 2m, got '" + v + "'");
     }
 
-    private static void range(String key, long v, long min, long max) {
-        if (v < min || v > max) {
-            throw new IllegalArgumentException(PREFIX + key + ": must be " + min + ".." + max + ", got " + v);
-        }
-    }
 
-    private static void positive(String key, Duration d) {
-        if (d == null || d.isNegative() || d.isZero()) {
-            throw new IllegalArgumentException(PREFIX + key + ": must be a positive duration, got " + d);
-        }
-    }
 }

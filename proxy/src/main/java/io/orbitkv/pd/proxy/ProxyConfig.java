@@ -1,5 +1,9 @@
 package io.orbitkv.pd.proxy;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePort;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePositive;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
+
 import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.proxy.routing.EngineInfo;
 import io.orbitkv.pd.proxy.routing.RoutingPolicy;
@@ -59,23 +63,21 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
         if (proxyId == null || !proxyId.matches("[A-Za-z0-9._:-]+")) {
             throw new IllegalArgumentException("proxy.id: letters, digits, '.', '_', ':' and '-' only, got " + proxyId);
         }
-        if (httpPort < 0 || httpPort > 65535) {
-            throw new IllegalArgumentException("proxy.http.port: must be 0 (any free port) or 1..65535, got " + httpPort);
-        }
-        range("proxy.event-loops", eventLoops, 1, 64);
-        range("proxy.max-body-bytes", maxBodyBytes, 1024, 1 << 30);
-        range("proxy.max-prompt-chars", maxPromptChars, 1, Integer.MAX_VALUE);
-        range("proxy.max-tokens", maxTokens, 1, 1_000_000);
-        positive("proxy.engines.refresh", refresh);
-        positive("proxy.timeout.request", requestTimeout);
-        positive("proxy.timeout.connect", connectTimeout);
+        requirePort("proxy.http.port", httpPort, false);
+        requireRange("proxy.event-loops", eventLoops, 1, 64);
+        requireRange("proxy.max-body-bytes", maxBodyBytes, 1024, 1 << 30);
+        requireRange("proxy.max-prompt-chars", maxPromptChars, 1, Integer.MAX_VALUE);
+        requireRange("proxy.max-tokens", maxTokens, 1, 1_000_000);
+        requirePositive("proxy.engines.refresh", refresh);
+        requirePositive("proxy.timeout.request", requestTimeout);
+        requirePositive("proxy.timeout.connect", connectTimeout);
         if (probe == null || probe.isNegative()) {
             throw new IllegalArgumentException("proxy.engines.probe: must be 0 (off) or positive, got " + probe);
         }
-        positive("proxy.engines.probe-timeout", probeTimeout);
-        range("proxy.redispatch.max", redispatch, 0, 8);
-        positive("proxy.timeout.client-idle", clientIdleTimeout);
-        positive("proxy.timeout.client-body", clientBodyTimeout);
+        requirePositive("proxy.engines.probe-timeout", probeTimeout);
+        requireRange("proxy.redispatch.max", redispatch, 0, 8);
+        requirePositive("proxy.timeout.client-idle", clientIdleTimeout);
+        requirePositive("proxy.timeout.client-body", clientBodyTimeout);
         RoutingPolicy.named(routing);
         deciderUrls = List.copyOf(deciderUrls);
         if (deciderUrls.isEmpty() && staticEngines.isEmpty()) {
@@ -145,15 +147,5 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
         return out;
     }
 
-    private static void range(String key, int v, int min, int max) {
-        if (v < min || v > max) {
-            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + v);
-        }
-    }
 
-    private static void positive(String key, Duration d) {
-        if (d == null || d.isNegative() || d.isZero()) {
-            throw new IllegalArgumentException(key + ": must be a positive duration, got " + d);
-        }
-    }
 }

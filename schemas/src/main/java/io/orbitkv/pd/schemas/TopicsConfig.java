@@ -1,5 +1,8 @@
 package io.orbitkv.pd.schemas;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePositive;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
+
 import java.time.Duration;
 
 /**
@@ -22,15 +25,11 @@ public record TopicsConfig(String prefix, int partitions, short replicationFacto
         if (prefix == null || !prefix.matches("[A-Za-z0-9._-]*")) {
             throw new IllegalArgumentException("topics.prefix: only letters, digits, '.', '_' and '-' allowed, got " + prefix);
         }
-        if (partitions < 1 || partitions > 10_000) {
-            throw new IllegalArgumentException("topics.partitions: must be 1..10000, got " + partitions);
-        }
+        requireRange("topics.partitions", partitions, 1, 10_000);
         if (replicationFactor < 1) {
             throw new IllegalArgumentException("topics.replication.factor: must be >= 1, got " + replicationFactor);
         }
-        if (retention == null || retention.isNegative() || retention.isZero()) {
-            throw new IllegalArgumentException("topics.retention: must be positive, got " + retention);
-        }
+        requirePositive("topics.retention", retention);
     }
 
     /** Development defaults: 6 partitions, replication 1, 7 days of log. */

@@ -1,5 +1,7 @@
 package io.orbitkv.pd.worker;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePort;
+
 import io.orbitkv.pd.schemas.config.ConfigProps;
 
 /**
@@ -17,9 +19,7 @@ public record WorkerHttpConfig(String host, int port) {
         if (host == null || host.isBlank()) {
             throw new IllegalArgumentException("worker.http.host: required");
         }
-        if (port < -1 || port > 65535) {
-            throw new IllegalArgumentException("worker.http.port: must be -1 (off), 0 (any) or 1..65535, got " + port);
-        }
+        requirePort("worker.http.port", port, true);
     }
 
     public boolean enabled() {

@@ -1,5 +1,7 @@
 package io.orbitkv.pd.engine.client;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePositive;
+
 import io.orbitkv.pd.schemas.SerdeConfig;
 import io.orbitkv.pd.schemas.TopicsConfig;
 import io.orbitkv.pd.schemas.config.ConfigProps;
@@ -36,9 +38,7 @@ public record EngineClientConfig(String bootstrapServers, String engineId, Long 
         if (instanceEpoch != null && instanceEpoch < 1) {
             throw new IllegalArgumentException("engine.instance-epoch: must be >= 1, got " + instanceEpoch);
         }
-        if (workerWait == null || workerWait.isNegative() || workerWait.isZero()) {
-            throw new IllegalArgumentException("engine.worker.wait: must be a positive duration, got " + workerWait);
-        }
+        requirePositive("engine.worker.wait", workerWait);
         if (!"read_uncommitted".equals(isolationLevel) && !"read_committed".equals(isolationLevel)) {
             throw new IllegalArgumentException("engine.isolation.level: must be read_uncommitted or read_committed, got " + isolationLevel);
         }

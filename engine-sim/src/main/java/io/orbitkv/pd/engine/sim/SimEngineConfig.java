@@ -1,5 +1,9 @@
 package io.orbitkv.pd.engine.sim;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePort;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePositive;
+import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
+
 import io.orbitkv.pd.engine.client.EngineClientConfig;
 import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.kv.KvGeometry;
@@ -57,16 +61,14 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
         if (role == null || role == EngineRole.UNKNOWN) {
             throw new IllegalArgumentException("engine.role: must be prefill, decode or both, got " + role);
         }
-        if (httpPort < 0 || httpPort > 65535) {
-            throw new IllegalArgumentException("engine.http.port: must be 0 (any free port) or 1..65535, got " + httpPort);
-        }
-        range("engine.max-batch", maxBatch, 1, 100_000);
-        range("engine.max-prompt-tokens", maxPromptTokens, 1, 10_000_000);
-        range("engine.http.max-body-bytes", maxBodyBytes, 1024, 1 << 30);
-        positive("engine.lease.duration", leaseDuration);
-        positive("engine.lease.heartbeat", heartbeat);
-        positive("engine.kv.timeout", kvTimeout);
-        range("engine.kv.nice", kvNice, 0, 19);
+        requirePort("engine.http.port", httpPort, false);
+        requireRange("engine.max-batch", maxBatch, 1, 100_000);
+        requireRange("engine.max-prompt-tokens", maxPromptTokens, 1, 10_000_000);
+        requireRange("engine.http.max-body-bytes", maxBodyBytes, 1024, 1 << 30);
+        requirePositive("engine.lease.duration", leaseDuration);
+        requirePositive("engine.lease.heartbeat", heartbeat);
+        requirePositive("engine.kv.timeout", kvTimeout);
+        requireRange("engine.kv.nice", kvNice, 0, 19);
         if (heartbeat.compareTo(leaseDuration) >= 0) {
             throw new IllegalArgumentException("engine.lease.heartbeat: must be shorter than engine.lease.duration (" + leaseDuration + "), got "
                     + heartbeat);
@@ -131,15 +133,5 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
         }
     }
 
-    private static void range(String key, int v, int min, int max) {
-        if (v < min || v > max) {
-            throw new IllegalArgumentException(key + ": must be " + min + ".." + max + ", got " + v);
-        }
-    }
 
-    private static void positive(String key, Duration d) {
-        if (d == null || d.isNegative() || d.isZero()) {
-            throw new IllegalArgumentException(key + ": must be a positive duration, got " + d);
-        }
-    }
 }

@@ -118,6 +118,23 @@ public final class ConfigProps {
         }
     }
 
+    /**
+     * Refuses a port outside {@code 0} (any free port) and {@code 1..65535}, naming the key; with {@code mayBeOff},
+     * {@code -1} (the endpoint is off) too.
+     */
+    public static void requirePort(String key, int port, boolean mayBeOff) {
+        if (port < (mayBeOff ? -1 : 0) || port > 65_535) {
+            throw new IllegalArgumentException(key + ": must be " + (mayBeOff ? "-1 (off), " : "") + "0 (any free port) or 1..65535, got " + port);
+        }
+    }
+
+    /** Refuses a missing or blank value, naming the key and what it is for. */
+    public static void requireText(String key, String value, String what) {
+        if (value == null || value.isBlank()) {
+            throw new IllegalArgumentException(key + ": required (" + what + ")");
+        }
+    }
+
     public boolean bool(String key, boolean def) {
         String v = string(key, null);
         if (v == null) {

@@ -1,5 +1,7 @@
 package io.orbitkv.pd.transport.tcp;
 
+import static io.orbitkv.pd.schemas.config.ConfigProps.requirePort;
+
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import java.time.Duration;
 
@@ -35,9 +37,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
             throw new IllegalArgumentException("transfer.tcp.host: required");
         }
         advertisedHost = advertisedHost == null || advertisedHost.isBlank() ? bindHost : advertisedHost;
-        if (port < 0 || port > 65535) {
-            throw new IllegalArgumentException("transfer.tcp.port: must be 0 (any free port) or 1..65535, got " + port);
-        }
+        requirePort("transfer.tcp.port", port, false);
         ConfigProps.requireRange("transfer.tcp.connections", connections, 1, 64);
         ConfigProps.requireRange("transfer.tcp.max-connections", maxConnections, 1, 65536);
         ConfigProps.requireRange("transfer.tcp.frame-bytes", frameBytes, 4096, 1 << 30);
