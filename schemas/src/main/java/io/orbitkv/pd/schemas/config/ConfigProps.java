@@ -128,13 +128,6 @@ public final class ConfigProps {
         }
     }
 
-    /** Refuses a missing or blank value, naming the key and what it is for. */
-    public static void requireText(String key, String value, String what) {
-        if (value == null || value.isBlank()) {
-            throw new IllegalArgumentException(key + ": required (" + what + ")");
-        }
-    }
-
     public boolean bool(String key, boolean def) {
         String v = string(key, null);
         if (v == null) {
