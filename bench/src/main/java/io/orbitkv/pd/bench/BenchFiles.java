@@ -3,6 +3,8 @@ package io.orbitkv.pd.bench;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
 
 /** Where a benchmark's machine-readable results go, beside its markdown. */
 final class BenchFiles {
@@ -19,5 +21,15 @@ final class BenchFiles {
                 : md.resolveSibling(md.getFileName().toString().replaceFirst("\\.md$", "") + ".json");
         Files.createDirectories(json.toAbsolutePath().getParent());
         return json;
+    }
+
+    /** {@code [1.234,5.678]}: repeated measurements in a result's JSON (3 decimals). */
+    static String jsonNumbers(List<Double> v) {
+        return "[" + String.join(",", v.stream().map(x -> String.format(Locale.ROOT, "%.3f", x)).toList()) + "]";
+    }
+
+    /** {@code 1.23 / 5.68}: repeated measurements in a result's table cell (2 decimals). */
+    static String slashed(List<Double> v) {
+        return String.join(" / ", v.stream().map(x -> String.format(Locale.ROOT, "%.2f", x)).toList());
     }
 }

@@ -21,11 +21,9 @@ import io.orbitkv.pd.transport.TransferResult;
 import io.orbitkv.pd.transport.tcp.TcpConfig;
 import io.orbitkv.pd.transport.tcp.TcpTransport;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collections;
 import java.util.List;
 import java.util.Random;
 
@@ -74,15 +72,15 @@ public final class MooncakeBench {
         int blocks = Math.toIntExact(options.bytes() / pageBytes);
         KvGeometry g = new KvGeometry(1, KvSplit.FUSED, 16, 1, 1, Dtype.UNKNOWN, pageBytes, blocks);
         Random rnd = new Random(pageBytes);
-        List<BlockRun> srcRuns = BlockRuns.fromBlocks(permutation(blocks, rnd));
-        List<BlockRun> dstRuns = BlockRuns.fromBlocks(permutation(blocks, rnd));
+        List<BlockRun> srcRuns = BlockRuns.fromBlocks(PageData.permutation(blocks, rnd));
+        List<BlockRun> dstRuns = BlockRuns.fromBlocks(PageData.permutation(blocks, rnd));
         TransferPlan plan = TransferPlan.build(g, srcRuns, g, dstRuns);
         OrderTokens tokens = new OrderTokens(KEY);
         MooncakeConfig mc = options.mooncake();
         List<KvTransport> senders = new ArrayList<>();
         List<KvTransport> receivers = new ArrayList<>();
         try (HostKvPool src = HostKvPool.allocate(g); HostKvPool tcpDst = HostKvPool.allocate(g); HostKvPool mcDst = HostKvPool.allocate(g)) {
-            fill(src.region(0));
+            PageData.fill(src.region(0));
             tcpDst.region(0).fill((byte) 0x11);
             mcDst.region(0).fill((byte) 0x11);
             int maxRuns = Math.max(65_536, dstRuns.size());
@@ -162,22 +160,4 @@ public final class MooncakeBench {
         }
     }
 
-    private static void fill(MemorySegment s) {
-        long x = 0x9E3779B97F4A7C15L;
-        for (long i = 0; i < s.byteSize() / 8; i++) {
-            x ^= x << 13;
-            x ^= x >>> 7;
-            x ^= x << 17;
-            s.setAtIndex(ValueLayout.JAVA_LONG, i, x);
-        }
-    }
-
-    private static int[] permutation(int n, Random rnd) {
-        List<Integer> l = new ArrayList<>(n);
-        for (int i = 0; i < n; i++) {
-            l.add(i);
-        }
-        Collections.shuffle(l, rnd);
-        return l.stream().mapToInt(Integer::intValue).toArray();
-    }
 }

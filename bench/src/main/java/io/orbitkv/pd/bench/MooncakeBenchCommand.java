@@ -53,7 +53,7 @@ public final class MooncakeBenchCommand implements Callable<Integer> {
         Map<String, String> settings = new LinkedHashMap<>(mooncake);
         settings.put("protocol", "tcp");
         MooncakeConfig config = MooncakeConfig.parse(settings);
-        String loadBefore = loadAverage();
+        String loadBefore = MachineInfo.loadAverage();
         long bytes = (long) mib << 20;
         for (int p : pages) {
             if (p < 4096 || bytes % p != 0 || bytes / p > 1 << 20) {
@@ -66,7 +66,7 @@ public final class MooncakeBenchCommand implements Callable<Integer> {
             System.out.printf("%s pages (%d of them): tcp transport and mooncake transport, %d+%d passes each ...%n", size(p), bytes / p, warmup, repeat);
             MooncakeBench.Result r = bench.run(p);
             results.add(r);
-            System.out.printf(Locale.ROOT, "  tcp %s GB/s (connections %s)  mooncake %.2f GB/s  (tcp %.1f× mooncake)%n", fmt(r.tcp()), connections,
+            System.out.printf(Locale.ROOT, "  tcp %s GB/s (connections %s)  mooncake %.2f GB/s  (tcp %.1f× mooncake)%n", BenchFiles.slashed(r.tcp()), connections,
                     r.mooncake(), r.ratio());
         }
         String table = table(results);
@@ -74,30 +74,6 @@ public final class MooncakeBenchCommand implements Callable<Integer> {
         System.out.println(table);
         write(table, results, config, lib.orElseThrow().library(), loadBefore);
         return 0;
-    }
-
-    private static String loadAverage() {
-        try {
-            return Files.readString(Path.of("/proc/loadavg")).split(" ")[0];
-        } catch (Exception e) {
-            return "?";
-        }
-    }
-
-    private static String cpuModel() {
-        try (var lines = Files.lines(Path.of("/proc/cpuinfo"))) {
-            return lines.filter(l -> l.startsWith("model name")).findFirst().map(l -> l.substring(l.indexOf(':') + 1).strip()).orElse("?");
-        } catch (Exception e) {
-            return "?";
-        }
-    }
-
-    private static String fmt(List<Double> v) {
-        return String.join(" / ", v.stream().map(x -> String.format(Locale.ROOT, "%.2f", x)).toList());
-    }
-
-    private static String json(List<Double> v) {
-        return "[" + String.join(",", v.stream().map(x -> String.format(Locale.ROOT, "%.3f", x)).toList()) + "]";
     }
 
     private static String size(int p) {
@@ -137,8 +113,8 @@ public final class MooncakeBenchCommand implements Callable<Integer> {
                 config.batchRequests(), config.maxInflightRequests(), config.maxRequestBytes(), config.pollMin().toNanos() / 1000,
                 config.pollMax().toNanos() / 1000);
         Files.writeString(outFile, "# Mooncake benchmark: our tcp transport against the mooncake transport\n\nMeasured " + LocalDate.now() + " on "
-                + Runtime.getRuntime().availableProcessors() + " cores (" + cpuModel() + "; 1-minute load average " + loadBefore + " before the run, "
-                + loadAverage() + " after) with `" + cmd + "`: one JVM, loopback, every sender and receiver on its own threads; library "
+                + Runtime.getRuntime().availableProcessors() + " cores (" + MachineInfo.cpuModel() + "; 1-minute load average " + loadBefore + " before the run, "
+                + MachineInfo.loadAverage() + " after) with `" + cmd + "`: one JVM, loopback, every sender and receiver on its own threads; library "
                 + lib + (mcEnv.isEmpty() ? "" : " (environment: " + mcEnv + ")") + "." + (note == null ? "" : " " + note + ".") + " Each row moves "
                 + mib + " MiB from one paged pool into another with source and destination pages both fully scattered (two random permutations:"
                 + " no two pages coalesce, every page is its own run on both sides). Medians of " + repeat + " passes after " + warmup
@@ -151,13 +127,13 @@ public final class MooncakeBenchCommand implements Callable<Integer> {
         Path json = BenchFiles.jsonFor(outFile, "mooncake");
         StringBuilder j = new StringBuilder(String.format(Locale.ROOT, "{\"date\":\"%s\",\"note\":\"%s\",\"cpu\":\"%s\",\"cores\":%d,\"load_before\":\"%s\","
                 + "\"load_after\":\"%s\",\"library\":\"%s\",\"mc_env\":\"%s\",\"bytes\":%d,\"warmup\":%d,\"repeat\":%d,\"tcp_connections\":%s,"
-                + "\"mooncake_settings\":\"%s\",\"pages\":[", LocalDate.now(), note == null ? "" : note.replace("\"", "'"), cpuModel().replace("\"", ""),
-                Runtime.getRuntime().availableProcessors(), loadBefore, loadAverage(), lib, mcEnv, (long) mib << 20, warmup, repeat, connections, settings));
+                + "\"mooncake_settings\":\"%s\",\"pages\":[", LocalDate.now(), note == null ? "" : note.replace("\"", "'"), MachineInfo.cpuModel().replace("\"", ""),
+                Runtime.getRuntime().availableProcessors(), loadBefore, MachineInfo.loadAverage(), lib, mcEnv, (long) mib << 20, warmup, repeat, connections, settings));
         for (int i = 0; i < results.size(); i++) {
             MooncakeBench.Result r = results.get(i);
             j.append(i == 0 ? "" : ",").append(String.format(Locale.ROOT, "{\"page_bytes\":%d,\"pages\":%d,\"tcp_gbps\":%s,\"tcp_min_gbps\":%s,"
-                    + "\"mooncake_gbps\":%.3f,\"mooncake_min_gbps\":%.3f,\"tcp_over_mooncake\":%.2f}", r.pageBytes(), r.pages(), json(r.tcp()),
-                    json(r.tcpMin()), r.mooncake(), r.mooncakeMin(), r.ratio()));
+                    + "\"mooncake_gbps\":%.3f,\"mooncake_min_gbps\":%.3f,\"tcp_over_mooncake\":%.2f}", r.pageBytes(), r.pages(), BenchFiles.jsonNumbers(r.tcp()),
+                    BenchFiles.jsonNumbers(r.tcpMin()), r.mooncake(), r.mooncakeMin(), r.ratio()));
         }
         Files.writeString(json, j.append("]}\n").toString());
         System.out.println("results written to " + outFile + " and " + json);

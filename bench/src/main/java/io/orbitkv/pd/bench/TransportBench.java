@@ -17,7 +17,6 @@ import io.orbitkv.pd.transport.tcp.TcpTransport;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
@@ -26,7 +25,6 @@ import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collections;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
@@ -101,13 +99,13 @@ public final class TransportBench {
         int blocks = Math.toIntExact(options.bytes() / pageBytes);
         KvGeometry g = new KvGeometry(1, KvSplit.FUSED, 16, 1, 1, Dtype.UNKNOWN, pageBytes, blocks);
         Random rnd = new Random(pageBytes);
-        int[] srcBlocks = permutation(blocks, rnd);
-        int[] dstBlocks = permutation(blocks, rnd);
+        int[] srcBlocks = PageData.permutation(blocks, rnd);
+        int[] dstBlocks = PageData.permutation(blocks, rnd);
         List<BlockRun> srcRuns = BlockRuns.fromBlocks(srcBlocks);
         List<BlockRun> dstRuns = BlockRuns.fromBlocks(dstBlocks);
         TransferPlan plan = TransferPlan.build(g, srcRuns, g, dstRuns);
         try (HostKvPool src = HostKvPool.allocate(g); HostKvPool dst = HostKvPool.allocate(g); HostKvPool local = HostKvPool.allocate(g)) {
-            fill(src.region(0));
+            PageData.fill(src.region(0));
             dst.region(0).fill((byte) 0x11);
             local.region(0).fill((byte) 0x11);
             OrderTokens tokens = new OrderTokens(KEY);
@@ -192,24 +190,7 @@ public final class TransportBench {
         }
     }
 
-    private static void fill(MemorySegment s) {
-        long x = 0x9E3779B97F4A7C15L;
-        for (long i = 0; i < s.byteSize() / 8; i++) {
-            x ^= x << 13;
-            x ^= x >>> 7;
-            x ^= x << 17;
-            s.setAtIndex(ValueLayout.JAVA_LONG, i, x);
-        }
-    }
 
-    private static int[] permutation(int n, Random rnd) {
-        List<Integer> l = new ArrayList<>(n);
-        for (int i = 0; i < n; i++) {
-            l.add(i);
-        }
-        Collections.shuffle(l, rnd);
-        return l.stream().mapToInt(Integer::intValue).toArray();
-    }
 
     static double median(double[] v) {
         double[] s = v.clone();

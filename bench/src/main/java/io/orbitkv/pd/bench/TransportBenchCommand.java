@@ -39,7 +39,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        loadBefore = loadAverage();
+        loadBefore = MachineInfo.loadAverage();
         long bytes = (long) mib << 20;
         for (int p : pages) {
             if (p < 64 || bytes % p != 0 || bytes / p > 1 << 20) {
@@ -55,7 +55,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
             System.out.printf("%s pages (%d of them): raw stream and transport, %d+%d passes each ...%n", size(p), bytes / p, warmup, repeat);
             TransportBench.Result r = bench.run(p);
             results.add(r);
-            System.out.printf(Locale.ROOT, "  transport %s GB/s (connections %s)  raw %.2f GB/s  (%.0f %%)%n", fmt(r.transport()), connections, r.raw(),
+            System.out.printf(Locale.ROOT, "  transport %s GB/s (connections %s)  raw %.2f GB/s  (%.0f %%)%n", BenchFiles.slashed(r.transport()), connections, r.raw(),
                     100 * r.ratio());
         }
         String table = table(results, memcpy);
@@ -66,31 +66,6 @@ public final class TransportBenchCommand implements Callable<Integer> {
     }
 
     private String loadBefore;
-
-    /** The 1-minute load average: a benchmark on a busy machine measures the other work too, so the result says. */
-    private static String loadAverage() {
-        try {
-            return Files.readString(Path.of("/proc/loadavg")).split(" ")[0];
-        } catch (Exception e) {
-            return "?";
-        }
-    }
-
-    private static String cpuModel() {
-        try (var lines = Files.lines(Path.of("/proc/cpuinfo"))) {
-            return lines.filter(l -> l.startsWith("model name")).findFirst().map(l -> l.substring(l.indexOf(':') + 1).strip()).orElse("?");
-        } catch (Exception e) {
-            return "?";
-        }
-    }
-
-    private static String json(List<Double> v) {
-        return "[" + String.join(",", v.stream().map(x -> String.format(Locale.ROOT, "%.3f", x)).toList()) + "]";
-    }
-
-    private static String fmt(List<Double> v) {
-        return String.join(" / ", v.stream().map(x -> String.format(Locale.ROOT, "%.2f", x)).toList());
-    }
 
     private static String size(int p) {
         return p >= 1 << 20 ? (p >> 20) + " MiB" : p >= 1024 ? (p >> 10) + " KiB" : p + " B";
@@ -140,7 +115,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                     + " connection(s), %.2f GB/s best** (%s)%n", t4, connections.get(0), best4, best4 >= 3.0 ? "met" : "not met"));
         }
         Files.writeString(outFile, "# Transport benchmark\n\nMeasured " + LocalDate.now() + " on " + Runtime.getRuntime().availableProcessors()
-                + " cores (" + cpuModel() + "; 1-minute load average " + loadBefore + " before the run, " + loadAverage() + " after) with `" + cmd
+                + " cores (" + MachineInfo.cpuModel() + "; 1-minute load average " + loadBefore + " before the run, " + MachineInfo.loadAverage() + " after) with `" + cmd
                 + "`: one JVM, loopback, sender and receiver on their own threads." + (note == null ? "" : " " + note + ".") + " Each row moves " + mib
                 + " MiB from one paged pool into another with source and destination pages both fully scattered (two random"
                 + " permutations: no two pages coalesce, every page is its own run on both sides). Medians of " + repeat
@@ -161,14 +136,14 @@ public final class TransportBenchCommand implements Callable<Integer> {
         Path json = Path.of("bench", "results", "transport.json");
         Files.createDirectories(json.getParent());
         StringBuilder j = new StringBuilder(String.format(Locale.ROOT, "{\"date\":\"%s\",\"note\":\"%s\",\"cpu\":\"%s\",\"load_before\":\"%s\",\"load_after\":\"%s\",\"cores\":%d,\"bytes\":%d,\"warmup\":%d,\"repeat\":%d,"
-                + "\"connections\":%s,\"memcpy_gbps\":%.3f,\"pages\":[", LocalDate.now(), note == null ? "" : note.replace("\"", "'"), cpuModel().replace("\"", ""), loadBefore, loadAverage(),
+                + "\"connections\":%s,\"memcpy_gbps\":%.3f,\"pages\":[", LocalDate.now(), note == null ? "" : note.replace("\"", "'"), MachineInfo.cpuModel().replace("\"", ""), loadBefore, MachineInfo.loadAverage(),
                 Runtime.getRuntime().availableProcessors(), (long) mib << 20,
                 warmup, repeat, connections, memcpy));
         for (int i = 0; i < results.size(); i++) {
             TransportBench.Result r = results.get(i);
             j.append(i == 0 ? "" : ",").append(String.format(Locale.ROOT, "{\"page_bytes\":%d,\"pages\":%d,\"transport_gbps\":%s,"
                     + "\"transport_min_gbps\":%s,\"raw_gbps\":%.3f,\"raw_min_gbps\":%.3f,\"ratio\":%.3f,\"local_copy_gbps\":%.3f}",
-                    r.pageBytes(), r.pages(), json(r.transport()), json(r.transportMin()), r.raw(), r.rawMin(), r.ratio(), r.localCopy()));
+                    r.pageBytes(), r.pages(), BenchFiles.jsonNumbers(r.transport()), BenchFiles.jsonNumbers(r.transportMin()), r.raw(), r.rawMin(), r.ratio(), r.localCopy()));
         }
         Files.writeString(json, j.append("]}\n").toString());
         System.out.println("results written to " + outFile + " and " + json);
