@@ -1,71 +1,40 @@
 package io.orbitkv.pd.bench.gpu;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import java.io.UncheckedIOException;
+import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 
-/** Just enough JSON writing for result files (the GPU machine carries no JSON library). */
+/** The GPU suite's result files (maps, lists, numbers, strings) as indented JSON, through Jackson. */
 final class Json {
+
+    private static final ObjectMapper MAPPER = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
 
     private Json() { }
 
+    /** {@code v} as JSON; a non-finite number (a measurement that did not happen) is written as null. */
     static String write(Object v) {
-        StringBuilder b = new StringBuilder();
-        write(b, v, 0);
-        return b.append('\n').toString();
+        try {
+            return MAPPER.writeValueAsString(finite(v)) + "\n";
+        } catch (JsonProcessingException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
-    private static void write(StringBuilder b, Object v, int indent) {
-        switch (v) {
-            case null -> b.append("null");
-            case String s -> quote(b, s);
-            case Double d -> b.append(Double.isFinite(d) ? String.format(Locale.ROOT, "%.6g", d) : "null");
-            case Float f -> write(b, f.doubleValue(), indent);
-            case Number n -> b.append(n);
-            case Boolean x -> b.append(x);
+    private static Object finite(Object v) {
+        return switch (v) {
+            case Double d when !Double.isFinite(d) -> null;
+            case Float f when !Float.isFinite(f) -> null;
             case Map<?, ?> m -> {
-                b.append('{');
-                boolean first = true;
-                for (Map.Entry<?, ?> e : m.entrySet()) {
-                    b.append(first ? "\n" : ",\n").append("  ".repeat(indent + 1));
-                    quote(b, String.valueOf(e.getKey()));
-                    b.append(": ");
-                    write(b, e.getValue(), indent + 1);
-                    first = false;
-                }
-                b.append(first ? "}" : "\n" + "  ".repeat(indent) + "}");
+                Map<String, Object> out = new LinkedHashMap<>();
+                m.forEach((k, x) -> out.put(String.valueOf(k), finite(x)));
+                yield out;
             }
-            case List<?> l -> {
-                b.append('[');
-                boolean first = true;
-                for (Object o : l) {
-                    b.append(first ? "\n" : ",\n").append("  ".repeat(indent + 1));
-                    write(b, o, indent + 1);
-                    first = false;
-                }
-                b.append(first ? "]" : "\n" + "  ".repeat(indent) + "]");
-            }
-            default -> quote(b, v.toString());
-        }
-    }
-
-    private static void quote(StringBuilder b, String s) {
-        b.append('"');
-        for (char c : s.toCharArray()) {
-            switch (c) {
-                case '"' -> b.append("\\\"");
-                case '\\' -> b.append("\\\\");
-                case '\n' -> b.append("\\n");
-                case '\t' -> b.append("\\t");
-                default -> {
-                    if (c < 0x20) {
-                        b.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        b.append(c);
-                    }
-                }
-            }
-        }
-        b.append('"');
+            case List<?> l -> l.stream().map(Json::finite).toList();
+            case null, default -> v;
+        };
     }
 }

@@ -73,8 +73,10 @@ class IpcCheckTest {
     }
 
     @Test
-    void resultFilesAreJson() {
-        String s = Json.write(Map.of("a", List.of(1, 2.5, "x\"y"), "b", Map.of()));
-        assertThat(s).contains("\"a\": [").contains("\"x\\\"y\"").contains("2.50000").contains("\"b\": {}");
+    void resultFilesAreJson() throws Exception {
+        String s = Json.write(Map.of("a", List.of(1, 2.5, "x\"y", Double.NaN), "b", Map.of()));
+        var tree = new com.fasterxml.jackson.databind.ObjectMapper().readTree(s);
+        assertThat(tree.get("a").toString()).isEqualTo("[1,2.5,\"x\\\"y\",null]");
+        assertThat(tree.get("b").isEmpty()).isTrue();
     }
 }
