@@ -1,5 +1,6 @@
 package io.orbitkv.pd.engine.client;
 
+import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.engine.client.internal.CommandReader;
 import io.orbitkv.pd.events.EngineRegistration;
@@ -21,7 +22,6 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -83,7 +83,7 @@ public final class EngineClient implements EngineControl {
     private final EngineFacts facts;
     private final EventSerdes serdes;
     private final Topics topics;
-    private final AtomicBoolean closed = new AtomicBoolean();
+    private final Lifecycle lifecycle;
     private final AtomicLong instanceEpoch = new AtomicLong();
     private KafkaProducer<String, byte[]> producer;
     private CommandReader commands;
@@ -93,6 +93,7 @@ public final class EngineClient implements EngineControl {
 
     private EngineClient(EngineClientConfig config, Identity identity, DecisionListener listener) {
         this.config = config;
+        this.lifecycle = new Lifecycle("engine client " + config.engineId());
         this.identity = identity;
         this.waiters = new KvWaiters(config.engineId(), listener);
         this.facts = new EngineFacts(config.engineId());
@@ -107,13 +108,16 @@ public final class EngineClient implements EngineControl {
      */
     public static EngineClient start(EngineClientConfig config, Identity identity, DecisionListener listener) throws InterruptedException {
         EngineClient c = new EngineClient(config, identity, listener);
+        c.lifecycle.starting();
         try {
             c.open();
-            return c;
         } catch (InterruptedException | RuntimeException e) {
+            c.lifecycle.failed(e);
             c.close();
             throw e;
         }
+        c.lifecycle.running();
+        return c;
     }
 
     private void open() throws InterruptedException {
@@ -180,7 +184,7 @@ public final class EngineClient implements EngineControl {
 
     /** The worker re-announced the engine (restart: new endpoints or epoch): follow it. */
     private void onPeerChanged(String engineId) {
-        if (!engineId.equals(config.engineId()) || closed.get() || registration == null) {
+        if (!engineId.equals(config.engineId()) || lifecycle.isStopping() || registration == null) {
             return;
         }
         directory.get(engineId).ifPresent(r -> {
@@ -379,7 +383,7 @@ public final class EngineClient implements EngineControl {
     /** Announces that the engine left (its in-flight work is void), stops reading decisions, closes the clients. Idempotent. */
     @Override
     public void close() {
-        if (!closed.compareAndSet(false, true)) {
+        if (!lifecycle.stopping()) {
             return;
         }
         try {
@@ -404,6 +408,12 @@ public final class EngineClient implements EngineControl {
             waiters.endAll("engine shutting down");
         } finally {
             serdes.close();
+            lifecycle.stopped();
         }
+    }
+
+    /** Where this client is in its life (the engine's {@code /health} reports it). */
+    public Lifecycle.State state() {
+        return lifecycle.state();
     }
 }
