@@ -2,6 +2,7 @@ package io.orbitkv.pd.bench;
 
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.engine.sim.SimModel;
@@ -99,7 +100,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         Path work = Files.createTempDirectory("orbitkv-bench-e2e-");
         ModelPreset p = ModelPreset.of(preset);
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withModel(p, 384, prefillMs, decodeMs).withExtra(deciderProps, engineProps, workerProps,
+        PipelineSpec spec = PipelineSpec.defaults().withModel(p, 384, prefillMs, decodeMs).withExtra(deciderProps, engineProps, workerProps,
                 proxyProps);
         SimModel model = new SimModel(42);
         double load0 = loadAverage();

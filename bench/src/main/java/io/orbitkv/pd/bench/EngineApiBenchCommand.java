@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.orbitkv.pd.broker.KraftCluster;
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.engine.client.DecisionListener;
 import io.orbitkv.pd.engine.client.EngineClient;
@@ -331,7 +332,7 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
         String engines = python ? "python" : "java";
         System.out.println("pipeline with " + engines + " engines (" + preset + " preset) ...");
         ModelPreset p = ModelPreset.of(preset);
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withModel(p, 384, 0.05, 2.0);
+        PipelineSpec spec = PipelineSpec.defaults().withModel(p, 384, 0.05, 2.0);
         if (python) {
             spec = spec.withPythonEngines(Set.of("prefill-0", "decode-0"));
         }

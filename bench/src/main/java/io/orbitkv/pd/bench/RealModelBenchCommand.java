@@ -3,6 +3,7 @@ package io.orbitkv.pd.bench;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.events.OutcomeKind;
 import io.orbitkv.pd.events.RequestOutcome;
@@ -110,7 +111,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         engine.put("engine.lease.heartbeat", "1s");
         engine.put("engine.fault.stall-prefill-prefix", "expire-");
         engine.put("engine.fault.no-heartbeat-prefix", "expire-");
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(1, 1).withPythonEngines(Set.of("prefill-0", "decode-0"))
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withPythonEngines(Set.of("prefill-0", "decode-0"))
                 .withPythonModule("orbitkv_pd.real_engine").withNodeWorker(true)
                 .withExtra(Map.of(), engine, Map.of("worker.transports", "cuda"), Map.of());
         Path work = Files.createTempDirectory("orbitkv-bench-real-");

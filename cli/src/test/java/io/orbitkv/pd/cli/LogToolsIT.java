@@ -10,6 +10,7 @@ import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.LoadClient.Cancel;
 import io.orbitkv.pd.harness.LoadClient.Request;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.decider.DeciderConfig;
 import io.orbitkv.pd.engine.sim.ModelPreset;
@@ -56,7 +57,7 @@ class LogToolsIT {
     @BeforeAll
     static void aRealDemoRun(KraftCluster kafka) throws Exception {
         dir = Files.createDirectories(Path.of("target", "it", "LogToolsIT-" + System.nanoTime()).toAbsolutePath());
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 512, 0.5, 4)
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 512, 0.5, 4)
                 .withExtra(Map.of("decider.drain.grace", "1s"), Map.of(), Map.of("transfer.tcp.max-bytes-per-second", "6000000"), Map.of());
         try (Pipeline p = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers());
              LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-tiny", p.deciderUrl())) {

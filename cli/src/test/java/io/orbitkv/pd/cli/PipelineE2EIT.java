@@ -11,6 +11,7 @@ import io.orbitkv.pd.harness.LoadClient.Cancel;
 import io.orbitkv.pd.harness.LoadClient.Request;
 import io.orbitkv.pd.harness.LoadClient.Result;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.engine.sim.SimModel;
@@ -60,7 +61,7 @@ class PipelineE2EIT {
     @BeforeAll
     static void start(KraftCluster kafka) throws Exception {
         Path dir = Files.createDirectories(Path.of("target", "it", "PipelineE2EIT-" + System.nanoTime()).toAbsolutePath());
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(2, 2).withModel(ModelPreset.TINY, 512, PREFILL_MS, DECODE_MS)
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(2, 2).withModel(ModelPreset.TINY, 512, PREFILL_MS, DECODE_MS)
                 .withExtra(Map.of("decider.timeout.transfer", "10s", "decider.drain.grace", "1s"),
                         // Requests named corrupt-kv-* get one bit of their prefill KV flipped (a test of the decode side's check).
                         Map.of("engine.fault.corrupt-kv-prefix", CORRUPT),

@@ -39,104 +39,6 @@ public final class Pipeline implements AutoCloseable {
     /** The Python simulated engine (the default Python engine module). */
     public static final String SIM_MODULE = "orbitkv_pd.sim_engine";
 
-    /** What to start. */
-    public record Spec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
-                       String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
-                       Map<String, String> proxy, boolean dashboard, java.util.Set<String> pythonEngines, String pythonModule, boolean nodeWorker,
-                       int proxies, int deciders, int brokers, String relayed) {
-        public static Spec defaults() {
-            return new Spec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
-                    java.util.Set.of(), SIM_MODULE, false, 1, 1, 1, null);
-        }
-
-        /** Run {@code n} proxies ({@code proxy}, {@code proxy-2}, ...), each on its own port, as behind a load balancer. */
-        public Spec withProxies(int n) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, n, deciders, brokers, relayed);
-        }
-
-        /**
-         * Run {@code n} decider instances ({@code decider}, {@code decider-2}, ...) sharing the work, each with a standby
-         * of the other's state, set up to fail over in seconds (docs/decider.md, "Failover").
-         */
-        public Spec withDeciders(int n) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, n, brokers, relayed);
-        }
-
-        /**
-         * An embedded KRaft cluster of {@code n} nodes (each broker and controller) instead of one, the topics replicated
-         * on all of them (at most 3): one can be killed ({@code broker-2}) with nothing lost.
-         */
-        public Spec withBrokers(int n) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, n, relayed);
-        }
-
-        /**
-         * Pushes to engine {@code id} cross a {@link FaultRelay} ({@link #relay()}): its worker advertises the relay's port,
-         * so the relay can cut or stall the data plane between live workers.
-         */
-        public Spec withRelay(String id) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, id);
-        }
-
-        /**
-         * Run these engines (by id: {@code prefill-0}, {@code decode-1}, ...) as the Python simulated engine
-         * ({@code python/orbitkv_pd/sim_engine.py}) on its worker's engine API instead of the Java engine.
-         */
-        public Spec withPythonEngines(java.util.Set<String> ids) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, java.util.Set.copyOf(ids), pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
-        }
-
-        /**
-         * The Python engines run this module ({@code orbitkv_pd.sim_engine} by default; {@code orbitkv_pd.real_engine}:
-         * a real transformer whose KV lives in GPU memory, registered with its worker by CUDA IPC handle, no pool file).
-         */
-        public Spec withPythonModule(String module) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, module, nodeWorker, proxies, deciders, brokers, relayed);
-        }
-
-        /**
-         * Every engine's worker in one process (the node's worker): the {@code cuda} transport copies between pools that
-         * one process mapped.
-         */
-        public Spec withNodeWorker(boolean on) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, on, proxies, deciders, brokers, relayed);
-        }
-
-        /** Whether the Python engines bring their own pool (device memory) instead of sharing a pool file. */
-        boolean enginesOwnPools() {
-            return !SIM_MODULE.equals(pythonModule);
-        }
-
-        /** Also start the dashboard (its own process, not awaited: the pipeline is ready without it). */
-        public Spec withDashboard(boolean on) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, on, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
-        }
-
-        public Spec withEngines(int prefill, int decode) {
-            return new Spec(prefill, decode, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker, proxy, dashboard,
-                    pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
-        }
-
-        public Spec withModel(ModelPreset p, int blocks, double prefillMs, double decodeMs) {
-            return new Spec(prefillEngines, decodeEngines, p, blocks, prefillMs, decodeMs, routing, decider, engine, worker, proxy, dashboard, pythonEngines,
-                    pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
-        }
-
-        public Spec withExtra(Map<String, String> deciderKeys, Map<String, String> engineKeys, Map<String, String> workerKeys,
-                              Map<String, String> proxyKeys) {
-            return new Spec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, deciderKeys, engineKeys,
-                    workerKeys, proxyKeys, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
-        }
-    }
-
     /** A started child process. */
     public record Child(String name, Process process, Path log, Path config) {
         public boolean alive() {
@@ -152,7 +54,7 @@ public final class Pipeline implements AutoCloseable {
     /** An engine of the pipeline: its id, role, HTTP URL and pool file. */
     public record Engine(String id, String role, String url, Path poolFile) { }
 
-    private final Spec spec;
+    private final PipelineSpec spec;
     private final Path dir;
     private final Consumer<String> say;
     private final List<Child> children = new ArrayList<>();
@@ -174,7 +76,7 @@ public final class Pipeline implements AutoCloseable {
 
     private final String externalBootstrap;
 
-    private Pipeline(Spec spec, Path dir, Consumer<String> say, String externalBootstrap) {
+    private Pipeline(PipelineSpec spec, Path dir, Consumer<String> say, String externalBootstrap) {
         this.spec = spec;
         this.dir = dir;
         this.say = say;
@@ -182,12 +84,12 @@ public final class Pipeline implements AutoCloseable {
     }
 
     /** Starts everything, an embedded broker included, and returns once the proxy routes to every engine. */
-    public static Pipeline start(Spec spec, Path dir, Consumer<String> say) throws Exception {
+    public static Pipeline start(PipelineSpec spec, Path dir, Consumer<String> say) throws Exception {
         return start(spec, dir, say, null);
     }
 
-    /** As {@link #start(Spec, Path, Consumer)}, on an existing Kafka cluster when {@code bootstrap} is not null. */
-    public static Pipeline start(Spec spec, Path dir, Consumer<String> say, String bootstrap) throws Exception {
+    /** As {@link #start(PipelineSpec, Path, Consumer)}, on an existing Kafka cluster when {@code bootstrap} is not null. */
+    public static Pipeline start(PipelineSpec spec, Path dir, Consumer<String> say, String bootstrap) throws Exception {
         Pipeline p = new Pipeline(spec, dir, say, bootstrap);
         Runtime.getRuntime().addShutdownHook(p.hook);
         try {
@@ -391,7 +293,7 @@ public final class Pipeline implements AutoCloseable {
      * The Python engine's keys: the Java engine's that its module reads (the simulated engine: most of them; another
      * module: the common ones), every key the spec gives engines, and its worker's socket.
      */
-    private static Map<String, String> pythonEngineConfig(Map<String, String> javaEngine, Path socket, Spec spec) {
+    private static Map<String, String> pythonEngineConfig(Map<String, String> javaEngine, Path socket, PipelineSpec spec) {
         java.util.Set<String> known = spec.enginesOwnPools() ? COMMON_ENGINE_KEYS : PYTHON_ENGINE_KEYS;
         Map<String, String> p = new LinkedHashMap<>();
         javaEngine.forEach((k, v) -> {
@@ -407,7 +309,7 @@ public final class Pipeline implements AutoCloseable {
             "engine.instance-epoch", "engine.http.host", "engine.http.port", "engine.max-prompt-tokens", "engine.lease.duration",
             "engine.lease.heartbeat", "engine.kv.timeout");
 
-    /** The workers of every engine in one process ({@link Spec#withNodeWorker}): one config file each. */
+    /** The workers of every engine in one process ({@link PipelineSpec#withNodeWorker}): one config file each. */
     private void launchNodeWorker(Map<String, Map<String, String>> workers) throws IOException {
         List<Path> configs = new ArrayList<>();
         for (Map.Entry<String, Map<String, String>> w : workers.entrySet()) {
@@ -565,7 +467,7 @@ public final class Pipeline implements AutoCloseable {
         return spec.pythonEngines().contains(id) ? java.util.Optional.of(dir.resolve("api-" + id + ".sock")) : java.util.Optional.empty();
     }
 
-    /** The data-plane relay in front of {@link Spec#relayed()}'s worker, or null. */
+    /** The data-plane relay in front of {@link PipelineSpec#relayed()}'s worker, or null. */
     public FaultRelay relay() {
         return relay;
     }

@@ -2,6 +2,7 @@ package io.orbitkv.pd.bench.chaos;
 
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.decider.DeciderConfig;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.logtools.KafkaLogSource;
@@ -145,7 +146,7 @@ public final class ChaosCommand implements Callable<Integer> {
         if (proxies < 1 || proxies > 4) {
             throw new IllegalArgumentException("--proxies: 1..4, got " + proxies);
         }
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withRelay("decode-0")
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withRelay("decode-0")
                 .withPythonEngines(pythonEngines.contains("none") ? java.util.Set.of() : java.util.Set.copyOf(pythonEngines)).withModel(preset, 256, 0.05, 2.0)
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         List<ChaosRun.Window> windows = new ArrayList<>();

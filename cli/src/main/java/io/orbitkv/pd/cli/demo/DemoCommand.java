@@ -2,6 +2,7 @@ package io.orbitkv.pd.cli.demo;
 
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.engine.sim.SimModel;
@@ -89,7 +90,7 @@ public final class DemoCommand implements Callable<Integer> {
         Path dir = workDir != null ? workDir.toAbsolutePath() : Files.createTempDirectory("orbitkv-demo-");
         long t0 = System.nanoTime();
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
-        Pipeline.Spec spec = Pipeline.Spec.defaults().withEngines(prefillEngines, decodeEngines)
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(prefillEngines, decodeEngines)
                 .withModel(ModelPreset.of(preset), 512, 0.05, 2.0).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines));
         SimModel model = new SimModel(42);
         try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s), bootstrap);
