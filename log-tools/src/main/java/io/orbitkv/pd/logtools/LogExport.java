@@ -39,7 +39,7 @@ public final class LogExport {
         if (requestIds == null) {
             LogSlice header = new LogSlice(in.origin(), in.serdeMode(), System.currentTimeMillis(), in.filter(), in.topics());
             Map<TopicRole, Long> byRole = new HashMap<>();
-            LogFile.Writer w = LogFile.create(file, header);
+            LogFileWriter w = LogFile.create(file, header);
             try {
                 source.read(LogSource.RecordFilter.ALL, r -> {
                     w.write(r);
@@ -117,7 +117,7 @@ public final class LogExport {
         LogSlice header = new LogSlice(in.origin(), in.serdeMode(), System.currentTimeMillis(), "requests " + String.join(", ",
                 new TreeSet<>(requestIds)), in.topics());
         Map<TopicRole, Long> byRole = new HashMap<>();
-        LogFile.Writer w = LogFile.create(file, header);
+        LogFileWriter w = LogFile.create(file, header);
         long m = 0;
         try {
             for (LogRecord r : kept) {

@@ -146,7 +146,7 @@ public final class SyntheticLog {
             for (int p = 0; p < o.partitions(); p++) {
                 Path part = dir.resolve("p" + p + ".okvlog");
                 parts.add(part);
-                try (LogFile.Writer w = LogFile.create(part, scratch)) {
+                try (LogFileWriter w = LogFile.create(part, scratch)) {
                     for (LogRecord r : partition(o, policy, topics, p)) {
                         w.write(r);
                         if (r.role() == TopicRole.REQUEST_EVENTS) {
@@ -167,7 +167,7 @@ public final class SyntheticLog {
             long first = Long.MAX_VALUE;
             long last = Long.MIN_VALUE;
             long count = 0;
-            try (LogFile.Writer w = LogFile.create(file, slice(o, topics, facts, decisions))) {
+            try (LogFileWriter w = LogFile.create(file, slice(o, topics, facts, decisions))) {
                 for (LogRecord r : engines(o, topics)) {
                     w.write(r);
                     count++;

@@ -55,7 +55,7 @@ class LogFileTest {
 
     private Path write(List<LogRecord> records) {
         Path f = dir.resolve("log-" + System.nanoTime() + ".okvlog");
-        try (LogFile.Writer w = LogFile.create(f, SLICE)) {
+        try (LogFileWriter w = LogFile.create(f, SLICE)) {
             records.forEach(w::write);
         }
         return f;
@@ -242,7 +242,7 @@ class LogFileTest {
     @Test
     void aWriterThatFailsLeavesNothingBehind() {
         Path f = dir.resolve("never.okvlog");
-        LogFile.Writer w = LogFile.create(f, SLICE);
+        LogFileWriter w = LogFile.create(f, SLICE);
         assertThatThrownBy(() -> w.write(LogRecord.of(TopicRole.ENGINES, "not.in.header", 0, 0, 0, null, null)))
                 .isInstanceOf(IllegalArgumentException.class);
         w.abandon();

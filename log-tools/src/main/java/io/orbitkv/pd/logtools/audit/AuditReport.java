@@ -1,13 +1,12 @@
 package io.orbitkv.pd.logtools.audit;
 
-import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.orbitkv.pd.logtools.LogSlice;
 import io.orbitkv.pd.logtools.TopicRole;
+import io.orbitkv.pd.logtools.internal.JsonReport;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
-import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
@@ -205,8 +204,7 @@ public final class AuditReport {
     // ------------------------------------------------------------------------------------------------ JSON
 
     public void writeJson(OutputStream os) {
-        try (JsonGenerator g = new JsonFactory().disable(JsonGenerator.Feature.AUTO_CLOSE_TARGET).createGenerator(os).useDefaultPrettyPrinter()) {
-            g.writeStartObject();
+        JsonReport.write(os, g -> {
             g.writeStringField("origin", slice.origin());
             g.writeStringField("filter", slice.filter());
             g.writeBooleanField("clean", clean());
@@ -274,12 +272,7 @@ public final class AuditReport {
                 g.writeEndObject();
             }
             g.writeEndArray();
-            g.writeEndObject();
-            g.flush();
-            os.write('\n');
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
+        });
     }
 
     private static void map(JsonGenerator g, String name, Map<String, Long> m) throws IOException {

@@ -1,15 +1,13 @@
 package io.orbitkv.pd.logtools.replay;
 
-import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.logtools.EventJson;
 import io.orbitkv.pd.logtools.LogSlice;
+import io.orbitkv.pd.logtools.internal.JsonReport;
 import io.orbitkv.pd.schemas.EventText;
-import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
-import java.io.UncheckedIOException;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -179,8 +177,7 @@ public final class ReplayReport {
     // ------------------------------------------------------------------------------------------------ JSON
 
     public void writeJson(OutputStream os) {
-        try (JsonGenerator g = new JsonFactory().disable(JsonGenerator.Feature.AUTO_CLOSE_TARGET).createGenerator(os).useDefaultPrettyPrinter()) {
-            g.writeStartObject();
+        JsonReport.write(os, g -> {
             g.writeStringField("origin", slice.origin());
             g.writeBooleanField("identical", identical());
             g.writeNumberField("requests_compared", requestsCompared());
@@ -234,11 +231,6 @@ public final class ReplayReport {
                 g.writeEndObject();
             }
             g.writeEndArray();
-            g.writeEndObject();
-            g.flush();
-            os.write('\n');
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
+        });
     }
 }

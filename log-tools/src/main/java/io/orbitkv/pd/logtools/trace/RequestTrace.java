@@ -1,6 +1,5 @@
 package io.orbitkv.pd.logtools.trace;
 
-import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.orbitkv.pd.events.DeadLetter;
 import io.orbitkv.pd.events.Decision;
@@ -21,13 +20,13 @@ import io.orbitkv.pd.logtools.LogSource;
 import io.orbitkv.pd.logtools.Partitioning;
 import io.orbitkv.pd.logtools.Progress;
 import io.orbitkv.pd.logtools.TopicRole;
+import io.orbitkv.pd.logtools.internal.JsonReport;
 import io.orbitkv.pd.schemas.EventDecodingException;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.EventText;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -416,8 +415,7 @@ public final class RequestTrace {
     // ------------------------------------------------------------------------------------------------ JSON
 
     public void writeJson(OutputStream os) {
-        try (JsonGenerator g = new JsonFactory().disable(JsonGenerator.Feature.AUTO_CLOSE_TARGET).createGenerator(os).useDefaultPrettyPrinter()) {
-            g.writeStartObject();
+        JsonReport.write(os, g -> {
             g.writeStringField("request_id", requestId);
             g.writeBooleanField("found", found());
             g.writeStringField("origin", slice.origin());
@@ -484,12 +482,7 @@ public final class RequestTrace {
                 g.writeEndObject();
             }
             g.writeEndArray();
-            g.writeEndObject();
-            g.flush();
-            os.write('\n');
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
+        });
     }
 
     private static void writeLong(JsonGenerator g, String name, Long v) throws IOException {
