@@ -75,7 +75,8 @@ public final class KraftBrokerMain {
         }
         LOG.info("Formatting storage {} with cluster id {}", logDirs, clusterId);
         // StorageTool.execute, unlike main, returns a status instead of calling exit. --ignore-formatted makes
-        // a half-formatted multi-dir layout (crash during a previous format) recoverable.
+        // a half-formatted multi-dir layout (crash during a previous format) recoverable. Its report goes to this
+        // child's stdout, which KraftCluster redirects into the node's log file.
         PrintStream out = System.out;
         int rc = kafka.tools.StorageTool.execute(new String[] {
             "format", "--cluster-id", clusterId, "--config", serverProperties.toString(), "--ignore-formatted"
