@@ -7,6 +7,7 @@ import io.orbitkv.pd.gpu.cuda.CudaException;
 import io.orbitkv.pd.kv.BlockRuns;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.kv.TransferPlan;
+import io.orbitkv.pd.transport.AbstractTransfer;
 import io.orbitkv.pd.transport.KvTransport;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
@@ -21,7 +22,6 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -219,29 +219,11 @@ public final class CudaTransport implements KvTransport {
         }
     }
 
-    private final class CudaTransfer implements Transfer {
+    private final class CudaTransfer extends AbstractTransfer {
         private final PushRequest request;
-        private final CompletableFuture<TransferResult> result = new CompletableFuture<>();
-        private volatile String cancelled;
 
         CudaTransfer(PushRequest request) {
             this.request = request;
-        }
-
-        @Override
-        public CompletableFuture<TransferResult> result() {
-            return result;
-        }
-
-        @Override
-        public void cancel(String reason) {
-            if (cancelled == null) {
-                cancelled = reason == null ? "cancelled" : reason;
-            }
-        }
-
-        void fail(TransferException e) {
-            result.completeExceptionally(e);
         }
 
         /**
@@ -258,7 +240,7 @@ public final class CudaTransport implements KvTransport {
                     throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
                 }
                 checkCancelled("before admission");
-                if (request.deadlineMs() > 0 && System.currentTimeMillis() > request.deadlineMs()) {
+                if (request.deadlinePassed()) {
                     throw new TransferException(TransferError.TIMEOUT, request.describe() + ": deadline passed before the copy started");
                 }
                 long bytes;
@@ -295,19 +277,17 @@ public final class CudaTransport implements KvTransport {
                 }
                 // the push's duration ends with its bytes in place, not after the session's close (which may hand the KV to
                 // the decode engine on this thread: that is the landed_to_engine hop)
-                result.complete(new TransferResult(bytes, landedNanos - t0, NAME, 1, m.at(TransferResult.ACKED, ackedUs)));
-            } catch (TransferException e) {
-                result.completeExceptionally(e);
+                succeed(new TransferResult(bytes, landedNanos - t0, NAME, 1, m.at(TransferResult.ACKED, ackedUs)));
             } catch (CudaException e) {
                 log.atError().addKeyValue("orderId", request.orderId()).addKeyValue("sender", senderId).log("cuda copy failed: " + e.getMessage());
-                result.completeExceptionally(new TransferException(TransferError.INTERNAL, request.describe() + ": " + e.getMessage(), e));
+                fail(new TransferException(TransferError.INTERNAL, request.describe() + ": " + e.getMessage(), e));
             } catch (RuntimeException e) {
-                result.completeExceptionally(new TransferException(TransferError.INTERNAL, request.describe() + ": cuda push failed: " + e, e));
+                failUnexpected(request.describe() + ": cuda push", e);
             }
         }
 
         private void checkCancelled(String when) {
-            String c = cancelled;
+            String c = stopReason();
             if (c != null) {
                 throw new TransferException(TransferError.ABORTED, request.describe() + " cancelled " + when + ": " + c);
             }

@@ -75,6 +75,11 @@ public record PushRequest(String requestId, String orderId, int attempt, String 
         return token.clone();
     }
 
+    /** Whether the order has a deadline and it passed. */
+    public boolean deadlinePassed() {
+        return deadlineMs > 0 && System.currentTimeMillis() > deadlineMs;
+    }
+
     /** {@code order r/a2 (lease L epoch 3)} for messages. */
     public String describe() {
         return "order " + orderId + " (lease " + leaseId + " epoch " + leaseEpoch + ")";

@@ -16,6 +16,11 @@ public final class TransferException extends RuntimeException {
         this.kind = Objects.requireNonNull(kind, "kind");
     }
 
+    /** An unexpected failure (a bug, or a library that broke its contract): {@code INTERNAL}, {@code <what> failed: <cause>}. */
+    public static TransferException unexpected(String what, Throwable cause) {
+        return new TransferException(TransferError.INTERNAL, what + " failed: " + cause, cause);
+    }
+
     public TransferError kind() {
         return kind;
     }

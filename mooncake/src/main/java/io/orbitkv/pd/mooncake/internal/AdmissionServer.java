@@ -168,7 +168,7 @@ public final class AdmissionServer implements AutoCloseable {
         }
         ReceiveSession session;
         try {
-            session = gate.open(io.orbitkv.pd.mooncake.MooncakeTransport.NAME, b.request(), b.geometry());
+            session = gate.open(MooncakeNames.TRANSPORT, b.request(), b.geometry());
         } catch (TransferException e) {
             AdmissionWire.write(out, AdmissionWire.ERROR, id, AdmissionWire.error(e.kind(), e.getMessage()));
             return;

@@ -3,6 +3,7 @@ package io.orbitkv.pd.transport.local;
 import io.orbitkv.pd.events.TransportEndpoint;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.kv.TransferPlan;
+import io.orbitkv.pd.transport.AbstractTransfer;
 import io.orbitkv.pd.transport.KvTransport;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
@@ -15,7 +16,6 @@ import io.orbitkv.pd.transport.TransferResult;
 import java.lang.foreign.MemorySegment;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 
 /**
  * The {@code local} transport: both pools in one process, bytes copied with {@code MemorySegment.copy}. It goes
@@ -80,21 +80,7 @@ public final class LocalTransport implements KvTransport {
         }
     }
 
-    private final class LocalTransfer implements Transfer {
-        private final CompletableFuture<TransferResult> result = new CompletableFuture<>();
-        private volatile String cancelled;
-
-        @Override
-        public CompletableFuture<TransferResult> result() {
-            return result;
-        }
-
-        @Override
-        public void cancel(String reason) {
-            if (cancelled == null) {
-                cancelled = reason;
-            }
-        }
+    private final class LocalTransfer extends AbstractTransfer {
 
         void run(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer) {
             long t0 = System.nanoTime();
@@ -108,9 +94,9 @@ public final class LocalTransport implements KvTransport {
                         MemorySegment src = source.hostRegion(region).orElseThrow(() -> new TransferException(TransferError.UNSUPPORTED,
                                 "local transport needs a host-accessible source pool, got " + source.location()));
                         for (long done = 0; done < plan.spanLength(i); ) {
-                            String c = cancelled;
-                            if (c != null) {
-                                throw new TransferException(TransferError.ABORTED, "aborted: " + c);
+                            TransferException stop = stopped();
+                            if (stop != null) {
+                                throw stop;
                             }
                             long n = Math.min(CHUNK, plan.spanLength(i) - done);
                             s.beginFrame();
@@ -128,11 +114,9 @@ public final class LocalTransport implements KvTransport {
                     }
                     s.complete();
                 }
-                result.complete(new TransferResult(bytes, System.nanoTime() - t0, "local", 1));
-            } catch (TransferException e) {
-                result.completeExceptionally(e);
+                succeed(new TransferResult(bytes, System.nanoTime() - t0, "local", 1));
             } catch (RuntimeException e) {
-                result.completeExceptionally(new TransferException(TransferError.INTERNAL, "local push failed: " + e, e));
+                failUnexpected("local push", e);
             }
         }
     }

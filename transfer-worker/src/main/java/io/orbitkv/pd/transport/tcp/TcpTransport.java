@@ -6,6 +6,7 @@ import io.orbitkv.pd.kv.BulkPriority;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.kv.TransferPlan;
 import io.orbitkv.pd.tracing.Marks;
+import io.orbitkv.pd.transport.AbstractTransfer;
 import io.orbitkv.pd.transport.KvTransport;
 import io.orbitkv.pd.transport.PeerConnectionPool;
 import io.orbitkv.pd.transport.PeerEndpoint;
@@ -16,7 +17,7 @@ import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
 import io.orbitkv.pd.transport.TransferResult;
 import io.orbitkv.pd.transport.tcp.wire.FrameException;
-import io.orbitkv.pd.transport.tcp.internal.Pacer;
+import io.orbitkv.pd.transport.tcp.internal.ByteRateLimiter;
 import io.orbitkv.pd.transport.tcp.internal.PlanCursor;
 import io.orbitkv.pd.transport.tcp.internal.ReceiverConnection;
 import io.orbitkv.pd.transport.tcp.internal.SenderConnection;
@@ -32,7 +33,6 @@ import java.nio.channels.SocketChannel;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -73,7 +73,7 @@ public final class TcpTransport implements KvTransport {
     private final PushGate gate;
     private final ServerSocketChannel server;
     private final Watchdog watchdog;
-    private final Pacer pacer;
+    private final ByteRateLimiter rateLimiter;
     private final ExecutorService io;
     private final Set<ReceiverConnection> receivers = ConcurrentHashMap.newKeySet();
     private final Set<Thread> receiverThreads = ConcurrentHashMap.newKeySet();
@@ -93,7 +93,7 @@ public final class TcpTransport implements KvTransport {
         this.senderId = senderId;
         this.gate = gate;
         this.watchdog = new Watchdog(config.ioTimeout(), "kv-tcp-watchdog");
-        this.pacer = new Pacer(config.maxBytesPerSecond());
+        this.rateLimiter = new ByteRateLimiter(config.maxBytesPerSecond());
         // Stripes run on reused threads: a new platform thread per stripe of every push was part of each push's setup.
         this.io = Executors.newCachedThreadPool(Thread.ofPlatform().daemon().name("kv-tx-", 0).factory());
         if (gate != null) {
@@ -237,9 +237,9 @@ public final class TcpTransport implements KvTransport {
                 io.execute(() -> t.runStripe(src, from, to));
             }
         } catch (TransferException e) {
-            t.failNow(e);
+            t.fail(e);
         } catch (RuntimeException e) {
-            t.failNow(new TransferException(TransferError.INTERNAL, "cannot start push: " + e, e));
+            t.fail(new TransferException(TransferError.INTERNAL, "cannot start push: " + e, e));
         }
         return t;
     }
@@ -260,11 +260,10 @@ public final class TcpTransport implements KvTransport {
     }
 
     /** One push: its stripes, their results, cancellation. */
-    private final class TcpTransfer implements Transfer {
+    private final class TcpTransfer extends AbstractTransfer {
         private final PushRequest request;
         private final TransferPlan plan;
         private final PeerEndpoint peer;
-        private final CompletableFuture<TransferResult> result = new CompletableFuture<>();
         private final AtomicLong acked = new AtomicLong();
         private final long t0 = System.nanoTime();
         /** Latest stripe's step marks (µs): every connection ready, every stripe admitted, last byte written. */
@@ -273,8 +272,6 @@ public final class TcpTransport implements KvTransport {
         private final AtomicLong written = new AtomicLong();
         private AtomicInteger pending;
         private int stripes;
-        private volatile String cancelled;
-        private volatile String cancelledByCaller;
         private TransferException failure;
 
         TcpTransfer(PushRequest request, TransferPlan plan, PeerEndpoint peer) {
@@ -288,30 +285,11 @@ public final class TcpTransport implements KvTransport {
             pending = new AtomicInteger(n);
         }
 
-        @Override
-        public CompletableFuture<TransferResult> result() {
-            return result;
-        }
-
-        @Override
-        public void cancel(String reason) {
-            if (cancelledByCaller == null) {
-                cancelledByCaller = reason;
-            }
-            if (cancelled == null) {
-                cancelled = reason;
-            }
-        }
-
-        void failNow(TransferException e) {
-            result.completeExceptionally(e);
-        }
-
         /** Throws when the push must stop before the next frame. */
         private void checkGoOn(SenderConnection c, int stream) throws IOException {
-            String why = cancelled;
+            String why = stopReason();
             TransferError kind = TransferError.ABORTED;
-            if (why == null && request.deadlineMs() > 0 && System.currentTimeMillis() > request.deadlineMs()) {
+            if (why == null && request.deadlinePassed()) {
                 why = "the order's deadline passed";
                 kind = TransferError.TIMEOUT;
             }
@@ -357,7 +335,7 @@ public final class TcpTransport implements KvTransport {
                                         .asSlice(cursor.sourceOffset(), len).asByteBuffer());
                                 payload += len;
                             }
-                            pacer.acquire(payload);
+                            rateLimiter.acquire(payload);
                             c.busy(true);
                             c.sendFrame(stream, n, payload);
                             sent += payload;
@@ -375,7 +353,7 @@ public final class TcpTransport implements KvTransport {
                         // A pooled connection to a peer that restarted is dead on first use: one fresh try, if not a byte
                         // of the stripe got through (a pipelined BEGIN shows it only at the first frame). Sending the
                         // stripe again is safe: the same bytes for the same pages, admitted again by the receiver.
-                        if (!l.reused() || tries > 0 || sent > 0 || e instanceof FrameException || cancelled != null || c.timedOut()) {
+                        if (!l.reused() || tries > 0 || sent > 0 || e instanceof FrameException || stopReason() != null || c.timedOut()) {
                             throw e;
                         }
                         c.close();
@@ -383,7 +361,7 @@ public final class TcpTransport implements KvTransport {
                     }
                 }
             } catch (TransferException e) {
-                if (c != null && e.kind() == TransferError.ABORTED && cancelled != null && c.isOpen()) {
+                if (c != null && e.kind() == TransferError.ABORTED && stopReason() != null && c.isOpen()) {
                     release(c); // ABORT was acknowledged: the connection is clean
                     c = null;
                 }
@@ -405,9 +383,10 @@ public final class TcpTransport implements KvTransport {
                 return new TransferException(TransferError.TIMEOUT, "no progress with " + peer + " for " + config.ioTimeout().toMillis()
                         + " ms after " + sent + " of " + stripeBytes + " bytes", e);
             }
-            if (cancelledByCaller != null) {
+            String cancelled = cancelReason();
+            if (cancelled != null) {
                 // The abort handshake itself failed: the push is still over, and it was cancelled, not lost.
-                return new TransferException(TransferError.ABORTED, "aborted: " + cancelledByCaller + " (connection to " + peer + " closed: "
+                return new TransferException(TransferError.ABORTED, "aborted: " + cancelled + " (connection to " + peer + " closed: "
                         + e.getMessage() + ")", e);
             }
             if (e instanceof FrameException) {
@@ -424,9 +403,7 @@ public final class TcpTransport implements KvTransport {
             synchronized (this) {
                 if (e != null && failure == null) {
                     failure = e;
-                    if (cancelled == null) {
-                        cancelled = "another stripe failed: " + e.reason();
-                    }
+                    stop("another stripe failed: " + e.reason());
                 }
             }
             acked.addAndGet(ackedBytes);
@@ -436,11 +413,11 @@ public final class TcpTransport implements KvTransport {
                     f = failure;
                 }
                 if (f != null) {
-                    result.completeExceptionally(f);
+                    fail(f);
                 } else {
                     Marks m = Marks.empty().at(TransferResult.CONNECTED, connected.get()).at(TransferResult.ADMITTED, admitted.get())
                             .at(TransferResult.WRITTEN, written.get()).mark(TransferResult.ACKED);
-                    result.complete(new TransferResult(acked.get(), System.nanoTime() - t0, "tcp", stripes, m));
+                    succeed(new TransferResult(acked.get(), System.nanoTime() - t0, "tcp", stripes, m));
                 }
             }
         }

@@ -2,14 +2,17 @@ package io.orbitkv.pd.transport.tcp.internal;
 
 import java.util.concurrent.locks.LockSupport;
 
-/** A send-rate limit shared by every push of one transport: each frame waits for its slot. */
-public final class Pacer {
+/**
+ * A byte-rate limit ({@code transfer.tcp.max-bytes-per-second}) shared by every push of one transport: each frame
+ * waits for its slot, so the transport's sends together stay under the rate.
+ */
+public final class ByteRateLimiter {
 
     private final long bytesPerSecond;
     private long nextNanos = System.nanoTime();
 
     /** @param bytesPerSecond 0 for no limit */
-    public Pacer(long bytesPerSecond) {
+    public ByteRateLimiter(long bytesPerSecond) {
         this.bytesPerSecond = bytesPerSecond;
     }
 

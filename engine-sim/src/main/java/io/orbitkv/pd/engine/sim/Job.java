@@ -1,0 +1,72 @@
+package io.orbitkv.pd.engine.sim;
+
+import io.orbitkv.pd.engine.client.http.CompletionRequest;
+import io.orbitkv.pd.tracing.Marks;
+import io.orbitkv.pd.tracing.TraceContext;
+import io.vertx.core.Future;
+import io.vertx.core.http.HttpServerResponse;
+
+/**
+ * One request's state, from its HTTP request to its answer: what it asked, where it is in the {@link JobFlow}, its
+ * timers and timings. Touched on the engine's event loop only.
+ */
+final class Job {
+    final String rid;
+    final CompletionRequest request;
+    final int[] tokens;
+    final HttpServerResponse response;
+    /** The trace the request came with (its {@code traceparent}), or null: facts about it carry a child of it. */
+    final TraceContext trace;
+    final long startNanos = System.nanoTime();
+    /** Wall-clock marks (µs): HTTP request in, compute start/end, KvReady read, first token out; 0 = not yet. */
+    final long inMicros;
+    long computeStartMicros;
+    long computeEndMicros;
+    long kvReadyMicros;
+    long firstTokenMicros;
+    /** Completes with null once the received KV verified (or when nothing is verified), else with the mismatch. */
+    Future<SimModel.Mismatch> verified = Future.succeededFuture(null);
+    long decodeStartNanos = -1;
+    boolean gone;
+    boolean finished;
+    boolean computing;
+    long heartbeatTimer = -1;
+    long timeoutTimer = -1;
+    long leaseEpoch;
+    String leaseId;
+    int heartbeats;
+    long kvWaitNanos = -1;
+    long verifyNanos = -1;
+    long prefillNanos = -1;
+    long kvBytes;
+    /** {@code prefill}, {@code decode}, {@code colocated} or {@code recomputed}; null until the flow took the job. */
+    String mode;
+
+    Job(String rid, CompletionRequest request, int[] tokens, HttpServerResponse response, TraceContext trace, long inMicros) {
+        this.rid = rid;
+        this.inMicros = inMicros;
+        this.trace = trace;
+        this.request = request;
+        this.tokens = tokens;
+        this.response = response;
+    }
+
+    boolean chat() {
+        return request.kind() == CompletionRequest.Kind.CHAT;
+    }
+
+    /** What this engine did for the request so far, as {@link Marks} (HTTP request in, compute, KvReady, first token). */
+    Marks marks() {
+        Marks m = Marks.receivedAt(inMicros);
+        if (computeStartMicros > 0) {
+            m.at(Marks.COMPUTE_START, computeStartMicros).at(Marks.COMPUTE_END, computeEndMicros);
+        }
+        if (kvReadyMicros > 0) {
+            m.at(Marks.KV_READY, kvReadyMicros);
+        }
+        if (firstTokenMicros > 0) {
+            m.at(Marks.FIRST_TOKEN, firstTokenMicros);
+        }
+        return m;
+    }
+}

@@ -1,0 +1,474 @@
+package io.orbitkv.pd.engine.sim;
+
+import static io.orbitkv.pd.engine.sim.SimEngine.error;
+import static io.orbitkv.pd.engine.sim.SimEngine.send;
+
+import io.orbitkv.pd.engine.client.BlockAllocator;
+import io.orbitkv.pd.engine.client.DecisionListener;
+import io.orbitkv.pd.engine.client.EngineClient;
+import io.orbitkv.pd.engine.client.KvSignal;
+import io.orbitkv.pd.engine.client.http.CompletionRequest;
+import io.orbitkv.pd.events.OutcomeKind;
+import io.orbitkv.pd.kv.BulkPriority;
+import io.orbitkv.pd.kv.KvPool;
+import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.tracing.Hop;
+import io.orbitkv.pd.tracing.Marks;
+import io.vertx.core.Context;
+import io.vertx.core.Future;
+import io.vertx.core.Promise;
+import io.vertx.core.Vertx;
+import io.vertx.core.http.HttpServerResponse;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayDeque;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The engine's side of P/D, per request ({@link Job}) from the moment the HTTP front accepted it to its last token:
+ * <ul>
+ *   <li><b>prefill</b>: pages allocated, the prompt's KV computed into them, {@code PrefillCompleted} reported, the
+ *       first token answered; the pages stay until a {@code ReleaseDecided} names them ({@link PageReleases});</li>
+ *   <li><b>decode</b>: destination pages under a lease, {@code DecodeReady} and heartbeats, then the KV handoff's
+ *       outcome: {@code KvReady} (decode while the received pages are verified beside it), {@code RecomputeDecided}
+ *       (prefill here) or the request's end;</li>
+ *   <li><b>colocated</b>: prefill and decode here, pages freed at the end.</li>
+ * </ul>
+ * Prompt computations take one of {@code engine.max-batch} slots. Every method runs on the engine's event loop; KV
+ * computation and verification run on worker threads and come back to it.
+ */
+final class JobFlow {
+
+    private static final Logger log = LoggerFactory.getLogger(SimEngine.class);
+
+    /** Monotonic counters, exposed on {@code /stats}. */
+    static final class Counters {
+        final LongAdder prefills = new LongAdder();
+        final LongAdder decodes = new LongAdder();
+        final LongAdder colocated = new LongAdder();
+        final LongAdder recomputed = new LongAdder();
+        final LongAdder completed = new LongAdder();
+        final LongAdder verifiedPages = new LongAdder();
+        final LongAdder corrupt = new LongAdder();
+        final LongAdder ended = new LongAdder();
+        final LongAdder clientGone = new LongAdder();
+        final LongAdder rejected = new LongAdder();
+        final LongAdder released = new LongAdder();
+    }
+
+    private final SimEngineConfig config;
+    private final SimModel model;
+    private final Vertx vertx;
+    private final Context ctx;
+    private final KvPool pool;
+    private final BlockAllocator allocator;
+    private final EngineMetrics meters;
+    private final Hop.Meters hops;
+    private final OpenAiFormat format;
+    /** The control-plane client, once the engine joined it; null for a standalone engine. */
+    private final Supplier<EngineClient> client;
+    private final AtomicLong leaseEpochs = new AtomicLong();
+    private final Map<String, Job> jobs = new ConcurrentHashMap<>();
+    private final Counters counters = new Counters();
+    private final PageReleases releases;
+    private int active;
+    private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
+
+    JobFlow(SimEngineConfig config, Vertx vertx, Context ctx, KvPool pool, BlockAllocator allocator, ComponentMetrics metrics,
+            OpenAiFormat format, Supplier<EngineClient> client) {
+        this.config = config;
+        this.model = new SimModel(config.seed());
+        this.vertx = vertx;
+        this.ctx = ctx;
+        this.pool = pool;
+        this.allocator = allocator;
+        this.meters = new EngineMetrics(metrics.registry(), config.engineId(), allocator);
+        this.hops = Hop.meters(metrics.registry(), Hop.KV_READY_TO_ENGINE, Hop.ENGINE_FIRST_TOKEN);
+        this.format = format;
+        this.client = client;
+        this.releases = new PageReleases(config.engineId(), allocator, counters.released);
+    }
+
+    Counters counters() {
+        return counters;
+    }
+
+    /** Requests taken and not yet answered. */
+    int inFlight() {
+        return jobs.size();
+    }
+
+    /** What the control plane decides for this engine's pages. */
+    DecisionListener decisions() {
+        return releases;
+    }
+
+    private EngineClient client() {
+        return client.get();
+    }
+
+    // ------------------------------------------------------------------------------------------------ a job's life
+
+    /** The client closed the connection: stop whatever the job waits for, free what nobody else will. */
+    void clientGone(Job job) {
+        if (!job.finished) {
+            job.gone = true;
+            counters.clientGone.increment();
+            stopTimers(job);
+            EngineClient c = client();
+            if (c != null) {
+                c.forget(job.rid);
+            }
+            if ("colocated".equals(job.mode) && !job.computing) {
+                allocator.free("C:" + job.rid); // while computing, the computation frees them when it ends
+            }
+            jobs.remove(job.rid + "/" + job.mode);
+        }
+    }
+
+    private void stopTimers(Job job) {
+        if (job.heartbeatTimer >= 0) {
+            vertx.cancelTimer(job.heartbeatTimer);
+            job.heartbeatTimer = -1;
+        }
+        if (job.timeoutTimer >= 0) {
+            vertx.cancelTimer(job.timeoutTimer);
+            job.timeoutTimer = -1;
+        }
+    }
+
+    private void finish(Job job) {
+        job.finished = true;
+        stopTimers(job);
+        jobs.remove(job.rid + "/" + job.mode);
+    }
+
+    /** Takes {@code job} in {@code mode}: counted, and found by {@code /stats} until it finishes. */
+    private void take(Job job, String mode, LongAdder counter) {
+        job.mode = mode;
+        counter.increment();
+        jobs.put(job.rid + "/" + mode, job);
+    }
+
+    // ------------------------------------------------------------------------------------------------ prefill
+
+    void prefill(Job job) {
+        take(job, "prefill", counters.prefills);
+        int[] blocks = pages(job, "P:", why -> client().prefillFailed(job.rid, why, true, job.trace, job.marks()));
+        if (blocks == null) {
+            return;
+        }
+        compute(job, blocks, () -> {
+            int first = model.generate(job.tokens, 1)[0];
+            EngineClient c = client();
+            c.prefillCompleted(job.rid, blocks, job.tokens.length, first, job.trace, job.marks()).whenComplete((v, err) -> ctx.runOnContext(x -> {
+                finish(job);
+                if (err != null) {
+                    // The fact did not reach the log, so the decider will never release these pages: free them here.
+                    allocator.free("P:" + job.rid);
+                    error(job.response, 503, "cannot report the prefill of " + job.rid + ": " + err.getMessage(), "service_unavailable", null);
+                    return;
+                }
+                if (!job.gone) {
+                    job.response.putHeader(Marks.HTTP_HEADER, job.marks().mark(Marks.OUT).format());
+                    send(job.response, 200, format.prefillAnswer(job, first, blocks, c.instanceEpoch()));
+                }
+            }));
+        });
+    }
+
+    /** Computes the prompt's KV into {@code blocks} (worker thread) while the compute time passes; then {@code then} on the loop. */
+    private void compute(Job job, int[] blocks, Runnable then) {
+        job.computing = true;
+        acquire(() -> {
+            long t0 = System.nanoTime();
+            job.computeStartMicros = Marks.nowMicros();
+            Promise<Void> timer = Promise.promise();
+            long ms = Math.round(config.compute().prefillNanos(job.tokens.length) / 1e6);
+            if (ms <= 0) {
+                timer.complete();
+            } else {
+                vertx.setTimer(ms, id -> timer.complete());
+            }
+            Future<Void> fill = vertx.executeBlocking(() -> {
+                BulkPriority.apply(config.kvNice());
+                model.writeKv(pool, blocks, job.tokens);
+                if (config.corruptKvPrefix() != null && job.rid.startsWith(config.corruptKvPrefix()) && "prefill".equals(job.mode)) {
+                    // engine.fault.corrupt-kv-prefix: silent corruption of one bit, for tests of the decode side's check
+                    MemorySegment page = pool.hostRegion(0).orElseThrow().asSlice((long) blocks[0] * pool.geometry().pageBytes());
+                    page.set(ValueLayout.JAVA_BYTE, 3, (byte) (page.get(ValueLayout.JAVA_BYTE, 3) ^ 0x08));
+                    log.atWarn().addKeyValue("requestId", job.rid).log("engine.fault.corrupt-kv-prefix: flipped one bit of the computed KV");
+                }
+                return null;
+            }, false);
+            Future.all(timer.future(), fill).onComplete(ar -> {
+                release();
+                job.computing = false;
+                job.computeEndMicros = Marks.nowMicros();
+                job.prefillNanos = System.nanoTime() - t0;
+                if (ar.succeeded()) {
+                    meters.prefill(job.prefillNanos, job.tokens.length);
+                }
+                if (ar.failed()) {
+                    log.atError().setCause(ar.cause()).addKeyValue("requestId", job.rid).log("prefill computation failed");
+                    error(job.response, 500, "prefill failed: " + ar.cause(), "internal_error", null);
+                    return;
+                }
+                then.run();
+            });
+        });
+    }
+
+    // ------------------------------------------------------------------------------------------------ decode
+
+    void decode(Job job) {
+        take(job, "decode", counters.decodes);
+        EngineClient c = client();
+        int[] blocks = pages(job, "D:", why -> c.decodeRejected(job.rid, why, job.trace, job.marks()));
+        if (blocks == null) {
+            return;
+        }
+        job.leaseEpoch = leaseEpochs.incrementAndGet();
+        job.leaseId = "lease/" + config.engineId() + "/" + job.rid;
+        long waitStart = System.nanoTime();
+        c.awaitKv(job.rid).whenComplete((signal, err) -> ctx.runOnContext(v -> {
+            job.kvWaitNanos = System.nanoTime() - waitStart;
+            meters.kvWait(job.kvWaitNanos);
+            onKvSignal(job, blocks, signal);
+        }));
+        long leaseMs = config.leaseDuration().toMillis();
+        releases.announced(job.rid, job.leaseId, job.leaseEpoch);
+        c.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace, job.marks());
+        job.heartbeatTimer = vertx.setPeriodic(config.heartbeat().toMillis(), id -> c.heartbeat(job.rid, job.leaseId, job.leaseEpoch,
+                System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace, null));
+        job.timeoutTimer = vertx.setTimer(config.kvTimeout().toMillis(), id -> {
+            job.timeoutTimer = -1;
+            if (!job.finished && !job.gone) {
+                c.forget(job.rid);
+                finish(job);
+                error(job.response, 504, "the KV of request " + job.rid + " did not arrive within " + config.kvTimeout(), "timeout", null);
+            }
+        });
+    }
+
+    private void onKvSignal(Job job, int[] blocks, KvSignal signal) {
+        if (job.finished || job.gone) {
+            return;
+        }
+        if (job.timeoutTimer >= 0) {
+            vertx.cancelTimer(job.timeoutTimer);
+            job.timeoutTimer = -1;
+        }
+        switch (signal) {
+            case KvSignal.Ready ready -> {
+                job.kvBytes = ready.bytes();
+                job.kvReadyMicros = ready.receivedMicros();
+                hops.record(Hop.KV_READY_TO_ENGINE, ready.decidedMicros(), ready.receivedMicros());
+                if (config.verify()) {
+                    // A real engine never checks received KV before its first token: verify beside the decode, and let
+                    // only the end of the answer wait for it, so a corrupt handoff is still refused (never answered in full).
+                    long t0 = System.nanoTime();
+                    job.verified = vertx.executeBlocking(() -> {
+                        BulkPriority.apply(config.kvNice());
+                        return model.verifyKv(pool, blocks, job.tokens);
+                    }, false);
+                    job.verified.onComplete(ar -> {
+                        job.verifyNanos = System.nanoTime() - t0;
+                        if (ar.succeeded() && ar.result() == null) {
+                            counters.verifiedPages.add((long) blocks.length * config.geometry().regionCount());
+                        } else if (!job.gone && !job.finished) {
+                            refuseCorrupt(job, ready, ar.failed() ? "verification failed: " + ar.cause() : ar.result().toString());
+                        }
+                    });
+                }
+                generate(job, false, () -> client().decodeCompleted(job.rid, job.request.maxTokens(), false, job.trace, job.marks()));
+            }
+            case KvSignal.Recompute rc -> {
+                // The worker fences the request's pushes on the same decision; a new lease epoch marks our own writes.
+                job.leaseEpoch = leaseEpochs.incrementAndGet();
+                counters.recomputed.increment();
+                log.atInfo().addKeyValue("requestId", job.rid).log("recomputing the prefill here: " + rc.reason());
+                compute(job, blocks, () -> {
+                    if (!job.gone) {
+                        generate(job, true, () -> client().decodeCompleted(job.rid, job.request.maxTokens(), true, job.trace, job.marks()));
+                    }
+                });
+            }
+            case KvSignal.Ended end -> {
+                counters.ended.increment();
+                finish(job);
+                int status = end.kind() == OutcomeKind.TIMED_OUT ? 504 : end.kind() == OutcomeKind.CANCELLED ? 409 : 502;
+                error(job.response, status, "request " + job.rid + " ended before its KV arrived: " + end.kind() + ": " + end.reason(),
+                        end.kind() == OutcomeKind.CANCELLED ? "request_cancelled" : "handoff_failed", null);
+            }
+        }
+    }
+
+    /** The received KV does not verify: stop the answer (a 502, or a broken stream once it started) and cancel the request. */
+    private void refuseCorrupt(Job job, KvSignal.Ready ready, String why) {
+        counters.corrupt.increment();
+        log.atError().addKeyValue("requestId", job.rid).addKeyValue("orderId", ready.orderId())
+                .log("refusing to decode: the received KV does not verify: " + why);
+        client().cancel(job.rid, "KV verification failed on " + config.engineId() + ": " + why, job.trace, null);
+        finish(job);
+        error(job.response, 502, "the KV received for request " + job.rid + " does not verify (" + why + "); not decoding",
+                "kv_verification_failed", null);
+    }
+
+    /**
+     * The pages for the job's prompt, held as {@code side + rid} ({@code P:}, {@code D:}, {@code C:}); or null, the job
+     * then finished and answered: a request id that already holds pages here is refused (409, ids must be unique), a
+     * full pool rejects it (503, after {@code rejected} reported why to the control plane).
+     */
+    private int[] pages(Job job, String side, Consumer<String> rejected) {
+        int need = SimModel.blocksFor(config.geometry(), job.tokens.length);
+        int[] blocks;
+        try {
+            blocks = allocator.allocate(side + job.rid, need).orElse(null);
+        } catch (IllegalStateException e) {
+            finish(job);
+            error(job.response, 409, "request id " + job.rid + " already holds pages on " + config.engineId() + ": request ids must be unique",
+                    "invalid_request_error", "request_id");
+            return null;
+        }
+        if (blocks == null) {
+            counters.rejected.increment();
+            int free = allocator.numBlocks() - allocator.usedBlocks();
+            rejected.accept("no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free + " free)");
+            finish(job);
+            error(job.response, 503, "engine " + config.engineId() + " has no free KV blocks for " + need + " blocks", "service_unavailable", null);
+        }
+        return blocks;
+    }
+
+    // ------------------------------------------------------------------------------------------------ colocated
+
+    void colocated(Job job) {
+        take(job, "colocated", counters.colocated);
+        int[] blocks = pages(job, "C:", why -> { }); // nobody to report to
+        if (blocks == null) {
+            return;
+        }
+        compute(job, blocks, () -> {
+            if (job.gone) {
+                allocator.free("C:" + job.rid);
+                return;
+            }
+            generate(job, false, () -> allocator.free("C:" + job.rid));
+        });
+    }
+
+    // ------------------------------------------------------------------------------------------------ generation
+
+    /**
+     * Emits the answer: the first token at once (the prefill sampled it), then one token per decode step. Streams
+     * server-sent events when asked. {@code done} runs once the last token is out.
+     */
+    private void generate(Job job, boolean recomputed, Runnable done) {
+        CompletionRequest r = job.request;
+        int[] out = model.generate(job.tokens, r.maxTokens());
+        job.decodeStartNanos = System.nanoTime();
+        if (recomputed) {
+            job.mode = "recomputed";
+        }
+        long stepMs = Math.max(0, Math.round(config.compute().decodeStepNanos() / 1e6));
+        if (!r.stream()) {
+            long total = stepMs * (out.length - 1);
+            if (total <= 0) {
+                answerWhole(job, out, done);
+            } else {
+                vertx.setTimer(total, id -> answerWhole(job, out, done));
+            }
+            return;
+        }
+        firstToken(job);
+        OpenAiFormat.startStream(job.response);
+        if (job.chat()) {
+            OpenAiFormat.event(job.response, format.roleChunk(job));
+        }
+        emit(job, out, 0, stepMs, done);
+    }
+
+    /** The first token is going out now: mark it, and tell the proxy this engine's marks (headers go with it). */
+    private void firstToken(Job job) {
+        job.firstTokenMicros = Marks.nowMicros();
+        hops.record(Hop.ENGINE_FIRST_TOKEN, job.kvReadyMicros, job.firstTokenMicros);
+        job.response.putHeader(Marks.HTTP_HEADER, job.marks().format());
+    }
+
+    /** A non-streamed answer, all tokens at once, once the received KV verified. */
+    private void answerWhole(Job job, int[] out, Runnable done) {
+        if (job.gone || job.finished) {
+            return;
+        }
+        if (!job.verified.isComplete()) {
+            job.verified.onComplete(ar -> answerWhole(job, out, done));
+            return;
+        }
+        firstToken(job);
+        answered(job, out);
+        send(job.response, 200, format.answer(job, out));
+        done.run();
+    }
+
+    private void emit(Job job, int[] out, int i, long stepMs, Runnable done) {
+        if (job.gone || job.finished) {
+            return;
+        }
+        HttpServerResponse resp = job.response;
+        boolean last = i == out.length - 1;
+        if (last && !job.verified.isComplete()) {
+            job.verified.onComplete(ar -> emit(job, out, i, stepMs, done)); // the answer ends only on verified KV
+            return;
+        }
+        OpenAiFormat.event(resp, format.tokenChunk(job, out[i], last));
+        if (!last) {
+            if (stepMs <= 0) {
+                emit(job, out, i + 1, stepMs, done);
+            } else {
+                vertx.setTimer(stepMs, id -> emit(job, out, i + 1, stepMs, done));
+            }
+            return;
+        }
+        if (job.request.includeUsage()) {
+            OpenAiFormat.event(resp, format.usageChunk(job, out.length));
+        }
+        answered(job, out);
+        OpenAiFormat.endStream(resp);
+        done.run();
+    }
+
+    /** The last token is going out: the job is over and counted. */
+    private void answered(Job job, int[] out) {
+        finish(job);
+        counters.completed.increment();
+        meters.decode(System.nanoTime() - job.decodeStartNanos, out.length);
+    }
+
+    // ------------------------------------------------------------------------------------------------ batch slots
+
+    private void acquire(Runnable r) {
+        if (active < config.maxBatch()) {
+            active++;
+            r.run();
+        } else {
+            waiting.add(r);
+        }
+    }
+
+    private void release() {
+        Runnable next = waiting.poll();
+        if (next != null) {
+            next.run();
+        } else {
+            active--;
+        }
+    }
+}
