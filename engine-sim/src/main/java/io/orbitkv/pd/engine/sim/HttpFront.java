@@ -10,13 +10,13 @@ import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.engine.client.http.KvTransferParams;
 import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpMethod;
 import io.vertx.core.http.HttpServerRequest;
 import java.util.UUID;
-import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 import org.slf4j.Logger;
@@ -37,18 +37,18 @@ final class HttpFront {
     private final BlockAllocator allocator;
     private final JobFlow flow;
     private final OpenAiFormat format;
-    private final BooleanSupplier ready;
+    private final Lifecycle lifecycle;
     private final Supplier<EngineClient> client;
     private final CompletionRequest.Limits limits;
 
-    HttpFront(SimEngineConfig config, ComponentMetrics metrics, BlockAllocator allocator, JobFlow flow, OpenAiFormat format, BooleanSupplier ready,
+    HttpFront(SimEngineConfig config, ComponentMetrics metrics, BlockAllocator allocator, JobFlow flow, OpenAiFormat format, Lifecycle lifecycle,
               Supplier<EngineClient> client) {
         this.config = config;
         this.metrics = metrics;
         this.allocator = allocator;
         this.flow = flow;
         this.format = format;
-        this.ready = ready;
+        this.lifecycle = lifecycle;
         this.client = client;
         this.limits = new CompletionRequest.Limits(config.maxPromptTokens() * 64, 1_000_000, 4096);
     }
@@ -58,8 +58,9 @@ final class HttpFront {
         String path = req.path();
         try {
             if (req.method() == HttpMethod.GET && path.equals("/health")) {
-                boolean up = ready.getAsBoolean();
+                boolean up = lifecycle.isRunning();
                 send(req.response(), up ? 200 : 503, SimEngine.JSON.createObjectNode().put("status", up ? "ok" : "starting")
+                        .put("lifecycle", lifecycle.state().label())
                         .put("engine_id", config.engineId()).put("role", config.role().name().toLowerCase()));
             } else if (req.method() == HttpMethod.GET && path.equals("/v1/models")) {
                 send(req.response(), 200, format.models());
@@ -117,7 +118,7 @@ final class HttpFront {
             error(req.response(), 400, e.getMessage(), "invalid_request_error", e.param());
             return;
         }
-        if (!ready.getAsBoolean()) {
+        if (!lifecycle.isRunning()) {
             error(req.response(), 503, "engine " + config.engineId() + " is starting", "service_unavailable", null);
             return;
         }

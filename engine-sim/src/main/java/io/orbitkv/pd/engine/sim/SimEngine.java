@@ -8,15 +8,14 @@ import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Lifecycle;
 import io.vertx.core.Context;
 import io.vertx.core.Vertx;
 import io.vertx.core.VertxOptions;
 import io.vertx.core.http.HttpServer;
 import io.vertx.core.http.HttpServerOptions;
 import io.vertx.core.http.HttpServerResponse;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -56,15 +55,14 @@ public final class SimEngine implements AutoCloseable {
     private final ComponentMetrics metrics;
     private final JobFlow flow;
     private final HttpFront front;
-    private final AtomicBoolean closed = new AtomicBoolean();
-    private final CountDownLatch closedLatch = new CountDownLatch(1);
+    private final Lifecycle lifecycle;
     private HttpServer server;
     private volatile EngineClient client;
-    private volatile boolean ready;
     private String url;
 
     private SimEngine(SimEngineConfig config) {
         this.config = config;
+        this.lifecycle = new Lifecycle("engine " + config.engineId());
         this.vertx = Vertx.vertx(new VertxOptions().setEventLoopPoolSize(1).setWorkerPoolSize(2).setInternalBlockingPoolSize(2));
         this.pool = config.poolPath() == null ? HostKvPool.allocate(config.geometry()) : HostKvPool.mapFile(config.geometry(), config.poolPath());
         this.allocator = new BlockAllocator(config.geometry().numBlocks());
@@ -72,19 +70,25 @@ public final class SimEngine implements AutoCloseable {
         this.ctx = vertx.getOrCreateContext();
         OpenAiFormat format = new OpenAiFormat(config);
         this.flow = new JobFlow(config, vertx, ctx, pool, allocator, metrics, format, this::client);
-        this.front = new HttpFront(config, metrics, allocator, flow, format, () -> ready, this::client);
+        this.front = new HttpFront(config, metrics, allocator, flow, format, lifecycle, this::client);
     }
 
     /** Maps the pool, serves HTTP, then joins the control plane (after the transfer worker announced itself). */
     public static SimEngine start(SimEngineConfig config) throws Exception {
         SimEngine e = new SimEngine(config);
+        e.lifecycle.starting();
         try {
             e.open();
-            return e;
         } catch (Exception | Error ex) {
+            e.lifecycle.failed(ex);
             e.close();
             throw ex;
         }
+        e.lifecycle.running();
+        log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("role", config.role()).addKeyValue("url", e.url)
+                .addKeyValue("pool", e.pool).addKeyValue("instanceEpoch", e.client == null ? 0 : e.client.instanceEpoch())
+                .log(e.client == null ? "engine ready (standalone: colocated requests only)" : "engine ready");
+        return e;
     }
 
     private void open() throws Exception {
@@ -99,10 +103,6 @@ public final class SimEngine implements AutoCloseable {
                     pool.memoryRegions());
             client = EngineClient.start(config.control(), id, flow.decisions());
         }
-        ready = true;
-        log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("role", config.role()).addKeyValue("url", url)
-                .addKeyValue("pool", pool).addKeyValue("instanceEpoch", client == null ? 0 : client.instanceEpoch())
-                .log(client == null ? "engine ready (standalone: colocated requests only)" : "engine ready");
     }
 
     public String url() {
@@ -147,17 +147,21 @@ public final class SimEngine implements AutoCloseable {
     // ------------------------------------------------------------------------------------------------ lifecycle
 
     public void awaitClose() throws InterruptedException {
-        closedLatch.await();
+        lifecycle.awaitStopped();
+    }
+
+    /** Where this engine is in its life ({@code /health} reports it; completions are taken only while running). */
+    public Lifecycle.State state() {
+        return lifecycle.state();
     }
 
     /** Announces that the engine left, stops serving, frees the pool. Idempotent. */
     @Override
     public void close() {
-        if (!closed.compareAndSet(false, true)) {
+        if (!lifecycle.stopping()) {
             return;
         }
         try {
-            ready = false;
             if (client != null) {
                 client.close();
             }
@@ -170,7 +174,7 @@ public final class SimEngine implements AutoCloseable {
             metrics.close();
             log.atInfo().addKeyValue("engineId", config.engineId()).log("engine stopped");
         } finally {
-            closedLatch.countDown();
+            lifecycle.stopped();
         }
     }
 
