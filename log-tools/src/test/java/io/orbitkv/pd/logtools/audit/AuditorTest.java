@@ -231,6 +231,48 @@ class AuditorTest {
     }
 
     @Test
+    void pushAcknowledgedBeforeTheReleaseWasReadIntoPagesNoDecodeReadyHeld() {
+        // A corrupted log the audit once crashed on (a NullPointerException in EpochChecker): the order names its decode
+        // pages under a lease no accepted DecodeReady held (so the attempt has no destination hold), and its push is
+        // acknowledged in a record read before the DECODE release yet at a later stream time than the release.
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("cancel", rid -> run.facts(rid).stream().noneMatch(r -> fact(r).getPayload() instanceof TransferFailed));
+        for (LogRecord r : run.decisions(id)) {
+            if (decision(r).getPayload() instanceof TransferOrder) {
+                run.editDecision(r, d -> {
+                    d.setPayload(TransferOrder.newBuilder((TransferOrder) d.getPayload()).setLeaseId("forged-lease").build());
+                    return d;
+                });
+            }
+        }
+        LogRecord releaseRecord = run.decisions(id).stream().filter(r -> decision(r).getPayload() instanceof ReleaseDecided rd
+                && rd.getSide() == ReleaseSide.DECODE).findFirst().orElseThrow();
+        Decision release = decision(releaseRecord);
+        long ackedAt = release.getStreamTimeMs() + 1;
+        // the release and the decisions after it keep their stream time but are read after the acknowledgement: records of
+        // one timestamp are read facts first, then decisions in offset order (so still in seq order)
+        for (LogRecord r : run.decisions(id)) {
+            if (decision(r).getSeq() >= release.getSeq() && r.timestamp() < ackedAt) {
+                run.remove(r);
+                run.addRaw(new LogRecord(r.role(), r.topic(), r.partition(), r.offset(), ackedAt, r.key(), r.value(), false, r.timing()));
+            }
+        }
+        RequestEvent started = fact(run.fact(id, io.orbitkv.pd.events.TransferStarted.class));
+        run.addFact(RequestEvent.newBuilder(started).setEventId(id + "/early-read-ack").setEventTimeMs(ackedAt)
+                .setPayload(TransferCompleted.newBuilder().setOrderId(id + "/a1").setAttempt(1).setWorkerId("w").setBytes(1).setDurationUs(1).build())
+                .build());
+        AuditReport r = audit(run); // used to throw a NullPointerException
+        assertOnly(r, Rule.STALE_EPOCH, id);
+        assertOnly(r, Rule.PUSH_ACK_STALE_EPOCH, id);
+        assertThat(r.violations()).as(text(r)).extracting(Violation::rule).containsOnly(Rule.STALE_EPOCH, Rule.PUSH_ACK_STALE_EPOCH);
+        // found when the release is read, and dated by the release itself (the order has no destination hold)
+        assertThat(r.violations()).as(text(r)).filteredOn(v -> v.rule() == Rule.PUSH_ACK_STALE_EPOCH).singleElement().satisfies(v -> {
+            assertThat(v.where()).isEqualTo(releaseRecord.where());
+            assertThat(v.message()).contains("forged-lease").contains("released at " + RuleChecker.time(release.getStreamTimeMs()));
+        });
+    }
+
+    @Test
     void retriesBeyondTheLimit() {
         SyntheticRun run = SyntheticRun.copy();
         String id = run.request("retry");
