@@ -5,6 +5,7 @@ import io.orbitkv.pd.events.KvLayout;
 import io.orbitkv.pd.events.KvSplit;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 
 /**
  * The validated shape of one engine's paged KV cache, the Java side of the {@code KvLayout} contract.
@@ -126,23 +127,39 @@ public record KvGeometry(int numLayers, KvSplit split, int blockSizeTokens, int 
 
     /**
      * Null when pages of this (source) geometry can be copied page for page into pages of {@code dest}; else which
-     * fields differ. Pool sizes may differ.
+     * fields differ. Pool sizes may differ. A geometry knows no tensor-parallel size, so this is
+     * {@link #incompatibility(KvLayout, String, KvLayout, String)} with the same one on both sides.
      */
     public String incompatibility(KvGeometry dest) {
-        List<String> d = new ArrayList<>();
-        diff(d, "num_layers", numLayers, dest.numLayers);
-        diff(d, "kv_split", split, dest.split);
-        diff(d, "block_size_tokens", blockSizeTokens, dest.blockSizeTokens);
-        diff(d, "num_kv_heads", numKvHeads, dest.numKvHeads);
-        diff(d, "head_dim", headDim, dest.headDim);
-        diff(d, "dtype", dtype, dest.dtype);
-        diff(d, "page_bytes", pageBytes, dest.pageBytes);
-        return d.isEmpty() ? null : String.join(", ", d);
+        return incompatibility(toLayout(0, 1), "source", dest.toLayout(0, 1), "destination");
     }
 
-    private static void diff(List<String> out, String field, Object src, Object dst) {
-        if (!src.equals(dst)) {
-            out.add(field + " " + src + " (source) vs " + dst + " (destination)");
+    /**
+     * The one page-shape comparison of the KV model (the decider pairs engines' layouts with it, the workers their pools
+     * and orders): null when pages laid out as {@code source} can be copied page for page into pages laid out as
+     * {@code dest}; else every field that differs, {@code "<field> <source value> (<sourceName>) vs <dest value>
+     * (<destName>)"}, joined by ", ". Pool sizes and ranks may differ; tp_size may not (ranks of different
+     * tensor-parallel degrees hold different slices of the heads).
+     */
+    public static String incompatibility(KvLayout source, String sourceName, KvLayout dest, String destName) {
+        Diffs d = new Diffs(new ArrayList<>(), " (" + sourceName + ") vs ", " (" + destName + ")");
+        // The decider's order of old: its reasons are in the decision log, and a replay of an old log must read the same.
+        d.add("num_layers", source.getNumLayers(), dest.getNumLayers());
+        d.add("dtype", source.getDtype(), dest.getDtype());
+        d.add("num_kv_heads", source.getNumKvHeads(), dest.getNumKvHeads());
+        d.add("head_dim", source.getHeadDim(), dest.getHeadDim());
+        d.add("block_size_tokens", source.getBlockSizeTokens(), dest.getBlockSizeTokens());
+        d.add("kv_split", source.getKvSplit(), dest.getKvSplit());
+        d.add("tp_size", source.getTpSize(), dest.getTpSize());
+        d.add("page_bytes", source.getPageBytes(), dest.getPageBytes());
+        return d.out().isEmpty() ? null : String.join(", ", d.out());
+    }
+
+    private record Diffs(List<String> out, String vs, String after) {
+        void add(String field, Object src, Object dst) {
+            if (!Objects.equals(src, dst)) {
+                out.add(field + " " + src + vs + dst + after);
+            }
         }
     }
 

@@ -61,7 +61,17 @@ class KvGeometryTest {
         KvGeometry a = KvTestData.small(2, 10);
         assertThat(a.incompatibility(a.withNumBlocks(999))).isNull();
         KvGeometry b = new KvGeometry(3, KvSplit.SEPARATE, 16, 8, 64, Dtype.FP32, 32 * 1024, 10);
-        assertThat(a.incompatibility(b)).isEqualTo("num_layers 2 (source) vs 3 (destination), head_dim 128 (source) vs 64 (destination), "
-                + "dtype BF16 (source) vs FP32 (destination)");
+        // in the decider's order of fields (its reasons are replayed from old logs)
+        assertThat(a.incompatibility(b)).isEqualTo("num_layers 2 (source) vs 3 (destination), dtype BF16 (source) vs FP32 (destination), "
+                + "head_dim 128 (source) vs 64 (destination)");
+    }
+
+    @Test
+    void layoutIncompatibilityAlsoNamesTheTensorParallelSizeButIgnoresRankAndPoolSize() {
+        KvGeometry g = KvTestData.small(2, 10);
+        assertThat(KvGeometry.incompatibility(g.toLayout(0, 2), "prefill", g.withNumBlocks(99).toLayout(1, 2), "decode")).isNull();
+        KvLayout fp16 = KvLayout.newBuilder(g.toLayout(0, 4)).setDtype(Dtype.FP16).build();
+        assertThat(KvGeometry.incompatibility(g.toLayout(0, 2), "prefill", fp16, "decode"))
+                .isEqualTo("dtype BF16 (prefill) vs FP16 (decode), tp_size 2 (prefill) vs 4 (decode)");
     }
 }
