@@ -62,6 +62,31 @@ class ModuleBoundariesTest {
         assertThat(violations).as("imports of other modules' internal packages").isEmpty();
     }
 
+    /**
+     * Long-running components log; only command-line output writes to stdout: the CLI, the benchmarks (their tables), and
+     * two tools' own mains (the schema release tool, and the broker child whose stdout is its node's log file).
+     */
+    @Test
+    void onlyCommandLineOutputGoesToStdout() throws IOException {
+        Path root = Path.of("..");
+        Set<String> tools = Set.of("SchemaRelease.java", "KraftBrokerMain.java");
+        List<String> writers = new ArrayList<>();
+        try (Stream<Path> s = Files.list(root)) {
+            for (Path m : s.filter(d -> Files.isDirectory(d.resolve("src/main/java"))).toList()) {
+                String module = m.getFileName().toString();
+                if (module.equals("cli") || module.equals("bench")) {
+                    continue;
+                }
+                for (Path f : javaFiles(m.resolve("src/main/java"))) {
+                    if (read(f).contains("System.out") && !tools.contains(f.getFileName().toString())) {
+                        writers.add(root.relativize(f).toString());
+                    }
+                }
+            }
+        }
+        assertThat(writers).as("production classes outside the CLI writing to System.out").isEmpty();
+    }
+
     private static List<Path> javaFiles(Path dir) throws IOException {
         try (Stream<Path> s = Files.walk(dir)) {
             return s.filter(f -> f.toString().endsWith(".java")).toList();
