@@ -236,16 +236,21 @@ public final class ProxiedRequest {
             log.atInfo().addKeyValue("requestId", requestId).log("prefill failed, waiting for the decode engine to recompute: " + m.message());
             return;
         }
-        if (!redispatched(m, "prefill failed: " + m.message(), Set.of(prefill.engineId()))) {
-            cancelFact("prefill failed: " + m.message());
-            fail(m, End.UPSTREAM_ERROR);
-        }
+        redispatchOrFail(m, "prefill failed: " + m.message(), Set.of(prefill.engineId()));
     }
 
     /** A connection that could not be made, or broke: the engine is routed around until its health check answers again. */
     private void unreachable(EngineInfo engine, Throwable cause) {
         if (health != null && !ended) {
             health.markDown(engine.engineId(), "call failed: " + cause);
+        }
+    }
+
+    /** An upstream failure: re-dispatched to other engines where it can be, else this request is cancelled and fails. */
+    private void redispatchOrFail(UpstreamErrors.Mapped m, String reason, Set<String> avoid) {
+        if (!redispatched(m, reason, avoid)) {
+            cancelFact(reason);
+            fail(m, End.UPSTREAM_ERROR);
         }
     }
 
@@ -281,10 +286,7 @@ public final class ProxiedRequest {
         if (r == null) {
             unreachable(decode, err);
             UpstreamErrors.Mapped m = UpstreamErrors.fromFailure(side, decode.engineId(), err);
-            if (!redispatched(m, side + " engine failed: " + err.getMessage(), Set.of(decode.engineId()))) {
-                cancelFact(side + " engine failed: " + err.getMessage());
-                fail(m, End.UPSTREAM_ERROR);
-            }
+            redispatchOrFail(m, side + " engine failed: " + err.getMessage(), Set.of(decode.engineId()));
             return;
         }
         if (r.statusCode() / 100 != 2) {
@@ -294,10 +296,7 @@ public final class ProxiedRequest {
                             : UpstreamErrors.fromStatus(side, decode.engineId(), r.statusCode(), body.result().toString());
                     // A handoff that failed (502) may have failed on either side's worker: avoid both engines.
                     Set<String> avoid = pd && r.statusCode() == 502 ? Set.of(decode.engineId(), prefill.engineId()) : Set.of(decode.engineId());
-                    if (!redispatched(m, side + " engine answered " + r.statusCode() + ": " + m.message(), avoid)) {
-                        cancelFact(side + " engine answered " + r.statusCode());
-                        fail(m, End.UPSTREAM_ERROR);
-                    }
+                    redispatchOrFail(m, side + " engine answered " + r.statusCode() + ": " + m.message(), avoid);
                 }
             });
             return;
