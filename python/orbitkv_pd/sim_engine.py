@@ -324,6 +324,8 @@ class SimEngine:
         self._ended: Dict[str, threading.Event] = {}
         self.server: Optional[ThreadingHTTPServer] = None
         self.ready = False
+        # As the Java components' Lifecycle: new, starting, running, stopping, stopped (reported by /health/*).
+        self.lifecycle = "new"
 
     def count(self, key: str, n: int = 1) -> None:
         with self._lock:
@@ -336,6 +338,7 @@ class SimEngine:
 
     def start(self) -> "SimEngine":
         engine = self
+        self.lifecycle = "starting"
 
         class Handler(_Handler):
             pass
@@ -348,6 +351,7 @@ class SimEngine:
                 self.config.engine_id, self.config.instance_epoch, self.config.role, self.backend.layout, self.backend.pool_spec(),
                 self.config.model, url), on_decision=self.on_decision, connect_timeout=180)
         self.ready = True
+        self.lifecycle = "running"
         threading.Thread(target=self.server.serve_forever, name="http", daemon=True).start()
         log.info("engine %s ready (%s, %s, epoch %d)", self.config.engine_id, self.config.role, url, self.config.instance_epoch)
         return self
@@ -376,12 +380,14 @@ class SimEngine:
 
     def close(self) -> None:
         self.ready = False
+        self.lifecycle = "stopping"
         if self.client is not None:
             self.client.close()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
         self.backend.close()
+        self.lifecycle = "stopped"
 
     # ------------------------------------------------------------------------------------------------ compute
 
@@ -463,7 +469,16 @@ class _Handler(BaseHTTPRequestHandler):
         e = self.engine
         if self.path == "/health":
             self.send_json(200 if e.ready else 503, {"status": "ok" if e.ready else "starting", "engine_id": e.config.engine_id,
-                                                    "role": e.config.role})
+                                                    "role": e.config.role, "lifecycle": e.lifecycle})
+        elif self.path == "/health/live":
+            # As the Java components (runtime's Health): live until stopped, ready only while registered and running.
+            live = e.lifecycle not in ("stopped", "failed")
+            self.send_json(200 if live else 503, {"status": "live" if live else "not live", "lifecycle": e.lifecycle})
+        elif self.path == "/health/ready":
+            body = {"status": "ready" if e.ready else "not ready", "lifecycle": e.lifecycle}
+            if not e.ready:
+                body["reason"] = "it is " + e.lifecycle
+            self.send_json(200 if e.ready else 503, body)
         elif self.path == "/v1/models":
             self.send_json(200, {"object": "list", "data": [{"id": e.config.model, "object": "model", "created": 0,
                                                              "owned_by": "orbitkv-sim", "max_model_len": e.config.max_prompt_tokens}]})

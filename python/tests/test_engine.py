@@ -52,10 +52,36 @@ class StandaloneEngineTest(unittest.TestCase):
         text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
         self.assertEqual(text, self.expected("jumps over the lazy dog", 4))
 
+    def get(self, path: str) -> "tuple[int, dict]":
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            c.close()
+
+    def test_the_probes_say_live_and_ready_while_running(self) -> None:
+        self.assertEqual(self.get("/health/live"), (200, {"status": "live", "lifecycle": "running"}))
+        self.assertEqual(self.get("/health/ready"), (200, {"status": "ready", "lifecycle": "running"}))
+
     def test_a_pd_request_without_a_worker_is_refused_naming_the_parameter(self) -> None:
         status, body = self.post({"prompt": "x", "kv_transfer_params": {"do_remote_decode": True}})
         self.assertEqual(status, 503)
         self.assertEqual(json.loads(body)["error"]["param"], "kv_transfer_params")
+
+
+class ProbesTest(unittest.TestCase):
+    """Readiness ends with the engine's close; liveness only once it has stopped."""
+
+    def test_a_closing_engine_is_not_ready(self) -> None:
+        e = SimEngine(SimEngineConfig.from_properties({"engine.id": "e-1", "engine.preset": "tiny", "engine.http.port": "0"}))
+        self.assertEqual(e.lifecycle, "new")
+        e.start()
+        self.assertEqual(e.lifecycle, "running")
+        e.close()
+        self.assertEqual(e.lifecycle, "stopped")
+        self.assertFalse(e.ready)
 
 
 class ConfigTest(unittest.TestCase):

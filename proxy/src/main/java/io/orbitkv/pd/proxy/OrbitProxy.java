@@ -9,6 +9,7 @@ import io.orbitkv.pd.proxy.internal.EngineList;
 import io.orbitkv.pd.proxy.internal.ProxiedRequest;
 import io.orbitkv.pd.proxy.internal.ProxyMetrics;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Health;
 import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.proxy.internal.RequestIds;
 import io.orbitkv.pd.tracing.Marks;
@@ -189,6 +190,8 @@ public final class OrbitProxy implements AutoCloseable {
                     .put("lifecycle", lifecycle.state().label())
                     .put("prefill_engines", e.stream().filter(EngineInfo::canPrefill).count())
                     .put("decode_engines", e.stream().filter(EngineInfo::canDecode).count()));
+        } else if (req.method() == HttpMethod.GET && Health.probe(path, lifecycle, this::notReady) instanceof Health.Answer a) {
+            resp.setStatusCode(a.status()).putHeader("content-type", "application/json").end(a.json());
         } else if (req.method() == HttpMethod.GET && path.equals("/stats")) {
             json(resp, 200, stats());
         } else if (req.method() == HttpMethod.GET && path.equals("/metrics")) {
@@ -445,6 +448,15 @@ public final class OrbitProxy implements AutoCloseable {
                     .put("proxy_in_flight", load(i.engineId()));
         }
         return s;
+    }
+
+    /** Ready while it can route a request: a prefill and a decode engine (both roles may be one engine) in its list. */
+    private String notReady() {
+        List<EngineInfo> e = engines.current();
+        if (e.stream().noneMatch(EngineInfo::canPrefill)) {
+            return "no prefill engine to route to";
+        }
+        return e.stream().anyMatch(EngineInfo::canDecode) ? null : "no decode engine to route to";
     }
 
     private static void json(HttpServerResponse resp, int status, ObjectNode body) {

@@ -144,7 +144,8 @@ public final class WorkerApp implements AutoCloseable {
                 http = new WorkerHttp(httpConfig.host(), httpConfig.port(), metrics,
                         () -> "{\"engine\":\"" + config.engineId() + "\",\"lifecycle\":\"" + lifecycle.state().label() + "\",\"status\":\""
                                 + (pool == null ? "waiting for the engine" : "ok") + "\",\"completed\":" + completedOrders() + ",\"failed\":"
-                                + failedOrders() + "}").start();
+                                + failedOrders() + "}",
+                        lifecycle, () -> pool == null ? "no engine registered yet (the engine API waits for its hello)" : null).start();
                 log.atInfo().addKeyValue("url", "http://" + http.address() + "/metrics").log("worker metrics listening");
             }
             if (api != null) {

@@ -10,6 +10,7 @@ import com.sun.net.httpserver.HttpExchange;
 import io.orbitkv.pd.dashboard.DashboardConfig;
 import io.orbitkv.pd.dashboard.stats.StatsWindow;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Health;
 import io.orbitkv.pd.runtime.HttpEndpoint;
 import io.orbitkv.pd.runtime.Lifecycle;
 import java.io.IOException;
@@ -114,6 +115,8 @@ public final class DashboardHttp implements AutoCloseable {
             } else if (path.equals("/internal/partials")) {
                 Range r = range(q);
                 send(ex, 200, "application/json", LocalView.toJson(local.read(r.window, r.from, r.to)).toString());
+            } else if (Health.probe(path, lifecycle, this::notReady) instanceof Health.Answer a) {
+                send(ex, a.status(), "application/json", a.json());
             } else if (path.equals("/api/health")) {
                 send(ex, 200, "application/json", JSON.createObjectNode().put("state", streams.state().name())
                         .put("lifecycle", lifecycle.state().label()).put("stream_time", streamTime.get()).toString());
@@ -121,7 +124,7 @@ public final class DashboardHttp implements AutoCloseable {
                 refreshInflightGauges();
                 send(ex, 200, ComponentMetrics.CONTENT_TYPE, metrics.scrape());
             } else {
-                send(ex, 404, "application/json", error("no such endpoint: " + path + " (try /, /api/overview, /metrics, /api/health)"));
+                send(ex, 404, "application/json", error("no such endpoint: " + path + " (try /, /api/overview, /metrics, /api/health, /health/live, /health/ready)"));
             }
         } catch (IllegalArgumentException e) {
             send(ex, 400, "application/json", error(e.getMessage()));
@@ -254,6 +257,12 @@ public final class DashboardHttp implements AutoCloseable {
         return JSON.createObjectNode().put("error", message).toString();
     }
 
+
+    /** Ready once Streams is RUNNING: before, the statistics are not queryable. */
+    private String notReady() {
+        KafkaStreams.State s = streams.state();
+        return s == KafkaStreams.State.RUNNING ? null : "Kafka Streams is " + s;
+    }
 
     @Override
     public void close() {

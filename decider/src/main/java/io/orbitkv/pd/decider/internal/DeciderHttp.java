@@ -7,6 +7,7 @@ import com.sun.net.httpserver.HttpExchange;
 import io.orbitkv.pd.decider.DeciderMetrics;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Health;
 import io.orbitkv.pd.runtime.HttpEndpoint;
 import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.schemas.EngineRegistrations;
@@ -97,6 +98,8 @@ public final class DeciderHttp implements AutoCloseable {
             boolean local = "local=true".equals(ex.getRequestURI().getQuery());
             if (!"GET".equals(ex.getRequestMethod())) {
                 send(ex, 405, error("only GET is supported"));
+            } else if (Health.probe(path, lifecycle, this::notReady) instanceof Health.Answer a) {
+                send(ex, a.status(), a.json());
             } else if (path.equals("/health")) {
                 send(ex, 200, JSON.createObjectNode().put("state", streams.state().name()).put("lifecycle", lifecycle.state().label()).toString());
             } else if (path.startsWith("/requests/") && path.length() > "/requests/".length()) {
@@ -109,7 +112,7 @@ public final class DeciderHttp implements AutoCloseable {
                 refreshGauges();
                 HttpEndpoint.send(ex, 200, ComponentMetrics.CONTENT_TYPE, metrics.scrape());
             } else {
-                send(ex, 404, error("no such endpoint: " + path + " (try /requests/{id}, /states, /engines, /health, /metrics)"));
+                send(ex, 404, error("no such endpoint: " + path + " (try /requests/{id}, /states, /engines, /health, /health/live, /health/ready, /metrics)"));
             }
         } catch (RuntimeException e) {
             log.atWarn().setCause(e).log("interactive query failed");
@@ -249,6 +252,12 @@ public final class DeciderHttp implements AutoCloseable {
 
     private static String error(String message) {
         return JSON.createObjectNode().put("error", message).toString();
+    }
+
+    /** Ready once Streams is RUNNING: before, during a rebalance or a restore, this instance answers no query. */
+    private String notReady() {
+        KafkaStreams.State s = streams.state();
+        return s == KafkaStreams.State.RUNNING ? null : "Kafka Streams is " + s;
     }
 
     private static void send(HttpExchange ex, int status, String body) throws IOException {

@@ -10,6 +10,7 @@ import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.engine.client.http.KvTransferParams;
 import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.metrics.ComponentMetrics;
+import io.orbitkv.pd.runtime.Health;
 import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceHeaders;
@@ -62,6 +63,9 @@ final class HttpFront {
                 send(req.response(), up ? 200 : 503, SimEngine.JSON.createObjectNode().put("status", up ? "ok" : "starting")
                         .put("lifecycle", lifecycle.state().label())
                         .put("engine_id", config.engineId()).put("role", config.role().name().toLowerCase()));
+            } else if (req.method() == HttpMethod.GET && Health.probe(path, lifecycle, () -> null) instanceof Health.Answer a) {
+                // Running means registered: the engine announces itself (after its worker) before it runs.
+                req.response().setStatusCode(a.status()).putHeader("content-type", "application/json").end(a.json());
             } else if (req.method() == HttpMethod.GET && path.equals("/v1/models")) {
                 send(req.response(), 200, format.models());
             } else if (req.method() == HttpMethod.GET && path.equals("/stats")) {
