@@ -245,10 +245,16 @@ public final class KraftCluster implements AutoCloseable {
         return nodes.stream().map(NodeProcess::brokerAddress).collect(Collectors.joining(","));
     }
 
-    /** Minimal client config for this cluster: {@code bootstrap.servers} only. Mutable copy. */
+    /**
+     * Minimal client config for this cluster: {@code bootstrap.servers}, and on a secured cluster the super user's
+     * credentials and the CA. Mutable copy.
+     */
     public Map<String, Object> adminConfig() {
         Map<String, Object> m = new HashMap<>();
         m.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers());
+        if (config.security() != null) {
+            m.putAll(config.security().adminClientConfig());
+        }
         return m;
     }
 
@@ -364,10 +370,14 @@ public final class KraftCluster implements AutoCloseable {
         p.put("process.roles", "broker,controller");
         p.put("node.id", Integer.toString(n.id()));
         p.put("controller.quorum.voters", voters);
-        p.put("listeners", "PLAINTEXT://" + Ports.HOST + ":" + b + ",CONTROLLER://" + Ports.HOST + ":" + c);
-        p.put("advertised.listeners", "PLAINTEXT://" + Ports.HOST + ":" + b);
-        p.put("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
-        p.put("inter.broker.listener.name", "PLAINTEXT");
+        if (config.security() == null) {
+            p.put("listeners", "PLAINTEXT://" + Ports.HOST + ":" + b + ",CONTROLLER://" + Ports.HOST + ":" + c);
+            p.put("advertised.listeners", "PLAINTEXT://" + Ports.HOST + ":" + b);
+            p.put("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
+            p.put("inter.broker.listener.name", "PLAINTEXT");
+        } else {
+            p.putAll(config.security().serverProperties(Ports.HOST + ":" + b, Ports.HOST + ":" + c));
+        }
         p.put("controller.listener.names", "CONTROLLER");
         p.put("log.dirs", n.logDir().toString());
         // Small machine: the defaults size thread pools and buffers for production hardware.
@@ -414,6 +424,12 @@ public final class KraftCluster implements AutoCloseable {
             cmd.addAll(ChildLogging.writeConfigs(n.nodeDir(), slf4jProvider));
             cmd.add("-D" + KraftBrokerMain.PARENT_PID_PROPERTY + "=" + ProcessHandle.current().pid());
             cmd.add("-Dorbitkv.broker.nodeId=" + n.id()); // shows up in ps/jcmd, which node is which
+            if (config.security() != null) {
+                // The super user's SCRAM credential goes into the metadata at format time (a file: not on the command line).
+                Path scram = n.nodeDir().resolve("scram-bootstrap");
+                Files.writeString(scram, config.security().scramBootstrap());
+                cmd.add("-D" + KraftBrokerMain.SCRAM_FILE_PROPERTY + "=" + scram);
+            }
             cmd.add("@" + writeClasspathArgFile(n));
             cmd.add(KraftBrokerMain.class.getName());
             cmd.add(n.serverProperties().toString());
@@ -653,6 +669,7 @@ public final class KraftCluster implements AutoCloseable {
         private final Map<String, String> brokerProperties = new LinkedHashMap<>();
         private List<String> jvmOptions;
         private String cpus;
+        private BrokerSecurity security;
         private Duration startupTimeout = Duration.ofSeconds(60);
         private Duration shutdownTimeout = Duration.ofSeconds(30);
 
@@ -712,6 +729,12 @@ public final class KraftCluster implements AutoCloseable {
             return this;
         }
 
+        /** Secures the client listener: SASL SCRAM-SHA-512 over TLS, ACLs enforced (see {@link BrokerSecurity}). */
+        public Builder secured(BrokerSecurity security) {
+            this.security = security;
+            return this;
+        }
+
         public Builder startupTimeout(Duration timeout) {
             this.startupTimeout = timeout;
             return this;
@@ -735,7 +758,7 @@ public final class KraftCluster implements AutoCloseable {
             Path logs = logsDir != null ? logsDir : data.resolve("logs");
             List<String> jvm = jvmOptions != null ? jvmOptions : KraftClusterConfig.defaultJvmOptions(nodes);
             return new KraftCluster(new KraftClusterConfig(nodes, data, logs, persistent, brokerPort,
-                    brokerProperties, jvm, startupTimeout, shutdownTimeout, cpus));
+                    brokerProperties, jvm, startupTimeout, shutdownTimeout, cpus, security));
         }
     }
 }

@@ -25,6 +25,7 @@ import java.util.Set;
  * @param cpus             the CPUs each node's JVM runs on, as {@code taskset -c} takes them ({@code 0}, {@code 0-1},
  *                         {@code 0,2}); null leaves scheduling to the kernel. The node is started under
  *                         {@code taskset}, so every thread it ever starts inherits the mask.
+ * @param security         null for plaintext without authorization (the default); else SASL over TLS with ACLs
  */
 public record KraftClusterConfig(
         int nodes,
@@ -36,7 +37,8 @@ public record KraftClusterConfig(
         List<String> jvmOptions,
         Duration startupTimeout,
         Duration shutdownTimeout,
-        String cpus) {
+        String cpus,
+        BrokerSecurity security) {
 
     /** @throws IllegalArgumentException when {@code cpus} is neither null nor a CPU list as {@code taskset -c} takes it */
     static void checkCpus(String cpus) {

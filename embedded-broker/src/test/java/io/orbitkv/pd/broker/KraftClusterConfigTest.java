@@ -14,7 +14,7 @@ class KraftClusterConfigTest {
 
     private static KraftClusterConfig config(int nodes, int port, Map<String, String> props) {
         return new KraftClusterConfig(nodes, Path.of("d"), Path.of("l"), false, port, props,
-                List.of("-Xmx64m"), Duration.ofSeconds(1), Duration.ZERO, null);
+                List.of("-Xmx64m"), Duration.ofSeconds(1), Duration.ZERO, null, null);
     }
 
     @Test
@@ -25,9 +25,9 @@ class KraftClusterConfigTest {
         assertThatThrownBy(() -> config(1, 0, Map.of("node.id", "7")))
                 .hasMessageStartingWith("brokerProperties:").hasMessageContaining("node.id");
         assertThatThrownBy(() -> new KraftClusterConfig(1, Path.of("d"), Path.of("l"), false, 0, Map.of(),
-                List.of(), Duration.ZERO, Duration.ZERO, null)).hasMessageStartingWith("startupTimeout:");
+                List.of(), Duration.ZERO, Duration.ZERO, null, null)).hasMessageStartingWith("startupTimeout:");
         assertThatThrownBy(() -> new KraftClusterConfig(1, Path.of("d"), Path.of("l"), false, 0, Map.of(),
-                List.of(), Duration.ofSeconds(1), Duration.ZERO, "0-x")).hasMessageStartingWith("cpus:").hasMessageContaining("'0-x'");
+                List.of(), Duration.ofSeconds(1), Duration.ZERO, "0-x", null)).hasMessageStartingWith("cpus:").hasMessageContaining("'0-x'");
     }
 
     @Test

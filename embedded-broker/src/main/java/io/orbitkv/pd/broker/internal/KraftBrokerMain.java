@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
@@ -26,6 +27,9 @@ import org.slf4j.LoggerFactory;
 public final class KraftBrokerMain {
 
     public static final String PARENT_PID_PROPERTY = "orbitkv.broker.parentPid";
+
+    /** When set, a file holding a {@code kafka-storage format --add-scram} argument (a secured cluster's super user). */
+    public static final String SCRAM_FILE_PROPERTY = "orbitkv.broker.scramFile";
 
     /** Exit code when formatting fails, distinct from Kafka's own 1. */
     public static final int EXIT_FORMAT_FAILED = 3;
@@ -78,9 +82,13 @@ public final class KraftBrokerMain {
         // a half-formatted multi-dir layout (crash during a previous format) recoverable. Its report goes to this
         // child's stdout, which KraftCluster redirects into the node's log file.
         PrintStream out = System.out;
-        int rc = kafka.tools.StorageTool.execute(new String[] {
-            "format", "--cluster-id", clusterId, "--config", serverProperties.toString(), "--ignore-formatted"
-        }, out);
+        List<String> args = new ArrayList<>(List.of("format", "--cluster-id", clusterId, "--config", serverProperties.toString(),
+                "--ignore-formatted"));
+        String scram = System.getProperty(SCRAM_FILE_PROPERTY);
+        if (scram != null) {
+            args.addAll(List.of("--add-scram", Files.readString(Path.of(scram)).strip()));
+        }
+        int rc = kafka.tools.StorageTool.execute(args.toArray(String[]::new), out);
         out.flush();
         if (rc != 0) {
             throw new IllegalStateException("kafka-storage format exited with " + rc);
