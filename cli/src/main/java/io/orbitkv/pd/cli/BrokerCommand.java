@@ -1,5 +1,6 @@
 package io.orbitkv.pd.cli;
 
+import io.orbitkv.pd.broker.BrokerSecurity;
 import io.orbitkv.pd.broker.DevBroker;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
@@ -18,12 +19,25 @@ final class BrokerCommand implements Callable<Integer> {
     @Option(names = "--port", defaultValue = "9092", description = "Client listener port on 127.0.0.1 (default: ${DEFAULT-VALUE}).")
     int port;
 
+    @Option(names = "--secured", description = {"SASL SCRAM-SHA-512 over TLS, ACLs enforced: a CA, the broker's certificate and the super",
+            "user's connection (<data-dir>/admin.properties) are made on the first secured start and kept. See docs/security.md."})
+    boolean secured;
+
     @Override
     public Integer call() throws Exception {
         if (port < 1 || port > 65535) {
             throw new IllegalArgumentException("--port: must be 1..65535, got " + port);
         }
-        DevBroker.run(dataDir.toAbsolutePath(), port);
+        Path dir = dataDir.toAbsolutePath();
+        if (secured) {
+            BrokerSecurity security = DevBroker.securedMaterial(dir, port);
+            System.out.println("secured: SASL_SSL (SCRAM-SHA-512), ACLs enforced; the admin's connection: " + dir.resolve("admin.properties"));
+            System.out.println("  next: ./orbitkv-pd topics --config " + dir.resolve("admin.properties") + " --create");
+            System.out.println("        ./orbitkv-pd acls --config " + dir.resolve("admin.properties") + " --apply --user orbitkv-decider=<password> ...");
+            DevBroker.run(dir, port, dir.resolve("logs"), java.util.Map.of(), security);
+        } else {
+            DevBroker.run(dir, port);
+        }
         return 0;
     }
 }

@@ -10,7 +10,7 @@ import picocli.CommandLine.Command;
 /** The {@code orbitkv-pd} command: one entry point for every component, the demo and the tools. */
 @Command(name = "orbitkv-pd", mixinStandardHelpOptions = true, version = "orbitkv-pd 0.1.0",
         description = "OrbitKV P/D: Kafka control plane and KV data plane for prefill/decode disaggregated inference.",
-        subcommands = {DemoCommand.class, BrokerCommand.class, TopicsCommand.class, DeciderCommand.class, WorkerCommand.class,
+        subcommands = {DemoCommand.class, BrokerCommand.class, TopicsCommand.class, AclsCommand.class, DeciderCommand.class, WorkerCommand.class,
                 EngineCommand.class, ProxyCommand.class, TraceCommand.class, AuditCommand.class, ReplayCommand.class, ExportCommand.class,
                 DashboardCommand.class, BenchCommand.class, ChaosCommand.class, CommandLine.HelpCommand.class},
         footer = {"", "  ./orbitkv-pd test    runs every test (handled by the launcher script, through Maven)"})

@@ -5,12 +5,11 @@ import io.orbitkv.pd.schemas.Topic;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.schemas.config.ConfigProps;
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import java.time.Duration;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.Callable;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -25,6 +24,10 @@ final class TopicsCommand implements Callable<Integer> {
     @Option(names = "--create", description = "Create every missing topic on the cluster at --bootstrap.")
     boolean create;
 
+    @Option(names = "--config", description = "Properties instead of the options: bootstrap.servers, topics.*, and the connection of a "
+            + "secured cluster's admin (kafka.security.protocol, kafka.sasl.*, kafka.ssl.*).")
+    java.nio.file.Path config;
+
     @Option(names = "--prefix", defaultValue = TopicsConfig.DEFAULT_PREFIX, description = "Topic name prefix (default: ${DEFAULT-VALUE}).")
     String prefix;
 
@@ -36,15 +39,16 @@ final class TopicsCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        Topics topics = new Topics(new TopicsConfig(prefix, partitions, replicationFactor, Duration.ofDays(7)), EventSerdes.embedded());
+        ConfigProps p = ConfigProps.loadOrEmpty(config);
+        Topics topics = new Topics(config != null ? p.topics() : new TopicsConfig(prefix, partitions, replicationFactor, Duration.ofDays(7)),
+                EventSerdes.embedded());
         if (create) {
-            if (bootstrap == null) {
-                throw new IllegalArgumentException("--bootstrap: required with --create");
+            String servers = bootstrap != null ? bootstrap : p.string("bootstrap.servers", null);
+            if (servers == null) {
+                throw new IllegalArgumentException("--bootstrap: required with --create (or bootstrap.servers in --config)");
             }
-            try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
-                List<String> created = TopicAdmin.ensureTopics(admin, topics);
-                System.out.println(created.isEmpty() ? "all topics already exist" : "created: " + String.join(", ", created));
-            }
+            List<String> created = TopicAdmin.ensure(KafkaClients.admin(servers, p.withPrefix("kafka.")), topics);
+            System.out.println(created.isEmpty() ? "all topics already exist" : "created: " + String.join(", ", created));
         }
         System.out.printf("%-28s %-12s %-20s %-10s %-3s %s%n", "TOPIC", "KEY", "VALUE", "PARTITIONS", "RF", "RETENTION");
         for (Topic<String, ?> t : topics.all()) {

@@ -9,6 +9,7 @@ import io.orbitkv.pd.runtime.StreamsRunner;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Properties;
@@ -86,9 +87,7 @@ public final class DashboardApp implements AutoCloseable {
     public DashboardApp start() {
         lifecycle.starting();
         try {
-            try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
-                TopicAdmin.ensureTopics(admin, topics);
-            }
+            TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
             http.start(streams, observer, streamTime, lifecycle);
             runner.start();
         } catch (RuntimeException e) {

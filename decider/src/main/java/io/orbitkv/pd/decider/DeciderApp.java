@@ -11,6 +11,7 @@ import io.orbitkv.pd.runtime.StreamsRunner;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Properties;
@@ -121,9 +122,7 @@ public final class DeciderApp implements AutoCloseable {
             if (config.usesDevAuthKey()) {
                 log.warn("auth.key is not set: using the built-in development key. Set auth.key (>= 16 bytes, or hex:...) in production.");
             }
-            try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
-                TopicAdmin.ensureTopics(admin, topics);
-            }
+            TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
             if (http != null) {
                 http.start(streams, topics, metrics, deciderMetrics, lifecycle);
             }

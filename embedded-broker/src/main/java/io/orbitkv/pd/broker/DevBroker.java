@@ -1,5 +1,6 @@
 package io.orbitkv.pd.broker;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Map;
@@ -59,6 +60,12 @@ public final class DevBroker {
      */
     public static void run(Path dataDir, int port, Path logsDir, Map<String, String> brokerProperties)
             throws InterruptedException {
+        run(dataDir, port, logsDir, brokerProperties, null);
+    }
+
+    /** As {@link #run(Path, int, Path, Map)}, secured by {@code security} when it is not null. */
+    public static void run(Path dataDir, int port, Path logsDir, Map<String, String> brokerProperties, BrokerSecurity security)
+            throws InterruptedException {
         try (KraftCluster cluster = KraftCluster.builder()
                 .nodes(1)
                 .dataDir(dataDir)
@@ -68,6 +75,7 @@ public final class DevBroker {
                 .brokerProperties(brokerProperties)
                 // A person may be watching: give a clean shutdown more room than tests do.
                 .shutdownTimeout(Duration.ofSeconds(60))
+                .secured(security)
                 .build()
                 .start()) {
             LOG.info("OrbitKV dev broker ready: bootstrap.servers={} (data {}, log {})",
@@ -79,6 +87,44 @@ public final class DevBroker {
                 return;
             }
             throw new IllegalStateException("dev broker exited with code " + code + "; see " + cluster.logFile(1));
+        }
+    }
+
+    /**
+     * The secured development broker's material in {@code dataDir}, made on the first secured start and kept (the super
+     * user's credential is written once, when the storage is formatted): a CA and the broker's certificate under
+     * {@code tls/}, and {@code admin.properties} (owner-only) holding {@code bootstrap.servers} and the admin's connection
+     * as {@code kafka.*} keys, ready for {@code ./orbitkv-pd acls --config} and {@code topics --config}.
+     */
+    public static BrokerSecurity securedMaterial(Path dataDir, int port) {
+        try {
+            Files.createDirectories(dataDir);
+            Path props = dataDir.resolve("admin.properties");
+            String storePassword;
+            String adminPassword;
+            if (Files.exists(props)) {
+                java.util.Properties p = new java.util.Properties();
+                try (var in = Files.newInputStream(props)) {
+                    p.load(in);
+                }
+                storePassword = p.getProperty("kafka.ssl.truststore.password");
+                String jaas = p.getProperty("kafka.sasl.jaas.config", "");
+                adminPassword = jaas.replaceAll(".*password=\"([^\"]*)\".*", "$1");
+                return new BrokerSecurity(new TlsMaterial(dataDir.resolve("tls"), storePassword, dataDir.resolve("tls/truststore.p12"),
+                        dataDir.resolve("tls/broker.p12")), "admin", adminPassword);
+            }
+            java.security.SecureRandom r = new java.security.SecureRandom();
+            storePassword = java.util.HexFormat.of().formatHex(r.generateSeed(12));
+            adminPassword = java.util.HexFormat.of().formatHex(r.generateSeed(12));
+            BrokerSecurity security = new BrokerSecurity(TlsMaterial.generate(dataDir.resolve("tls"), storePassword), "admin", adminPassword);
+            StringBuilder b = new StringBuilder("# The development broker's super user: for ./orbitkv-pd acls --config and topics --config\n");
+            b.append("bootstrap.servers=").append(Ports.HOST).append(':').append(port).append('\n');
+            security.adminClientConfig().forEach((k, v) -> b.append("kafka.").append(k).append('=').append(v).append('\n'));
+            Files.writeString(props, b.toString());
+            Files.setPosixFilePermissions(props, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
+            return security;
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("cannot write the secured broker's material to " + dataDir + ": " + e.getMessage(), e);
         }
     }
 

@@ -12,6 +12,7 @@ import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.runtime.Health;
 import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.proxy.internal.RequestIds;
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
@@ -116,9 +117,7 @@ public final class OrbitProxy implements AutoCloseable {
     }
 
     private void open() throws Exception {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
-            TopicAdmin.ensureTopics(admin, topics);
-        }
+        TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
         admissions = new Admissions(config.bootstrapServers(), config.kafkaOverrides(), topics, config.proxyId());
         HttpClient pollClient = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout(2000));
         engines.start(vertx, pollClient, config.refresh());

@@ -1,13 +1,17 @@
 package io.orbitkv.pd.schemas;
 
+import io.orbitkv.pd.schemas.config.KafkaClients;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.common.errors.AuthenticationException;
+import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.TopicExistsException;
 
 /** Creates the product's topics from their {@link TopicSpec}s. Idempotent: existing topics are left as they are. */
@@ -22,6 +26,40 @@ public final class TopicAdmin {
      * @return the names that were created by this call
      */
     public static List<String> ensureTopics(Admin admin, Topics topics) {
+        return ensureTopicsOrFail(admin, topics);
+    }
+
+    /**
+     * {@link #ensureTopics(Admin, Topics)} with an admin client of {@code adminConfig}, as a component's start does it:
+     * its first call to the cluster, so a failure to authenticate or a missing ACL is reported here, naming the
+     * principal and the cause ({@code kafka: cannot authenticate as User:worker-0 to host:9093: ...}).
+     */
+    public static List<String> ensure(Map<String, Object> adminConfig, Topics topics) {
+        try (Admin admin = Admin.create(adminConfig)) {
+            return ensureTopicsOrFail(admin, topics);
+        } catch (IllegalStateException e) {
+            String who = KafkaClients.principal(adminConfig);
+            for (Throwable c = e; c != null; c = c.getCause() == c ? null : c.getCause()) {
+                if (c instanceof AuthenticationException) {
+                    throw new IllegalStateException("kafka: cannot authenticate as " + who + " to " + adminConfig.get("bootstrap.servers") + ": "
+                            + withCause(c), c);
+                }
+                if (c instanceof AuthorizationException) {
+                    throw new IllegalStateException("kafka: " + who + " is not allowed: " + c.getMessage()
+                            + " (its ACLs: ./orbitkv-pd acls; topics are created by an admin: ./orbitkv-pd topics --create)", c);
+                }
+            }
+            throw e;
+        }
+    }
+
+    /** A message and, when it adds something (a TLS handshake's reason), its cause's. */
+    private static String withCause(Throwable t) {
+        Throwable c = t.getCause();
+        return c == null || c.getMessage() == null || c.getMessage().equals(t.getMessage()) ? t.getMessage() : t.getMessage() + ": " + c.getMessage();
+    }
+
+    private static List<String> ensureTopicsOrFail(Admin admin, Topics topics) {
         try {
             Set<String> existing = admin.listTopics().names().get(30, TimeUnit.SECONDS);
             List<NewTopic> missing = new ArrayList<>();

@@ -117,9 +117,7 @@ public final class WorkerApp implements AutoCloseable {
             log.warn("auth.key is not set: using the built-in development key. Set auth.key (the decider's, >= 16 bytes, or hex:...) in production.");
         }
         try {
-            try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
-                TopicAdmin.ensureTopics(admin, topics);
-            }
+            TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
             producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
             reporter = new EventReporter(producer, topics, config.engineId(), config.workerId());
             directory = new EngineDirectory(new KafkaConsumer<>(consumerConfig(null), new ByteArrayDeserializer(), new ByteArrayDeserializer()),

@@ -67,7 +67,8 @@ public final class Ticker implements AutoCloseable {
     }
 
     public void start() {
-        producer = new KafkaProducer<>(KafkaClients.factProducer(config.bootstrapServers(), null, Map.of()), topics.requestEvents().keySerde().serializer(), topics.requestEvents().valueSerde().serializer());
+        producer = new KafkaProducer<>(KafkaClients.factProducer(config.bootstrapServers(), null, KafkaClients.connection(config.kafkaOverrides())),
+                topics.requestEvents().keySerde().serializer(), topics.requestEvents().valueSerde().serializer());
         long interval = config.tickInterval().toMillis();
         executor.scheduleWithFixedDelay(this::round, interval, interval, TimeUnit.MILLISECONDS);
     }

@@ -121,9 +121,7 @@ public final class EngineClient implements EngineControl {
     }
 
     private void open() throws InterruptedException {
-        try (Admin admin = Admin.create(Map.of("bootstrap.servers", config.bootstrapServers()))) {
-            TopicAdmin.ensureTopics(admin, topics);
-        }
+        TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
         producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
         commands = new CommandReader(new KafkaConsumer<>(consumerConfig("commands"), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
                 topics.engineCommands(), config.engineId(), waiters::onDecision, this::deadLetter);

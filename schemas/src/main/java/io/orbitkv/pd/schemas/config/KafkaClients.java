@@ -14,6 +14,44 @@ public final class KafkaClients {
     private KafkaClients() { }
 
     /**
+     * The settings of {@code overrides} (a component's {@code kafka.*} keys) that say how to reach and authenticate to
+     * the cluster — {@code security.protocol}, {@code sasl.*}, {@code ssl.*}, {@code client.dns.lookup} — and that every
+     * client of the component needs, its admin and helper clients too, whatever else the overrides tune.
+     */
+    public static Map<String, Object> connection(Map<String, ?> overrides) {
+        Map<String, Object> c = new HashMap<>();
+        overrides.forEach((k, v) -> {
+            if (k.equals("security.protocol") || k.startsWith("sasl.") || k.startsWith("ssl.") || k.equals("client.dns.lookup")) {
+                c.put(k, v);
+            }
+        });
+        return c;
+    }
+
+    /**
+     * Who a client with these settings is to the broker, for messages: {@code User:<name>} of its SASL login, or
+     * {@code ANONYMOUS} without SASL (the {@code sasl.jaas.config} is never shown: it holds the password).
+     */
+    public static String principal(Map<String, ?> settings) {
+        Object jaas = settings.get("sasl.jaas.config");
+        if (jaas != null) {
+            java.util.regex.Matcher m = java.util.regex.Pattern.compile("username=\"([^\"]*)\"").matcher(jaas.toString());
+            if (m.find()) {
+                return "User:" + m.group(1);
+            }
+        }
+        Object protocol = settings.get("security.protocol");
+        return protocol != null && protocol.toString().startsWith("SASL") ? "a SASL login without a username" : "ANONYMOUS";
+    }
+
+    /** An admin client's settings: the bootstrap servers and the {@link #connection} settings of {@code overrides}. */
+    public static Map<String, Object> admin(String bootstrapServers, Map<String, ?> overrides) {
+        Map<String, Object> a = connection(overrides);
+        a.put("bootstrap.servers", bootstrapServers);
+        return a;
+    }
+
+    /**
      * A producer of facts: acks=all with idempotence (no duplicates or reordering on retries), and linger.ms 0 —
      * a fact is on the critical path of a handoff, so it is sent at once rather than batched. {@code overrides}
      * (the component's {@code kafka.*} keys) win.
