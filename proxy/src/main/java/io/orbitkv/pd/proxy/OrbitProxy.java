@@ -118,7 +118,7 @@ public final class OrbitProxy implements AutoCloseable {
 
     private void open() throws Exception {
         TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
-        admissions = new Admissions(config.bootstrapServers(), config.kafkaOverrides(), topics, config.proxyId());
+        admissions = new Admissions(config.bootstrapServers(), config.kafkaOverrides(), topics, config.proxyId(), metrics.registry());
         HttpClient pollClient = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout(2000));
         engines.start(vertx, pollClient, config.refresh());
         health.start(vertx, pollClient, engines::current, config.probe(), config.probeTimeout());

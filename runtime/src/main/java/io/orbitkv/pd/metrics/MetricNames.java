@@ -91,4 +91,7 @@ public final class MetricNames {
     public static final String DASHBOARD_LATE = "orbitkv.dashboard.late";
     /** Timer, tag {@code path}: HTTP queries of the dashboard (fan-out included). */
     public static final String DASHBOARD_QUERY = "orbitkv.dashboard.query";
+
+    /** Counter, tags {@code topic}, {@code cause} ({@code denied}: refused by the ACLs; {@code failed}): writes the broker did not take. */
+    public static final String KAFKA_WRITE_FAILURES = "orbitkv.kafka.write.failures";
 }

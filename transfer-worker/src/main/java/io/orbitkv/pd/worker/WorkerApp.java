@@ -119,7 +119,7 @@ public final class WorkerApp implements AutoCloseable {
         try {
             TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
             producer = new KafkaProducer<>(producerConfig(), new StringSerializer(), new ByteArraySerializer());
-            reporter = new EventReporter(producer, topics, config.engineId(), config.workerId());
+            reporter = new EventReporter(producer, topics, config.engineId(), config.workerId(), metrics.registry());
             directory = new EngineDirectory(new KafkaConsumer<>(consumerConfig(null), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
                     topics.engines(), engine -> transports.forEach(t -> t.forgetPeer(engine))).onRefused(this::registrationRefused);
             Thread.ofPlatform().daemon().name("worker-engines").start(directory);

@@ -1,5 +1,7 @@
 package io.orbitkv.pd.engine.client;
 
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.pd.runtime.KafkaWrites;
 import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.engine.client.internal.CommandReader;
@@ -84,6 +86,8 @@ public final class EngineClient implements EngineControl {
     private final EventSerdes serdes;
     private final Topics topics;
     private final Lifecycle lifecycle;
+    /** Where writes the broker did not take are counted ({@link KafkaWrites}); null: not counted. */
+    private final MeterRegistry registry;
     private final AtomicLong instanceEpoch = new AtomicLong();
     private KafkaProducer<String, byte[]> producer;
     private CommandReader commands;
@@ -91,8 +95,9 @@ public final class EngineClient implements EngineControl {
     private volatile EngineRegistration registration;
     private final long startedAtMs = System.currentTimeMillis();
 
-    private EngineClient(EngineClientConfig config, Identity identity, DecisionListener listener) {
+    private EngineClient(EngineClientConfig config, Identity identity, DecisionListener listener, MeterRegistry registry) {
         this.config = config;
+        this.registry = registry;
         this.lifecycle = new Lifecycle("engine client " + config.engineId());
         this.identity = identity;
         this.waiters = new KvWaiters(config.engineId(), listener);
@@ -107,7 +112,13 @@ public final class EngineClient implements EngineControl {
      * starts reading decisions. Returns once the engine is announced.
      */
     public static EngineClient start(EngineClientConfig config, Identity identity, DecisionListener listener) throws InterruptedException {
-        EngineClient c = new EngineClient(config, identity, listener);
+        return start(config, identity, listener, null);
+    }
+
+    /** As {@link #start(EngineClientConfig, Identity, DecisionListener)}, counting writes the broker refused in {@code registry}. */
+    public static EngineClient start(EngineClientConfig config, Identity identity, DecisionListener listener, MeterRegistry registry)
+            throws InterruptedException {
+        EngineClient c = new EngineClient(config, identity, listener, registry);
         c.lifecycle.starting();
         try {
             c.open();
@@ -326,7 +337,7 @@ public final class EngineClient implements EngineControl {
         producer.send(new ProducerRecord<>(topics.deadLetters().name(), r.key() == null ? null : new String(r.key(),
                 java.nio.charset.StandardCharsets.UTF_8), value), (md, err) -> {
                     if (err != null) {
-                        log.atWarn().log("could not dead-letter a refused decision: " + err);
+                        log.atWarn().log("could not dead-letter a refused decision: " + KafkaWrites.failed(registry, topics.deadLetters().name(), err));
                     }
                 });
     }
@@ -340,7 +351,8 @@ public final class EngineClient implements EngineControl {
         CompletableFuture<Void> done = new CompletableFuture<>();
         producer.send(record, (md, err) -> {
             if (err != null) {
-                log.atWarn().addKeyValue("requestId", fact.requestId()).addKeyValue("eventId", fact.eventId()).log("report failed: " + err);
+                log.atError().addKeyValue("requestId", fact.requestId()).addKeyValue("eventId", fact.eventId())
+                        .log("report failed: " + KafkaWrites.failed(registry, record.topic(), err));
                 done.completeExceptionally(err);
             } else {
                 done.complete(null);

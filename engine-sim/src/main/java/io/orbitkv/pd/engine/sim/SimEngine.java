@@ -101,7 +101,7 @@ public final class SimEngine implements AutoCloseable {
         if (config.control() != null) {
             EngineClient.Identity id = new EngineClient.Identity(config.role(), config.model(), url, config.geometry(), 0, config.tpSize(),
                     pool.memoryRegions());
-            client = EngineClient.start(config.control(), id, flow.decisions());
+            client = EngineClient.start(config.control(), id, flow.decisions(), metrics.registry());
         }
     }
 

@@ -1,11 +1,13 @@
 package io.orbitkv.pd.proxy.internal;
 
+import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.pd.schemas.config.KafkaClients;
 import io.orbitkv.pd.events.CancelRequested;
 import io.orbitkv.pd.events.FailurePolicy;
 import io.orbitkv.pd.events.RequestAdmitted;
 import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
+import io.orbitkv.pd.runtime.KafkaWrites;
 import io.orbitkv.pd.schemas.Topics;
 import java.time.Duration;
 import java.util.Map;
@@ -32,15 +34,18 @@ public final class Admissions implements AutoCloseable {
     private final Producer<String, byte[]> producer;
     private final Topics topics;
     private final String source;
+    private final MeterRegistry registry;
 
-    public Admissions(String bootstrapServers, Map<String, Object> overrides, Topics topics, String proxyId) {
+    /** @param registry where writes the broker did not take are counted ({@link KafkaWrites}) */
+    public Admissions(String bootstrapServers, Map<String, Object> overrides, Topics topics, String proxyId, MeterRegistry registry) {
         this(new KafkaProducer<>(KafkaClients.factProducer(bootstrapServers, proxyId + "-facts", overrides), new StringSerializer(),
-                new ByteArraySerializer()), topics, proxyId);
+                new ByteArraySerializer()), topics, proxyId, registry);
     }
 
-    /** Over any producer (tests: {@code MockProducer}). */
-    public Admissions(Producer<String, byte[]> producer, Topics topics, String proxyId) {
+    /** Over any producer (tests: {@code MockProducer}); {@code registry} may be null. */
+    public Admissions(Producer<String, byte[]> producer, Topics topics, String proxyId, MeterRegistry registry) {
         this.producer = producer;
+        this.registry = registry;
         this.topics = topics;
         this.source = proxyId;
     }
@@ -71,7 +76,8 @@ public final class Admissions implements AutoCloseable {
         marks.writeOut(record.headers());
         producer.send(record, (md, err) -> {
             if (err != null) {
-                log.atWarn().addKeyValue("requestId", answer.getRequestId()).log("could not write the answer's record: " + err.getMessage());
+                log.atWarn().addKeyValue("requestId", answer.getRequestId()).log("could not write the answer's record: "
+                        + KafkaWrites.failed(registry, record.topic(), err));
             }
         });
     }
@@ -102,6 +108,8 @@ public final class Admissions implements AutoCloseable {
         (marks == null ? Marks.empty() : marks).writeOut(record.headers());
         producer.send(record, (md, err) -> {
             if (err != null) {
+                log.atError().addKeyValue("requestId", requestId).log("could not write to " + record.topic() + ": "
+                        + KafkaWrites.failed(registry, record.topic(), err));
                 done.completeExceptionally(err);
             } else {
                 done.complete(null);

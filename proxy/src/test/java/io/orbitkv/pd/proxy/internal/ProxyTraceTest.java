@@ -27,7 +27,7 @@ class ProxyTraceTest {
     @Test
     void admissionAndCancelCarryTheProxysSpanOfTheClientsTrace() {
         MockProducer<String, byte[]> producer = new MockProducer<>(true, null, new StringSerializer(), new ByteArraySerializer());
-        Admissions a = new Admissions(producer, new Topics(TopicsConfig.defaults(), EventSerdes.embedded()), "proxy-1");
+        Admissions a = new Admissions(producer, new Topics(TopicsConfig.defaults(), EventSerdes.embedded()), "proxy-1", null);
         TraceContext client = TraceContext.parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").orElseThrow();
         TraceContext proxy = TraceHeaders.continueOrStart(TraceHeaders.fromHttp(Map.of(TraceHeaders.TRACEPARENT, client.format())::get));
         a.admitted("r1", "m", 10, 5, "p", "d", false, null, proxy, Marks.receivedAt(1_700_000_000_000_000L));

@@ -1,5 +1,6 @@
 package io.orbitkv.pd.worker.internal;
 
+import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.pd.events.DeadLetter;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.RequestEvent;
@@ -7,6 +8,7 @@ import io.orbitkv.pd.events.TransferCompleted;
 import io.orbitkv.pd.events.TransferFailed;
 import io.orbitkv.pd.events.TransferStarted;
 import io.orbitkv.pd.schemas.RecordDecoding;
+import io.orbitkv.pd.runtime.KafkaWrites;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.tracing.TraceContext;
@@ -32,9 +34,12 @@ public final class EventReporter {
     private final Topics topics;
     private final String engineId;
     private final String workerId;
+    private final MeterRegistry registry;
 
-    public EventReporter(Producer<String, byte[]> producer, Topics topics, String engineId, String workerId) {
+    /** @param registry where writes the broker did not take are counted ({@link KafkaWrites}); null: not counted */
+    public EventReporter(Producer<String, byte[]> producer, Topics topics, String engineId, String workerId, MeterRegistry registry) {
         this.producer = producer;
+        this.registry = registry;
         this.topics = topics;
         this.engineId = engineId;
         this.workerId = workerId;
@@ -108,7 +113,7 @@ public final class EventReporter {
         CompletableFuture<Void> f = new CompletableFuture<>();
         producer.send(record, (md, e) -> {
             if (e != null) {
-                log.atError().setCause(e).log("could not write " + what + " to " + record.topic());
+                log.atError().setCause(e).log("could not write " + what + " to " + record.topic() + ": " + KafkaWrites.failed(registry, record.topic(), e));
                 f.completeExceptionally(e);
             } else {
                 f.complete(null);
