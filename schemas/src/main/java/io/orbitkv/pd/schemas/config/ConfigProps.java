@@ -69,7 +69,30 @@ public final class ConfigProps {
     public String string(String key, String def) {
         read.add(key);
         String v = props.getProperty(key);
-        return v == null ? def : v.strip();
+        return v == null ? def : resolve(key, v.strip());
+    }
+
+    private static final Pattern ENV = Pattern.compile("\\$\\{env:([A-Za-z_][A-Za-z0-9_]*)}");
+
+    /**
+     * {@code ${env:NAME}} in a value is the environment variable {@code NAME}: how a secret reaches a config file that
+     * may be committed or mounted from a ConfigMap (Kubernetes: an env var from a Secret). A missing variable is an
+     * error naming the key and the variable.
+     */
+    private static String resolve(String key, String value) {
+        if (!value.contains("${env:")) {
+            return value;
+        }
+        java.util.regex.Matcher m = ENV.matcher(value);
+        StringBuilder b = new StringBuilder();
+        while (m.find()) {
+            String env = System.getenv(m.group(1));
+            if (env == null) {
+                throw new IllegalArgumentException(key + ": environment variable " + m.group(1) + " is not set");
+            }
+            m.appendReplacement(b, java.util.regex.Matcher.quoteReplacement(env));
+        }
+        return m.appendTail(b).toString();
     }
 
     public String required(String key) {
@@ -177,7 +200,7 @@ public final class ConfigProps {
         for (String k : props.stringPropertyNames()) {
             if (k.startsWith(prefix)) {
                 read.add(k);
-                out.put(k.substring(prefix.length()), props.getProperty(k).strip());
+                out.put(k.substring(prefix.length()), resolve(k, props.getProperty(k).strip()));
             }
         }
         return out;

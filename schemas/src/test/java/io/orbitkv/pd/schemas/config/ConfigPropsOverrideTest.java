@@ -25,4 +25,16 @@ class ConfigPropsOverrideTest {
         assertThat(props.string("bootstrap.servers", "default")).isEqualTo("cli:9092");
         assertThat(props.string("topics.prefix", "default")).isEqualTo("default");
     }
+
+    @org.junit.jupiter.api.Test
+    void aValueMayNameAnEnvironmentVariable() {
+        String home = System.getenv("HOME");
+        org.junit.jupiter.api.Assumptions.assumeTrue(home != null);
+        ConfigProps p = ConfigProps.empty().with("a", "x-${env:HOME}-y").with("kafka.sasl.jaas.config", "${env:HOME}")
+                .with("b", "${env:ORBITKV_SURELY_NOT_SET_42}");
+        org.assertj.core.api.Assertions.assertThat(p.string("a", null)).isEqualTo("x-" + home + "-y");
+        org.assertj.core.api.Assertions.assertThat(p.withPrefix("kafka.")).containsEntry("sasl.jaas.config", home);
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> p.string("b", null))
+                .hasMessage("b: environment variable ORBITKV_SURELY_NOT_SET_42 is not set");
+    }
 }
