@@ -39,7 +39,7 @@ import org.junit.jupiter.api.Test;
 /**
  * {@code /health/live} and {@code /health/ready} on real components and a real broker: the decider is ready only once
  * Streams runs; a worker on the engine API only once its engine said hello; a proxy only once the decider knows a
- * prefill and a decode engine it can route to. Live all along.
+ * prefill and a decode engine it can route to. Live all along. The proxy's API keys and rate limits on real HTTP too.
  */
 @WithKafka
 class HealthProbesIT {
@@ -98,8 +98,10 @@ class HealthProbesIT {
             assertThat(waiting.body().path("reason").asText()).startsWith("no engine registered yet");
             assertThat(get(decodeUrl + "/health/live").status()).isEqualTo(200);
 
+            Path keys = Files.writeString(dir.resolve("api-keys"), "team-a  key-of-team-a-0123456789  1\n");
             OrbitProxy proxy = OrbitProxy.start(ProxyConfig.from(common.with("proxy.id", "proxy-h").with("proxy.http.port", "0")
-                    .with("proxy.decider.url", decider.httpUrl()).with("proxy.engines.refresh", "200ms")), prompt -> prompt.length());
+                    .with("proxy.decider.url", decider.httpUrl()).with("proxy.engines.refresh", "200ms")
+                    .with("proxy.auth.keys-file", keys.toString())), prompt -> prompt.length());
             closing.add(proxy);
             Probe noEngines = get(proxy.url() + "/health/ready");
             assertThat(noEngines.status()).isEqualTo(503);
@@ -117,6 +119,20 @@ class HealthProbesIT {
             closing.add(hello(dir, prefill, "prefill-h", EngineRole.PREFILL, engineUrl));
             await().atMost(Duration.ofSeconds(30)).until(() -> get(proxy.url() + "/health/ready").status() == 200);
             assertThat(get(proxy.url() + "/health/ready").body().path("status").asText()).isEqualTo("ready");
+
+            // With API keys: /v1/* wants one (401), a valid key passes, past its rate (1/s) a 429 says when to retry;
+            // the probes never ask for a key.
+            HttpResponse<String> none = http.send(HttpRequest.newBuilder(URI.create(proxy.url() + "/v1/models")).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            assertThat(none.statusCode()).isEqualTo(401);
+            assertThat(none.headers().firstValue("WWW-Authenticate")).hasValue("Bearer");
+            HttpRequest withKey = HttpRequest.newBuilder(URI.create(proxy.url() + "/v1/models"))
+                    .header("Authorization", "Bearer key-of-team-a-0123456789").build();
+            assertThat(http.send(withKey, HttpResponse.BodyHandlers.ofString()).statusCode()).isNotIn(401, 429);
+            HttpResponse<String> limited = http.send(withKey, HttpResponse.BodyHandlers.ofString());
+            assertThat(limited.statusCode()).isEqualTo(429);
+            assertThat(limited.headers().firstValue("Retry-After")).hasValue("1");
+            assertThat(JSON.readTree(limited.body()).path("error").path("message").asText()).contains("team-a");
         } finally {
             for (int i = closing.size() - 1; i >= 0; i--) {
                 closing.get(i).close();

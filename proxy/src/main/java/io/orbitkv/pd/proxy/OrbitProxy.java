@@ -195,6 +195,8 @@ public final class OrbitProxy implements AutoCloseable {
             json(resp, 200, stats());
         } else if (req.method() == HttpMethod.GET && path.equals("/metrics")) {
             resp.setStatusCode(200).putHeader("content-type", ComponentMetrics.CONTENT_TYPE).end(metrics.scrape());
+        } else if (path.startsWith("/v1/") && !admitted(req, resp)) {
+            return; // answered 401 or 429
         } else if (req.method() == HttpMethod.GET && path.equals("/v1/models")) {
             models(resp, client);
         } else if (path.equals("/v1/completions") || path.equals("/v1/chat/completions")) {
@@ -447,6 +449,32 @@ public final class OrbitProxy implements AutoCloseable {
                     .put("proxy_in_flight", load(i.engineId()));
         }
         return s;
+    }
+
+    /**
+     * With API keys configured: lets a request with a valid key within its rate through, else answers it 401 (with
+     * {@code WWW-Authenticate: Bearer}) or 429 (with {@code Retry-After}) and counts it.
+     */
+    private boolean admitted(HttpServerRequest req, HttpServerResponse resp) {
+        if (config.apiKeys() == null) {
+            return true;
+        }
+        return switch (config.apiKeys().check(req.getHeader("authorization"))) {
+            case ApiKeys.Verdict.Allowed a -> true;
+            case ApiKeys.Verdict.Unauthorized u -> {
+                count("rejected_401");
+                resp.putHeader("WWW-Authenticate", "Bearer");
+                error(resp, 401, u.reason(), "authentication_error", null);
+                yield false;
+            }
+            case ApiKeys.Verdict.Limited l -> {
+                count("rejected_429");
+                resp.putHeader("Retry-After", Long.toString(l.retryAfterSeconds()));
+                error(resp, 429, "rate limit of API key " + l.name() + " exceeded; retry after " + l.retryAfterSeconds() + " s",
+                        "rate_limit_error", null);
+                yield false;
+            }
+        };
     }
 
     /** Ready while it can route a request: a prefill and a decode engine (both roles may be one engine) in its list. */

@@ -50,11 +50,13 @@ import java.util.Map;
  * @param topics           topic names (must match the other components')
  * @param serde            wire format of the events
  * @param kafkaOverrides   extra producer properties ({@code kafka.*})
+ * @param apiKeys          who may call {@code /v1/*}, each at a rate of its own ({@code proxy.auth.keys-file}); null: anyone
  */
 public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, List<URI> deciderUrls,
                           List<EngineInfo> staticEngines, Duration refresh, String routing, int maxBodyBytes, int maxPromptChars, int maxTokens,
                           Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, Duration probe,
-                          Duration probeTimeout, int redispatch, Duration clientIdleTimeout, Duration clientBodyTimeout, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides) {
+                          Duration probeTimeout, int redispatch, Duration clientIdleTimeout, Duration clientBodyTimeout, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides,
+                          ApiKeys apiKeys) {
 
     public ProxyConfig {
         if (bootstrapServers == null || bootstrapServers.isBlank()) {
@@ -116,7 +118,11 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
                 p.bool("proxy.fallback.recompute", false), model.isEmpty() ? null : model, p.duration("proxy.engines.probe", Duration.ofMillis(500)),
                 p.duration("proxy.engines.probe-timeout", Duration.ofSeconds(1)), p.integer("proxy.redispatch.max", 2),
                 p.duration("proxy.timeout.client-idle", Duration.ofSeconds(30)), p.duration("proxy.timeout.client-body", Duration.ofSeconds(30)), p.topics(), p.serde(),
-                p.withPrefix("kafka."));
+                p.withPrefix("kafka."), keys(p.string("proxy.auth.keys-file", "")));
+    }
+
+    private static ApiKeys keys(String file) {
+        return file.isEmpty() ? null : ApiKeys.load(java.nio.file.Path.of(file));
     }
 
     /** {@code id@role=url,...}, e.g. {@code prefill-0@prefill=http://10.0.0.5:8100}. */
