@@ -50,13 +50,29 @@ public final class OrderTokens {
     private final SecretKeySpec key;
     /** Mac instances are not thread-safe and costly to look up: one per thread, initialized once. */
     private final ThreadLocal<Mac> macs = ThreadLocal.withInitial(this::newMac);
+    /** During a key rotation: the tokens of the previous key, still accepted by {@link #verify}; else null. */
+    private final OrderTokens previous;
 
     /** @param secret at least 16 bytes */
     public OrderTokens(byte[] secret) {
+        this(secret, (OrderTokens) null);
+    }
+
+    /**
+     * Signs with {@code secret} and, during a rotation, also accepts tokens signed with {@code previous}
+     * ({@code auth.key.previous}): a worker given both accepts the orders of deciders still on the old key and of those
+     * already on the new one, so a rolling change of the key fails no push (docs/security.md, "Rotating the order key").
+     */
+    public OrderTokens(byte[] secret, byte[] previous) {
+        this(secret, new OrderTokens(previous));
+    }
+
+    private OrderTokens(byte[] secret, OrderTokens previous) {
         if (secret == null || secret.length < 16) {
             throw new IllegalArgumentException("auth.key: must be at least 16 bytes, got " + (secret == null ? 0 : secret.length));
         }
         this.key = new SecretKeySpec(secret.clone(), ALGORITHM);
+        this.previous = previous;
     }
 
     /**
@@ -90,9 +106,14 @@ public final class OrderTokens {
         }
     }
 
-    /** Constant-time check of a presented token. */
+    /** Constant-time check of a presented token, against the current key and, during a rotation, the previous one. */
     public boolean verify(String orderId, long leaseEpoch, String destEngineId, long destInstanceEpoch, List<BlockRun> destRuns,
                           byte[] token) {
-        return token != null && MessageDigest.isEqual(sign(orderId, leaseEpoch, destEngineId, destInstanceEpoch, destRuns), token);
+        if (token == null) {
+            return false;
+        }
+        boolean current = MessageDigest.isEqual(sign(orderId, leaseEpoch, destEngineId, destInstanceEpoch, destRuns), token);
+        boolean old = previous != null && previous.verify(orderId, leaseEpoch, destEngineId, destInstanceEpoch, destRuns, token);
+        return current | old; // both computed: the time says nothing about which key signed
     }
 }

@@ -21,7 +21,6 @@ import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.metrics.ComponentMetrics;
 import io.orbitkv.pd.runtime.Lifecycle;
 import io.orbitkv.pd.schemas.EventSerdes;
-import io.orbitkv.pd.schemas.OrderTokens;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.transport.KvTransport;
@@ -206,7 +205,7 @@ public final class WorkerApp implements AutoCloseable {
     private void openData(KvPool newPool) {
         pool = newPool;
         long epoch = engine.instanceEpoch();
-        gate = new PushGate(config.engineId(), () -> epoch, pool, new OrderTokens(config.authKey()), config.maxRuns(), 100_000);
+        gate = new PushGate(config.engineId(), () -> epoch, pool, config.orderTokens(), config.maxRuns(), 100_000);
         workerMetrics.receiving(gate);
         if (api != null) {
             // Ready on landing: the engine on the engine API decodes once the bytes are in its pages, not once the report

@@ -49,12 +49,14 @@ import java.util.Map;
  * @param engineApi        the local engine API ({@code worker.engine-api.*}); when on, the engine's hello gives the
  *                         layout, pool, role, model and instance epoch, and the {@code worker.layout.*},
  *                         {@code worker.engine.role/model/instance-epoch} keys are not used
+ * @param previousAuthKey  during a key rotation, the key orders may still be signed with ({@code auth.key.previous}); null else
  */
 public record WorkerConfig(String bootstrapServers, String engineId, String workerId, EngineRole role, String model, long instanceEpoch,
                            KvGeometry geometry, int tpRank, int tpSize, Path poolPath, List<String> transports, TcpConfig tcp,
                            int concurrency, int queueLimit, int dedupeCapacity, int maxRuns, Duration peerWait, Duration commitInterval,
                            String isolationLevel, byte[] authKey, TopicsConfig topics, SerdeConfig serde,
-                           Map<String, Object> kafkaOverrides, Map<String, Map<String, String>> transportSettings, EngineApiConfig engineApi) {
+                           Map<String, Object> kafkaOverrides, Map<String, Map<String, String>> transportSettings, EngineApiConfig engineApi,
+                           byte[] previousAuthKey) {
 
     /** Transports this build can run. */
     public static final List<String> AVAILABLE_TRANSPORTS = List.of("tcp", "local");
@@ -135,6 +137,7 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
         }
         String pool = p.string("worker.pool.path", "");
         String key = p.string("auth.key", OrderTokens.DEV_KEY);
+        String previous = p.string("auth.key.previous", "");
         return new WorkerConfig(
                 p.required("bootstrap.servers"),
                 engine,
@@ -160,7 +163,8 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
                 p.serde(),
                 p.withPrefix("kafka."),
                 providerSettings(p),
-                EngineApiConfig.from(p));
+                EngineApiConfig.from(p),
+                previous.isEmpty() ? null : OrderTokens.parseKey(previous));
     }
 
     /** {@code transfer.<name>.*} of every transport that is neither tcp nor local, prefix removed. */
@@ -183,6 +187,16 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
     @Override
     public byte[] authKey() {
         return authKey.clone();
+    }
+
+    /** The order tokens this worker accepts: signed with {@code auth.key}, or during a rotation with {@code auth.key.previous}. */
+    public OrderTokens orderTokens() {
+        return previousAuthKey == null ? new OrderTokens(authKey) : new OrderTokens(authKey, previousAuthKey);
+    }
+
+    @Override
+    public byte[] previousAuthKey() {
+        return previousAuthKey == null ? null : previousAuthKey.clone();
     }
 
     /** Consumer group holding this worker's command offsets. */
