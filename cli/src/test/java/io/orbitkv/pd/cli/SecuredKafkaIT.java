@@ -75,6 +75,53 @@ class SecuredKafkaIT {
             assertThatThrownBy(() -> new WorkerApp(WorkerConfig.from(worker(cluster, otherCa, "worker-secret"))).start())
                     .hasMessageStartingWith("kafka: cannot authenticate as User:orbitkv-worker")
                     .hasMessageContaining("SSL handshake failed");
+
+            // A broker whose certificate has expired (Kafka refuses to load one, so a TLS endpoint of this CA stands in
+            // for it, presenting an expired certificate): a component connecting stops at start, saying so.
+            try (ExpiredTlsEndpoint expired = new ExpiredTlsEndpoint(security.tls())) {
+                Map<String, Object> at = new HashMap<>(Map.of("bootstrap.servers", "127.0.0.1:" + expired.port()));
+                assertThatThrownBy(() -> new WorkerApp(WorkerConfig.from(worker(cluster, security, "worker-secret")
+                        .with("bootstrap.servers", "127.0.0.1:" + expired.port()).with("kafka.default.api.timeout.ms", "8000")
+                        .with("kafka.request.timeout.ms", "4000"))).start())
+                        .hasMessageStartingWith("kafka: cannot authenticate as User:orbitkv-worker to " + at.get("bootstrap.servers"))
+                        .hasMessageContaining("SSL handshake failed").satisfies(e -> assertThat(e.getMessage()).contains("validity check failed"));
+            }
+        }
+    }
+
+    /** A TLS endpoint presenting the CA's expired certificate to whoever connects. */
+    private static final class ExpiredTlsEndpoint implements AutoCloseable {
+        private final javax.net.ssl.SSLServerSocket server;
+
+        ExpiredTlsEndpoint(TlsMaterial tls) throws Exception {
+            java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+            try (var in = Files.newInputStream(tls.expiredKeystore())) {
+                ks.load(in, tls.password().toCharArray());
+            }
+            javax.net.ssl.KeyManagerFactory kmf = javax.net.ssl.KeyManagerFactory.getInstance(javax.net.ssl.KeyManagerFactory.getDefaultAlgorithm());
+            kmf.init(ks, tls.password().toCharArray());
+            javax.net.ssl.SSLContext ctx = javax.net.ssl.SSLContext.getInstance("TLS");
+            ctx.init(kmf.getKeyManagers(), null, null);
+            server = (javax.net.ssl.SSLServerSocket) ctx.getServerSocketFactory().createServerSocket(0, 50,
+                    java.net.InetAddress.getLoopbackAddress());
+            Thread.ofVirtual().start(() -> {
+                while (!server.isClosed()) {
+                    try (javax.net.ssl.SSLSocket s = (javax.net.ssl.SSLSocket) server.accept()) {
+                        s.startHandshake(); // fails on the client's side: the certificate's validity
+                    } catch (java.io.IOException e) {
+                        // the client refused the handshake, or the endpoint closed
+                    }
+                }
+            });
+        }
+
+        int port() {
+            return server.getLocalPort();
+        }
+
+        @Override
+        public void close() throws java.io.IOException {
+            server.close();
         }
     }
 

@@ -25,14 +25,6 @@ public record TlsMaterial(Path dir, String password, Path truststore, Path keyst
 
     /** A CA and a broker certificate valid for ten years from now. */
     public static TlsMaterial generate(Path dir, String password) {
-        return generate(dir, password, false);
-    }
-
-    /**
-     * As {@link #generate(Path, String)}; with {@code expired}, the broker's certificate ended yesterday (for tests of
-     * what a client says about it).
-     */
-    public static TlsMaterial generate(Path dir, String password, boolean expired) {
         try {
             Files.createDirectories(dir);
             Path ca = dir.resolve("ca.p12");
@@ -54,7 +46,7 @@ public record TlsMaterial(Path dir, String password, Path truststore, Path keyst
             keytool("-certreq", "-alias", "broker", "-keystore", broker.toString(), "-storepass", password, "-file", csr.toString());
             List<String> sign = new ArrayList<>(List.of("-gencert", "-alias", "ca", "-keystore", ca.toString(), "-storepass", password,
                     "-infile", csr.toString(), "-outfile", brokerPem.toString(), "-rfc", "-ext", "SAN=dns:localhost,ip:127.0.0.1"));
-            sign.addAll(expired ? List.of("-startdate", "-10d", "-validity", "9") : List.of("-validity", "3650"));
+            sign.addAll(List.of("-validity", "3650"));
             keytool(sign.toArray(String[]::new));
             keytool("-importcert", "-noprompt", "-alias", "ca", "-file", caPem.toString(), "-keystore", broker.toString(), "-storepass", password);
             keytool("-importcert", "-noprompt", "-alias", "broker", "-file", brokerPem.toString(), "-keystore", broker.toString(),
@@ -62,6 +54,33 @@ public record TlsMaterial(Path dir, String password, Path truststore, Path keyst
             return new TlsMaterial(dir, password, trust, broker);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot write TLS material to " + dir + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * A second keystore for the broker ({@code broker-expired.p12}), signed by this CA but ended yesterday: what a client
+     * says when a broker's certificate has expired (swapped in at runtime as a dynamic listener setting, in tests).
+     */
+    public Path expiredKeystore() {
+        try {
+            Path ks = dir.resolve("broker-expired.p12");
+            Path csr = dir.resolve("broker-expired.csr");
+            Path pem = dir.resolve("broker-expired.pem");
+            for (Path p : List.of(ks, csr, pem)) {
+                Files.deleteIfExists(p);
+            }
+            Path ca = dir.resolve("ca.p12");
+            keytool("-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048", "-dname", "CN=localhost", "-validity", "3650",
+                    "-keystore", ks.toString(), "-storetype", STORE_TYPE, "-storepass", password, "-keypass", password);
+            keytool("-certreq", "-alias", "broker", "-keystore", ks.toString(), "-storepass", password, "-file", csr.toString());
+            keytool("-gencert", "-alias", "ca", "-keystore", ca.toString(), "-storepass", password, "-infile", csr.toString(), "-outfile",
+                    pem.toString(), "-rfc", "-ext", "SAN=dns:localhost,ip:127.0.0.1", "-startdate", "-10d", "-validity", "9");
+            keytool("-importcert", "-noprompt", "-alias", "ca", "-file", dir.resolve("ca.pem").toString(), "-keystore", ks.toString(),
+                    "-storepass", password);
+            keytool("-importcert", "-noprompt", "-alias", "broker", "-file", pem.toString(), "-keystore", ks.toString(), "-storepass", password);
+            return ks;
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot write an expired keystore to " + dir + ": " + e.getMessage(), e);
         }
     }
 
