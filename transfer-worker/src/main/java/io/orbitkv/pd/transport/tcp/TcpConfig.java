@@ -27,10 +27,11 @@ import java.time.Duration;
  *                           better trade (docs/worker.md)
  * @param advertisedPort     port peers connect to (announced), when it is not the one listened on: behind a port
  *                           mapping, a NAT or a relay (0 = the listen port)
+ * @param tls                TLS on every connection ({@code transfer.tcp.tls=true}, {@link TcpTls}); null: plaintext
  */
 public record TcpConfig(String bindHost, String advertisedHost, int port, int connections, int maxConnections, int frameBytes,
                         int maxSegments, int maxPayloadBytes, Duration ioTimeout, Duration connectTimeout, long maxBytesPerSecond,
-                        int socketBufferBytes, int nice, int advertisedPort) {
+                        int socketBufferBytes, int nice, int advertisedPort, TcpTls tls) {
 
     public TcpConfig {
         if (bindHost == null || bindHost.isBlank()) {
@@ -62,7 +63,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
      * docs/bench/transport.md, even on 2 cores), 4 MiB frames of at most 1,024 runs.
      */
     public static TcpConfig defaults() {
-        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0, 0, 0);
+        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0, 0, 0, null);
     }
 
     public static TcpConfig from(ConfigProps p) {
@@ -73,36 +74,42 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
                 p.integer("transfer.tcp.max-segments", d.maxSegments()), p.integer("transfer.tcp.max-payload-bytes", d.maxPayloadBytes()),
                 p.duration("transfer.tcp.io-timeout", d.ioTimeout()), p.duration("transfer.tcp.connect-timeout", d.connectTimeout()),
                 p.longValue("transfer.tcp.max-bytes-per-second", 0), p.integer("transfer.tcp.socket-buffer-bytes", 0),
-                p.integer("transfer.tcp.nice", d.nice()), p.integer("transfer.tcp.advertised-port", 0));
+                p.integer("transfer.tcp.nice", d.nice()), p.integer("transfer.tcp.advertised-port", 0), TcpTls.from(p));
     }
 
     public TcpConfig withPort(int p) {
         return new TcpConfig(bindHost, advertisedHost, p, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls);
     }
 
     public TcpConfig withConnections(int c) {
         return new TcpConfig(bindHost, advertisedHost, port, c, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls);
     }
 
     public TcpConfig withFrame(int bytes, int segments) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, bytes, segments, Math.max(bytes, maxPayloadBytes),
-                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort);
+                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls);
     }
 
     public TcpConfig withMaxBytesPerSecond(long rate) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, rate, socketBufferBytes, nice, advertisedPort);
+                connectTimeout, rate, socketBufferBytes, nice, advertisedPort, tls);
     }
 
     public TcpConfig withIoTimeout(Duration t) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, t,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls);
+    }
+
+    /** The same settings with TLS on ({@code tls} not null) or off. */
+    public TcpConfig withTls(TcpTls t) {
+        return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, t);
     }
 
     public TcpConfig withSocketBuffer(int bytes) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, bytes, nice, advertisedPort);
+                connectTimeout, maxBytesPerSecond, bytes, nice, advertisedPort, tls);
     }
 }

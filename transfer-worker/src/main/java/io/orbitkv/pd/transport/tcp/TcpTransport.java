@@ -18,9 +18,11 @@ import io.orbitkv.pd.transport.TransferException;
 import io.orbitkv.pd.transport.TransferResult;
 import io.orbitkv.pd.transport.tcp.wire.FrameException;
 import io.orbitkv.pd.transport.tcp.internal.ByteRateLimiter;
+import io.orbitkv.pd.transport.tcp.internal.Link;
 import io.orbitkv.pd.transport.tcp.internal.PlanCursor;
 import io.orbitkv.pd.transport.tcp.internal.ReceiverConnection;
 import io.orbitkv.pd.transport.tcp.internal.SenderConnection;
+import io.orbitkv.pd.transport.tcp.internal.TlsLink;
 import io.orbitkv.pd.transport.tcp.internal.Watchdog;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -69,6 +71,8 @@ public final class TcpTransport implements KvTransport {
     public static final String PIPELINED_BEGIN = "pipelined-begin";
 
     private final TcpConfig config;
+    /** TLS on every connection, or null (plaintext). */
+    private final javax.net.ssl.SSLContext tls;
     private final String senderId;
     private final PushGate gate;
     private final ServerSocketChannel server;
@@ -84,6 +88,7 @@ public final class TcpTransport implements KvTransport {
     private volatile boolean closed;
 
     private TcpTransport(TcpConfig config, String senderId, PushGate gate) throws IOException {
+        this.tls = config.tls() == null ? null : config.tls().context();
         this.config = config;
         // Enough idle connections for every stripe of several pushes in flight to one peer (a worker runs 4 orders at once
         // by default): one that is closed instead of pooled costs the next push a connect, a HELLO round trip and a new
@@ -195,11 +200,16 @@ public final class TcpTransport implements KvTransport {
                 closeQuietly(ch);
                 continue;
             }
-            ReceiverConnection rc = new ReceiverConnection(ch, gate, config, watchdog, receivers::remove);
-            receivers.add(rc);
+            SocketChannel accepted = ch;
             Thread t = Thread.ofPlatform().daemon().name("kv-rx-" + receiverCount.incrementAndGet()).unstarted(() -> {
                 BulkPriority.apply(config.nice());
                 try {
+                    Link link = link(accepted);
+                    if (link == null) {
+                        return;
+                    }
+                    ReceiverConnection rc = new ReceiverConnection(accepted, link, gate, config, watchdog, receivers::remove);
+                    receivers.add(rc);
                     rc.run();
                 } finally {
                     receiverThreads.remove(Thread.currentThread());
@@ -207,6 +217,27 @@ public final class TcpTransport implements KvTransport {
             });
             receiverThreads.add(t);
             t.start();
+        }
+    }
+
+    /**
+     * The accepted connection's stream: the socket, or TLS over it once its handshake is done (on the receiver's own
+     * thread, cut after the io-timeout if the peer stalls it); null when the handshake failed (the socket is closed).
+     */
+    private Link link(SocketChannel ch) {
+        if (tls == null) {
+            return Link.plain(ch);
+        }
+        Watchdog.Activity handshake = watchdog.watch(ch);
+        try {
+            handshake.busy(true);
+            return TlsLink.server(ch, tls);
+        } catch (IOException e) {
+            log.atWarn().log("a transfer connection's TLS handshake failed: " + e.getMessage());
+            closeQuietly(ch);
+            return null;
+        } finally {
+            watchdog.unwatch(handshake);
         }
     }
 
@@ -245,7 +276,7 @@ public final class TcpTransport implements KvTransport {
     }
 
     private PeerConnectionPool.Lease<SenderConnection> acquire(PeerEndpoint peer) {
-        return pool.acquire(peer, (p, gen) -> SenderConnection.open(p, gen, senderId, config, watchdog));
+        return pool.acquire(peer, (p, gen) -> SenderConnection.open(p, gen, senderId, config, watchdog, tls));
     }
 
     private void release(SenderConnection c) {

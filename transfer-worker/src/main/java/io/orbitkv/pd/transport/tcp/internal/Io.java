@@ -3,9 +3,8 @@ package io.orbitkv.pd.transport.tcp.internal;
 import io.orbitkv.pd.transport.tcp.wire.FrameException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.channels.SocketChannel;
 
-/** Blocking read/write loops over a socket channel. */
+/** Blocking read/write loops over a connection's {@link Link} (the socket, or TLS over it). */
 public final class Io {
 
     /**
@@ -34,7 +33,7 @@ public final class Io {
      *
      * @throws FrameException when the stream ends part-way ("truncated")
      */
-    public static boolean readFully(SocketChannel ch, ByteBuffer b, boolean eofOk, String what, Watchdog.Activity a) throws IOException {
+    public static boolean readFully(Link ch, ByteBuffer b, boolean eofOk, String what, Watchdog.Activity a) throws IOException {
         int wanted = b.remaining();
         while (b.hasRemaining()) {
             int n = ch.read(b);
@@ -53,7 +52,7 @@ public final class Io {
     }
 
     /** Fills {@code bufs[0..count)} with exactly {@code total} bytes. */
-    public static void readFully(SocketChannel ch, ByteBuffer[] bufs, int count, long total, String what, Watchdog.Activity a)
+    public static void readFully(Link ch, ByteBuffer[] bufs, int count, long total, String what, Watchdog.Activity a)
             throws IOException {
         int i = 0;
         long got = 0;
@@ -73,7 +72,7 @@ public final class Io {
     }
 
     /** Writes all of {@code bufs[0..count)}. */
-    public static void writeFully(SocketChannel ch, ByteBuffer[] bufs, int count, Watchdog.Activity a) throws IOException {
+    public static void writeFully(Link ch, ByteBuffer[] bufs, int count, Watchdog.Activity a) throws IOException {
         int i = 0;
         while (i < count) {
             long n = ch.write(bufs, i, window(bufs, i, count));
@@ -86,7 +85,7 @@ public final class Io {
         }
     }
 
-    public static void writeFully(SocketChannel ch, ByteBuffer b, Watchdog.Activity a) throws IOException {
+    public static void writeFully(Link ch, ByteBuffer b, Watchdog.Activity a) throws IOException {
         while (b.hasRemaining()) {
             if (ch.write(b) > 0 && a != null) {
                 a.progress();

@@ -36,6 +36,7 @@ public final class ReceiverConnection implements Runnable {
     private static final int MAX_RUNS = 65_536;
 
     private final SocketChannel ch;
+    private final Link link;
     private final PushGate gate;
     private final TcpConfig config;
     private final Watchdog.Activity activity;
@@ -52,8 +53,11 @@ public final class ReceiverConnection implements Runnable {
 
     private record Stripe(ReceiveSession session, long announcedBytes) { }
 
-    public ReceiverConnection(SocketChannel ch, PushGate gate, TcpConfig config, Watchdog watchdog, Consumer<ReceiverConnection> onClose) {
+    /** @param link the connection's byte stream: the socket, or TLS over it (its handshake done) */
+    public ReceiverConnection(SocketChannel ch, Link link, PushGate gate, TcpConfig config, Watchdog watchdog,
+                              Consumer<ReceiverConnection> onClose) {
         this.ch = ch;
+        this.link = link;
         this.gate = gate;
         this.config = config;
         this.activity = watchdog.watch(ch);
@@ -127,12 +131,12 @@ public final class ReceiverConnection implements Runnable {
     private boolean frame() throws IOException {
         activity.busy(!helloDone);
         header.clear().limit(1);
-        if (!Io.readFully(ch, header, true, "a frame header", activity)) {
+        if (!Io.readFully(link, header, true, "a frame header", activity)) {
             return false;
         }
         activity.busy(true);
         header.limit(Wire.HEADER_BYTES);
-        Io.readFully(ch, header, false, "a frame header", activity);
+        Io.readFully(link, header, false, "a frame header", activity);
         Wire.Header h = Wire.parseHeader(header.flip());
         if (!helloDone && h.type() != Wire.HELLO) {
             throw new FrameException("first frame must be HELLO, got " + Wire.typeName(h.type()));
@@ -161,7 +165,7 @@ public final class ReceiverConnection implements Runnable {
         String what = "a " + Wire.typeName(h.type()) + " body";
         if (h.bodyLength() <= body.capacity()) {
             body.clear().limit(h.bodyLength());
-            Io.readFully(ch, body, false, what, activity);
+            Io.readFully(link, body, false, what, activity);
             return body.flip();
         }
         // Rare (BEGIN with tens of thousands of runs): through the small direct buffer into the heap, so that many
@@ -169,7 +173,7 @@ public final class ReceiverConnection implements Runnable {
         ByteBuffer large = ByteBuffer.allocate(h.bodyLength());
         while (large.hasRemaining()) {
             body.clear().limit(Math.min(body.capacity(), large.remaining()));
-            Io.readFully(ch, body, false, what, activity);
+            Io.readFully(link, body, false, what, activity);
             large.put(body.flip());
         }
         return large.flip();
@@ -261,7 +265,7 @@ public final class ReceiverConnection implements Runnable {
                 MemorySegment dst = s.target(regions[i], offsets[i], lengths[i]);
                 targets[i] = dst.asByteBuffer();
             }
-            Io.readFully(ch, targets, n, h.payloadLength(), "a WRITE frame", activity);
+            Io.readFully(link, targets, n, h.payloadLength(), "a WRITE frame", activity);
             written = h.payloadLength();
         } finally {
             s.endFrame(written);
@@ -313,7 +317,7 @@ public final class ReceiverConnection implements Runnable {
         long left = bytes;
         while (left > 0) {
             scratch.clear().limit((int) Math.min(scratch.capacity(), left));
-            Io.readFully(ch, scratch, false, "a discarded WRITE payload", activity);
+            Io.readFully(link, scratch, false, "a discarded WRITE payload", activity);
             left -= scratch.limit();
         }
     }
@@ -325,9 +329,9 @@ public final class ReceiverConnection implements Runnable {
         if (bodyBytes.remaining() <= out.remaining()) {
             out.put(bodyBytes);
             frame = out.flip();
-            Io.writeFully(ch, frame, activity);
+            Io.writeFully(link, frame, activity);
         } else {
-            Io.writeFully(ch, new ByteBuffer[] {out.flip(), bodyBytes}, 2, activity);
+            Io.writeFully(link, new ByteBuffer[] {out.flip(), bodyBytes}, 2, activity);
         }
     }
 

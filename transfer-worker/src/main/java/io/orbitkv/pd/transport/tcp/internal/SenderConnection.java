@@ -22,6 +22,7 @@ import java.nio.channels.SocketChannel;
 public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.transport.PeerConnectionPool.Pooled {
 
     private final SocketChannel ch;
+    private final Link link;
     private final PeerEndpoint peer;
     private final long generation;
     private final Watchdog watchdog;
@@ -37,8 +38,9 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
     /** When the connection last finished a push ({@link System#nanoTime()}); its opening counts as one. */
     private volatile long lastUsedNanos = System.nanoTime();
 
-    private SenderConnection(SocketChannel ch, PeerEndpoint peer, long generation, Watchdog watchdog, TcpConfig config) {
+    private SenderConnection(SocketChannel ch, Link link, PeerEndpoint peer, long generation, Watchdog watchdog, TcpConfig config) {
         this.ch = ch;
+        this.link = link;
         this.peer = peer;
         this.generation = generation;
         this.watchdog = watchdog;
@@ -50,7 +52,8 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
     }
 
     /** Connects and says HELLO; the peer's answer names its engine, its instance epoch and its limits. */
-    public static SenderConnection open(PeerEndpoint peer, long generation, String senderId, TcpConfig config, Watchdog watchdog) {
+    public static SenderConnection open(PeerEndpoint peer, long generation, String senderId, TcpConfig config, Watchdog watchdog,
+                                        javax.net.ssl.SSLContext tls) {
         InetSocketAddress addr = address(peer);
         SocketChannel ch = null;
         try {
@@ -65,7 +68,19 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
             closeQuietly(ch);
             throw new TransferException(TransferError.PEER_UNREACHABLE, "cannot connect to " + peer + ": " + e.getMessage(), e);
         }
-        SenderConnection c = new SenderConnection(ch, peer, generation, watchdog, config);
+        Link link;
+        Watchdog.Activity handshake = watchdog.watch(ch);
+        try {
+            handshake.busy(true); // a peer that stalls the TLS handshake is cut after the io-timeout, like any other stall
+            link = tls == null ? Link.plain(ch) : TlsLink.client(ch, tls, addr.getHostString(), addr.getPort());
+            handshake.busy(false);
+        } catch (IOException e) {
+            closeQuietly(ch);
+            throw new TransferException(TransferError.CONNECTION_LOST, "TLS handshake with " + peer + " failed: " + e.getMessage(), e);
+        } finally {
+            watchdog.unwatch(handshake);
+        }
+        SenderConnection c = new SenderConnection(ch, link, peer, generation, watchdog, config);
         try {
             c.activity.busy(true);
             c.sendControl(Wire.HELLO, 0, 0, Wire.hello(senderId, peer.engineId()));
@@ -181,7 +196,7 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
         table.position(0).limit(end);
         gather[0] = table;
         try {
-            Io.writeFully(ch, gather, 1 + segments, activity);
+            Io.writeFully(link, gather, 1 + segments, activity);
         } finally {
             java.util.Arrays.fill(gather, 1, 1 + segments, null);
             table.limit(table.capacity());
@@ -205,16 +220,16 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
         Wire.putHeader(control, type, flags, stream, body.remaining(), 0);
         if (body.remaining() <= control.remaining()) {
             control.put(body);
-            Io.writeFully(ch, control.flip(), activity);
+            Io.writeFully(link, control.flip(), activity);
         } else {
-            Io.writeFully(ch, new ByteBuffer[] {control.flip(), body}, 2, activity);
+            Io.writeFully(link, new ByteBuffer[] {control.flip(), body}, 2, activity);
         }
     }
 
     /** Reads the reply to a control frame: {@code expected}, or ERROR (thrown as the receiver's reason). */
     private ByteBuffer await(byte expected, int stream) throws IOException {
         header.clear();
-        if (!Io.readFully(ch, header, true, "a reply header", activity)) {
+        if (!Io.readFully(link, header, true, "a reply header", activity)) {
             // Not a broken frame: the peer closed between frames (it restarted, or refused us before we wrote).
             // (Every reply type is its request type + 1.)
             throw new java.io.EOFException("connection closed by " + peer + " before its reply to " + Wire.typeName(expected - 1));
@@ -227,7 +242,7 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
             reply = ByteBuffer.allocateDirect(h.bodyLength());
         }
         reply.clear().limit(h.bodyLength());
-        Io.readFully(ch, reply, false, "a reply body", activity);
+        Io.readFully(link, reply, false, "a reply body", activity);
         reply.flip();
         if (h.type() == Wire.ERROR) {
             throw Wire.parseError(reply, peer.toString());
