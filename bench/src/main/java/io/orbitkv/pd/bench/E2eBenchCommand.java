@@ -218,7 +218,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
         int page = p.geometry(1, 1).pageBytes();
         long median = sizes.length == 0 ? 16L << 20 : sizes[sizes.length / 2];
         long bytes = Math.max(page, median / page * page);
-        TransportBench tb = new TransportBench(new TransportBench.Options(bytes, List.of(page), 3, 15, List.of(TcpConfig.defaults().connections())),
+        TransportBench tb = new TransportBench(new TransportBench.Options(bytes, List.of(page), 3, 15, List.of(TcpConfig.defaults().connections()), false),
                 s -> { });
         TransportBench.Result r = tb.run(page);
         System.out.printf(Locale.ROOT, "  raw hop p50 %.3f ms p99 %.3f ms; tcp transport %.2f GB/s for %.1f MiB in %d KiB pages%n", raw.p50ms(),

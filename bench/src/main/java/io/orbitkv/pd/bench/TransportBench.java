@@ -50,16 +50,17 @@ import java.util.function.Consumer;
 public final class TransportBench {
 
     /** What to run; {@code connections}: one transport column per count, the first one is compared with the raw stream. */
-    public record Options(long bytes, List<Integer> pageSizes, int warmup, int repeat, List<Integer> connections) { }
+    public record Options(long bytes, List<Integer> pageSizes, int warmup, int repeat, List<Integer> connections, boolean tls) { }
 
     /**
      * One page size's medians, in GB/s (10^9 bytes per second).
      *
      * @param transport    median per entry of {@link Options#connections()}
      * @param transportMin slowest measured pass per entry
+     * @param tls          median over TLS ({@code transfer.tcp.tls}) with the first entry's connections, or null when not run
      */
     public record Result(int pageBytes, long pages, List<Double> transport, double raw, double localCopy, List<Double> transportMin,
-                         double rawMin) {
+                         double rawMin, Double tls) {
         /** Single-connection transport against the single raw stream. */
         public double ratio() {
             return transport.get(0) / raw;
@@ -73,9 +74,23 @@ public final class TransportBench {
     private final Options options;
     private final Consumer<String> out;
 
+    /** The TLS settings of the TLS column (a development CA and certificate made for the run), or null. */
+    private final io.orbitkv.pd.transport.tcp.TcpTls tls;
+
     public TransportBench(Options options, Consumer<String> out) {
         this.options = options;
         this.out = out;
+        if (options.tls()) {
+            try {
+                java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("orbitkv-bench-tls");
+                io.orbitkv.pd.broker.TlsMaterial m = io.orbitkv.pd.broker.TlsMaterial.generate(dir, "bench-tls-secret");
+                this.tls = new io.orbitkv.pd.transport.tcp.TcpTls(m.keystore(), m.password(), m.truststore(), m.password());
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        } else {
+            this.tls = null;
+        }
     }
 
     /** One contiguous memcpy of {@code bytes}, median GB/s. */
@@ -112,9 +127,18 @@ public final class TransportBench {
             PushGate gate = new PushGate("bench-decode", () -> 1, dst, tokens, Math.max(65_536, dstRuns.size()), 1024);
             TcpConfig cfg = TcpConfig.defaults();
             List<TcpTransport> senders = new ArrayList<>();
+            TcpTransport tlsReceiver = null;
             try (TcpTransport receiver = TcpTransport.start(cfg, "bench-rx", gate); RawStream raw = new RawStream(options.bytes())) {
                 for (int c : options.connections()) {
                     senders.add(TcpTransport.start(cfg.withConnections(c), "bench-tx-" + c, null));
+                }
+                PeerEndpoint tlsPeer = null;
+                if (tls != null) {
+                    // the same transport over TLS, to the same pool through the same gate, measured in the same passes
+                    tlsReceiver = TcpTransport.start(cfg.withTls(tls), "bench-rx-tls", gate);
+                    senders.add(TcpTransport.start(cfg.withConnections(options.connections().get(0)).withTls(tls), "bench-tx-tls", null));
+                    tlsPeer = new PeerEndpoint("bench-decode", 1, "tcp", "127.0.0.1:" + tlsReceiver.localAddress().getPort(),
+                            tlsReceiver.endpoint().orElseThrow().getAttributes());
                 }
                 // As a worker's registration announces it: the push uses every wire feature the receiver offers.
                 PeerEndpoint peer = new PeerEndpoint("bench-decode", 1, "tcp", "127.0.0.1:" + receiver.localAddress().getPort(),
@@ -138,7 +162,7 @@ public final class TransportBench {
                         String order = "bench-" + pageBytes + "/a" + (++attempt);
                         PushRequest req = new PushRequest("bench-" + pageBytes, order, attempt, "bench-lease", 1, "bench-decode", 1, dstRuns,
                                 tokens.sign(order, 1, "bench-decode", 1, dstRuns), 0, "bench");
-                        TransferResult res = senders.get(s).push(req, src, plan, peer).result().get();
+                        TransferResult res = senders.get(s).push(req, src, plan, tlsPeer != null && s == k - 1 ? tlsPeer : peer).result().get();
                         if (res.bytes() != options.bytes()) {
                             throw new IllegalStateException("transport acknowledged " + res.bytes() + " of " + options.bytes() + " bytes");
                         }
@@ -155,16 +179,20 @@ public final class TransportBench {
                 }
                 List<Double> med = new ArrayList<>();
                 List<Double> min = new ArrayList<>();
-                for (int s = 0; s < k; s++) {
+                int plain = tlsPeer == null ? k : k - 1;
+                for (int s = 0; s < plain; s++) {
                     double[] m = Arrays.copyOfRange(t[s], options.warmup(), n);
                     med.add(median(m));
                     min.add(Arrays.stream(m).min().orElse(0));
                 }
                 double[] rm = Arrays.copyOfRange(r, options.warmup(), n);
                 return new Result(pageBytes, blocks, med, median(rm), median(Arrays.copyOfRange(l, options.warmup(), n)), min,
-                        Arrays.stream(rm).min().orElse(0));
+                        Arrays.stream(rm).min().orElse(0), tlsPeer == null ? null : median(Arrays.copyOfRange(t[k - 1], options.warmup(), n)));
             } finally {
                 senders.forEach(TcpTransport::close);
+                if (tlsReceiver != null) {
+                    tlsReceiver.close();
+                }
             }
         }
     }

@@ -33,6 +33,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
     Path outFile;
     @Option(names = "--note", description = "A line about where and how this run was made, written into the result file.")
     String note;
+    @Option(names = "--tls", description = "Also the transport over TLS (transfer.tcp.tls; the first --connections value), measured in the same"
+            + " passes, against plaintext.")
+    boolean tls;
 
     /** The Mooncake Transfer Engine's TCP transport on a quiet 2-core machine (DESIGN.md), quoted, not measured here. */
     private static final java.util.Map<Integer, Double> MOONCAKE_QUOTED = java.util.Map.of(32768, 0.5, 262144, 2.0, 4194304, 3.0);
@@ -46,7 +49,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 throw new IllegalArgumentException("--pages: " + p + " must divide " + bytes + " bytes into at most 1,048,576 pages");
             }
         }
-        TransportBench bench = new TransportBench(new TransportBench.Options(bytes, pages, warmup, repeat, connections), System.out::println);
+        TransportBench bench = new TransportBench(new TransportBench.Options(bytes, pages, warmup, repeat, connections, tls), System.out::println);
         System.out.printf("memcpy of %d MiB ...%n", mib);
         double memcpy = bench.memcpy();
         System.out.printf("  %.2f GB/s%n", memcpy);
@@ -55,8 +58,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
             System.out.printf("%s pages (%d of them): raw stream and transport, %d+%d passes each ...%n", size(p), bytes / p, warmup, repeat);
             TransportBench.Result r = bench.run(p);
             results.add(r);
-            System.out.printf(Locale.ROOT, "  transport %s GB/s (connections %s)  raw %.2f GB/s  (%.0f %%)%n", BenchFiles.slashed(r.transport()), connections, r.raw(),
-                    100 * r.ratio());
+            System.out.printf(Locale.ROOT, "  transport %s GB/s (connections %s)  raw %.2f GB/s  (%.0f %%)%s%n", BenchFiles.slashed(r.transport()), connections, r.raw(),
+                    100 * r.ratio(), r.tls() == null ? "" : String.format(Locale.ROOT, "  over TLS %.2f GB/s (%.0f %% of plaintext)", r.tls(),
+                            100 * r.tls() / r.transport().get(0)));
         }
         String table = table(results, memcpy);
         System.out.println();
@@ -77,8 +81,11 @@ public final class TransportBenchCommand implements Callable<Integer> {
             b.append(" tcp transport, ").append(c).append(c == 1 ? " connection" : " connections").append(" GB/s |");
         }
         b.append(" transport (").append(connections.get(0)).append(") / raw | local transport (memcpy per page) GB/s"
-                + " | Mooncake TCP (quoted) GB/s | best transport / Mooncake |\n|");
-        b.append(" --- |".repeat(7 + connections.size())).append('\n');
+                + " | Mooncake TCP (quoted) GB/s | best transport / Mooncake |");
+        if (tls) {
+            b.append(" tcp over TLS, ").append(connections.get(0)).append(" connection(s) GB/s | TLS / plaintext |");
+        }
+        b.append("\n|").append(" --- |".repeat(7 + connections.size() + (tls ? 2 : 0))).append('\n');
         for (TransportBench.Result r : results) {
             Double mc = MOONCAKE_QUOTED.get(r.pageBytes());
             double best = r.transport().stream().mapToDouble(Double::doubleValue).max().orElse(0);
@@ -86,9 +93,13 @@ public final class TransportBenchCommand implements Callable<Integer> {
             for (double t : r.transport()) {
                 b.append(String.format(Locale.ROOT, " %.2f |", t));
             }
-            b.append(String.format(Locale.ROOT, " %.0f %% | %.2f | %s | %s |%n", 100 * r.ratio(), r.localCopy(),
+            b.append(String.format(Locale.ROOT, " %.0f %% | %.2f | %s | %s |", 100 * r.ratio(), r.localCopy(),
                     mc == null ? "—" : (r.pageBytes() == 32768 ? "0.4–0.5" : String.format(Locale.ROOT, "≈ %.1f", mc)),
                     mc == null ? "—" : String.format(Locale.ROOT, "%.1f×", best / mc)));
+            if (r.tls() != null) {
+                b.append(String.format(Locale.ROOT, " %.2f | %.0f %% |", r.tls(), 100 * r.tls() / r.transport().get(0)));
+            }
+            b.append('\n');
         }
         b.append(String.format(Locale.ROOT, "%nmemcpy of %d MiB, contiguous, same run: %.2f GB/s.%n", mib, memcpy));
         return b.toString();
@@ -97,7 +108,8 @@ public final class TransportBenchCommand implements Callable<Integer> {
     private void write(String table, List<TransportBench.Result> results, double memcpy) throws Exception {
         Files.createDirectories(outFile.toAbsolutePath().getParent());
         String cmd = "./orbitkv-pd bench transport --mib " + mib + " --warmup " + warmup + " --repeat " + repeat + " --connections "
-                + String.join(",", connections.stream().map(String::valueOf).toList());
+                + String.join(",", connections.stream().map(String::valueOf).toList()) + (tls ? " --tls" : "")
+                + " --pages " + String.join(",", pages.stream().map(String::valueOf).toList()) + " --out " + outFile;
         TransportBench.Result at32 = results.stream().filter(r -> r.pageBytes() == 32768).findFirst().orElse(null);
         TransportBench.Result at4m = results.stream().filter(r -> r.pageBytes() == 4194304).findFirst().orElse(null);
         StringBuilder targets = new StringBuilder("\n## Targets\n\n");
@@ -133,8 +145,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 + " as quoted in the design notes (≈ 0.4–0.5 GB/s with 32 KiB requests, ≈ 2 GB/s at 256 KiB, ≈ 3 GB/s at 4 MiB)."
                 + " **Not measured in this run** (Mooncake is not installed here); the ratio uses the upper quote.\n\n"
                 + table + targets);
-        Path json = Path.of("bench", "results", "transport.json");
-        Files.createDirectories(json.getParent());
+        Path json = BenchFiles.jsonFor(outFile, outFile.getFileName().toString().replaceFirst("\\.md$", ""));
         StringBuilder j = new StringBuilder(String.format(Locale.ROOT, "{\"date\":\"%s\",\"note\":\"%s\",\"cpu\":\"%s\",\"load_before\":\"%s\",\"load_after\":\"%s\",\"cores\":%d,\"bytes\":%d,\"warmup\":%d,\"repeat\":%d,"
                 + "\"connections\":%s,\"memcpy_gbps\":%.3f,\"pages\":[", LocalDate.now(), note == null ? "" : note.replace("\"", "'"), MachineInfo.cpuModel().replace("\"", ""), loadBefore, MachineInfo.loadAverage(),
                 Runtime.getRuntime().availableProcessors(), (long) mib << 20,
@@ -142,8 +153,9 @@ public final class TransportBenchCommand implements Callable<Integer> {
         for (int i = 0; i < results.size(); i++) {
             TransportBench.Result r = results.get(i);
             j.append(i == 0 ? "" : ",").append(String.format(Locale.ROOT, "{\"page_bytes\":%d,\"pages\":%d,\"transport_gbps\":%s,"
-                    + "\"transport_min_gbps\":%s,\"raw_gbps\":%.3f,\"raw_min_gbps\":%.3f,\"ratio\":%.3f,\"local_copy_gbps\":%.3f}",
-                    r.pageBytes(), r.pages(), BenchFiles.jsonNumbers(r.transport()), BenchFiles.jsonNumbers(r.transportMin()), r.raw(), r.rawMin(), r.ratio(), r.localCopy()));
+                    + "\"transport_min_gbps\":%s,\"raw_gbps\":%.3f,\"raw_min_gbps\":%.3f,\"ratio\":%.3f,\"local_copy_gbps\":%.3f,\"tls_gbps\":%s}",
+                    r.pageBytes(), r.pages(), BenchFiles.jsonNumbers(r.transport()), BenchFiles.jsonNumbers(r.transportMin()), r.raw(), r.rawMin(), r.ratio(), r.localCopy(),
+                    r.tls() == null ? "null" : String.format(Locale.ROOT, "%.3f", r.tls())));
         }
         Files.writeString(json, j.append("]}\n").toString());
         System.out.println("results written to " + outFile + " and " + json);
