@@ -42,6 +42,11 @@ public final class ImportedKvPool implements KvPool {
     public static ImportedKvPool open(CudaDevice device, String engineId, KvGeometry geometry, List<MemoryRegion> registered) {
         String location = validate(engineId, geometry, registered);
         device.bind();
+        String unreachable = peerProblem(engineId, device.ordinal(), ordinalOf(location), device.driver().deviceCount(),
+                (a, b) -> device.driver().canAccessPeer(a, b));
+        if (unreachable != null) {
+            throw new IllegalStateException(unreachable);
+        }
         long[] regions = new long[geometry.regionCount()];
         try {
             for (int r = 0; r < regions.length; r++) {
@@ -59,6 +64,37 @@ public final class ImportedKvPool implements KvPool {
             throw new IllegalStateException("cannot map the KV pool of engine " + engineId + " through CUDA IPC: " + e.getMessage(), e);
         }
         return new ImportedKvPool(device, engineId, geometry, location, regions);
+    }
+
+    /** The device ordinal of a {@code cuda:<n>} location. */
+    static int ordinalOf(String location) {
+        try {
+            return Integer.parseInt(location.substring("cuda:".length()));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("location '" + location + "': not cuda:<device ordinal>");
+        }
+    }
+
+    /**
+     * Why the worker's GPU {@code local} cannot copy into or out of a pool on GPU {@code pool}, or null when it can: the
+     * same GPU, or another one it has peer access to (NVLink or PCIe P2P). Copies between two GPUs read one GPU's memory
+     * and write the other's in one kernel; without peer access that kernel cannot run, so the pairing is refused at
+     * registration with the reason, never at the first push.
+     */
+    static String peerProblem(String engineId, int local, int pool, int deviceCount, java.util.function.BiPredicate<Integer, Integer> canAccessPeer) {
+        if (pool == local) {
+            return null;
+        }
+        String where = "the KV pool of engine " + engineId + " is on cuda:" + pool + " and this worker copies on cuda:" + local;
+        if (pool < 0 || pool >= deviceCount) {
+            return where + ", but this process sees " + deviceCount + " GPU(s): cuda:" + pool + " is not one of them (the engine and its worker"
+                    + " must see the same GPUs: check CUDA_VISIBLE_DEVICES)";
+        }
+        if (!canAccessPeer.test(local, pool)) {
+            return where + ", and the two GPUs cannot reach each other (cuDeviceCanAccessPeer says no: no NVLink or PCIe peer path):"
+                    + " put the engine and the worker's transfer.cuda.device on one GPU, or on GPUs with peer access";
+        }
+        return null;
     }
 
     /** Null-free check of a registration's regions against the layout; returns their common location. */
