@@ -108,8 +108,8 @@ public final class ScaleBenchCommand implements Callable<Integer> {
                 double[] hand = results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs)
                         .sorted().toArray();
                 Row row = new Row(l, results.size(), errors, secs, ttft, hand, startSeconds);
-                System.out.printf(Locale.ROOT, "  %.1f req/s, TTFT p50 %.1f ms, handoff p50 %.1f ms, %d errors%n", row.rate(), pct(ttft, 50),
-                        pct(hand, 50), errors);
+                System.out.printf(Locale.ROOT, "  %.1f req/s, TTFT p50 %.1f ms, handoff p50 %.1f ms, %d errors%n", row.rate(), E2eBenchCommand.pct(ttft, 50),
+                        E2eBenchCommand.pct(hand, 50), errors);
                 return row;
             } finally {
                 clients.forEach(LoadClient::close);
@@ -145,13 +145,6 @@ public final class ScaleBenchCommand implements Callable<Integer> {
         return parts.stream().flatMap(List::stream).toList();
     }
 
-    private static double pct(double[] sorted, double q) {
-        if (sorted.length == 0) {
-            return Double.NaN;
-        }
-        return sorted[Math.min(sorted.length - 1, (int) Math.ceil(q / 100 * sorted.length) - 1)];
-    }
-
     private String table(List<Row> rows) {
         StringBuilder b = new StringBuilder("| layout | KRaft nodes | deciders | engines (P+D) | proxies | partitions | processes | requests | errors "
                 + "| req/s | vs first | TTFT p50 / p99 ms | handoff p50 / p99 ms | start s |\n|");
@@ -161,7 +154,7 @@ public final class ScaleBenchCommand implements Callable<Integer> {
             Layout l = r.layout();
             b.append(String.format(Locale.ROOT, "| %s | %d | %d | %d+%d | %d | %d | %d | %d | %d | %.1f | %.2f× | %.1f / %.1f | %.1f / %.1f | %.0f |%n",
                     l.name(), l.brokers(), l.deciders(), l.prefill(), l.decode(), l.proxies(), l.partitions(), l.processes(), r.requests(),
-                    r.errors(), r.rate(), r.rate() / base, pct(r.ttft(), 50), pct(r.ttft(), 99), pct(r.handoff(), 50), pct(r.handoff(), 99),
+                    r.errors(), r.rate(), r.rate() / base, E2eBenchCommand.pct(r.ttft(), 50), E2eBenchCommand.pct(r.ttft(), 99), E2eBenchCommand.pct(r.handoff(), 50), E2eBenchCommand.pct(r.handoff(), 99),
                     r.startSeconds()));
         }
         return b.toString();
@@ -187,8 +180,8 @@ public final class ScaleBenchCommand implements Callable<Integer> {
             j.append(i == 0 ? "" : ",").append(String.format(Locale.ROOT, "{\"name\":\"%s\",\"brokers\":%d,\"deciders\":%d,\"prefill\":%d,\"decode\":%d,"
                             + "\"proxies\":%d,\"partitions\":%d,\"errors\":%d,\"req_per_s\":%.2f,\"ttft_p50_ms\":%.2f,\"ttft_p99_ms\":%.2f,"
                             + "\"handoff_p50_ms\":%.2f,\"handoff_p99_ms\":%.2f,\"start_s\":%.1f}", l.name(), l.brokers(), l.deciders(), l.prefill(),
-                    l.decode(), l.proxies(), l.partitions(), r.errors(), r.rate(), pct(r.ttft(), 50), pct(r.ttft(), 99), pct(r.handoff(), 50),
-                    pct(r.handoff(), 99), r.startSeconds()));
+                    l.decode(), l.proxies(), l.partitions(), r.errors(), r.rate(), E2eBenchCommand.pct(r.ttft(), 50), E2eBenchCommand.pct(r.ttft(), 99), E2eBenchCommand.pct(r.handoff(), 50),
+                    E2eBenchCommand.pct(r.handoff(), 99), r.startSeconds()));
         }
         Files.writeString(json, j.append("]}\n").toString());
         System.out.println("results written to " + outFile + " and " + json);

@@ -62,9 +62,10 @@ public final class OrderTokens {
      * Signs with {@code secret} and, during a rotation, also accepts tokens signed with {@code previous}
      * ({@code auth.key.previous}): a worker given both accepts the orders of deciders still on the old key and of those
      * already on the new one, so a rolling change of the key fails no push (docs/security.md, "Rotating the order key").
+     * {@code previous} null: no rotation under way.
      */
     public OrderTokens(byte[] secret, byte[] previous) {
-        this(secret, new OrderTokens(previous));
+        this(secret, previous == null ? null : new OrderTokens(previous));
     }
 
     private OrderTokens(byte[] secret, OrderTokens previous) {

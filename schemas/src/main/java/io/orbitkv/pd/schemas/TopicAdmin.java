@@ -20,23 +20,13 @@ public final class TopicAdmin {
     private TopicAdmin() { }
 
     /**
-     * Creates every topic in {@code topics} that does not exist yet, and returns once the broker serves every
-     * partition of the created ones (so a producer's first write does not race the partition's creation).
-     *
-     * @return the names that were created by this call
-     */
-    public static List<String> ensureTopics(Admin admin, Topics topics) {
-        return ensureTopicsOrFail(admin, topics);
-    }
-
-    /**
      * {@link #ensureTopics(Admin, Topics)} with an admin client of {@code adminConfig}, as a component's start does it:
      * its first call to the cluster, so a failure to authenticate or a missing ACL is reported here, naming the
      * principal and the cause ({@code kafka: cannot authenticate as User:worker-0 to host:9093: ...}).
      */
     public static List<String> ensure(Map<String, Object> adminConfig, Topics topics) {
         try (Admin admin = Admin.create(adminConfig)) {
-            return ensureTopicsOrFail(admin, topics);
+            return ensureTopics(admin, topics);
         } catch (IllegalStateException e) {
             String who = KafkaClients.principal(adminConfig);
             for (Throwable c = e; c != null; c = c.getCause() == c ? null : c.getCause()) {
@@ -59,7 +49,13 @@ public final class TopicAdmin {
         return c == null || c.getMessage() == null || c.getMessage().equals(t.getMessage()) ? t.getMessage() : t.getMessage() + ": " + c.getMessage();
     }
 
-    private static List<String> ensureTopicsOrFail(Admin admin, Topics topics) {
+    /**
+     * Creates every topic in {@code topics} that does not exist yet, and returns once the broker serves every
+     * partition of the created ones (so a producer's first write does not race the partition's creation).
+     *
+     * @return the names that were created by this call
+     */
+    public static List<String> ensureTopics(Admin admin, Topics topics) {
         try {
             Set<String> existing = admin.listTopics().names().get(30, TimeUnit.SECONDS);
             List<NewTopic> missing = new ArrayList<>();

@@ -191,7 +191,7 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
 
     /** The order tokens this worker accepts: signed with {@code auth.key}, or during a rotation with {@code auth.key.previous}. */
     public OrderTokens orderTokens() {
-        return previousAuthKey == null ? new OrderTokens(authKey) : new OrderTokens(authKey, previousAuthKey);
+        return new OrderTokens(authKey, previousAuthKey);
     }
 
     @Override

@@ -1,5 +1,6 @@
 package io.orbitkv.pd.cli.k8s;
 
+import io.orbitkv.pd.runtime.Health;
 import io.orbitkv.pd.schemas.Topic;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.security.AclPlan;
@@ -132,8 +133,7 @@ public final class K8sManifests {
                 kafka.producer.transaction.timeout.ms=3000
                 auth.key=${env:ORBITKV_AUTH_KEY}
                 """;
-        Map<String, Object> container = container("decider", List.of("decider", "--config", "/etc/orbitkv/decider.properties"), 7070,
-                "/health/live", "/health/ready", "orbitkv-decider");
+        Map<String, Object> container = container("decider", 7070, "orbitkv-decider");
         container.put("volumeMounts", List.of(map("name", "config", "mountPath", "/etc/orbitkv"),
                 map("name", "state", "mountPath", "/var/lib/orbitkv/decider")));
         Map<String, Object> podSpec = podSpec(List.of(container), List.of(map("name", "config", "configMap", map("name", "orbitkv-decider"))));
@@ -171,10 +171,8 @@ public final class K8sManifests {
                 worker.http.port=9100
                 auth.key=${env:ORBITKV_AUTH_KEY}
                 """.formatted(role);
-        Map<String, Object> engine = container("engine", List.of("engine", "--config", "/etc/orbitkv/engine.properties"), 8000,
-                "/health/live", "/health/ready", "orbitkv-engine");
-        Map<String, Object> worker = container("worker", List.of("worker", "--config", "/etc/orbitkv/worker.properties"), 9100,
-                "/health/live", "/health/ready", "orbitkv-worker");
+        Map<String, Object> engine = container("engine", 8000, "orbitkv-engine");
+        Map<String, Object> worker = container("worker", 9100, "orbitkv-worker");
         for (Map<String, Object> c : List.of(engine, worker)) {
             c.put("volumeMounts", List.of(map("name", "config", "mountPath", "/etc/orbitkv"), map("name", "shm", "mountPath", "/dev/shm")));
         }
@@ -198,8 +196,7 @@ public final class K8sManifests {
                 proxy.http.port=8080
                 proxy.decider.url=http://orbitkv-decider-0.orbitkv-decider:7070,http://orbitkv-decider-1.orbitkv-decider:7070
                 """;
-        Map<String, Object> container = container("proxy", List.of("proxy", "--config", "/etc/orbitkv/proxy.properties"), 8080,
-                "/health/live", "/health/ready", "orbitkv-proxy");
+        Map<String, Object> container = container("proxy", 8080, "orbitkv-proxy");
         container.put("volumeMounts", List.of(map("name", "config", "mountPath", "/etc/orbitkv")));
         container.put("resources", map("requests", map("cpu", "1", "memory", "1Gi")));
         Map<String, Object> podSpec = podSpec(List.of(container), List.of(map("name", "config", "configMap", map("name", "orbitkv-proxy"))));
@@ -230,8 +227,9 @@ public final class K8sManifests {
                 """.formatted(BOOTSTRAP);
     }
 
-    private static Map<String, Object> container(String name, List<String> args, int port, String live, String ready, String user) {
-        return map("name", name, "image", IMAGE, "args", args,
+    /** A component's container: {@code <name> --config /etc/orbitkv/<name>.properties}, logged in to Kafka as {@code user}. */
+    private static Map<String, Object> container(String name, int port, String user) {
+        return map("name", name, "image", IMAGE, "args", List.of(name, "--config", "/etc/orbitkv/" + name + ".properties"),
                 "env", List.of(
                         map("name", "POD_NAME", "valueFrom", map("fieldRef", map("fieldPath", "metadata.name"))),
                         map("name", "POD_IP", "valueFrom", map("fieldRef", map("fieldPath", "status.podIP"))),
@@ -240,9 +238,9 @@ public final class K8sManifests {
                                 "key", "ca.password"))),
                         map("name", "ORBITKV_AUTH_KEY", "valueFrom", map("secretKeyRef", map("name", "orbitkv-auth-key", "key", "key")))),
                 "ports", List.of(map("name", "http", "containerPort", port)),
-                "livenessProbe", probe(live, port, 3),
-                "readinessProbe", probe(ready, port, 1),
-                "startupProbe", map("httpGet", map("path", live, "port", port), "periodSeconds", 2, "failureThreshold", 90));
+                "livenessProbe", probe(Health.LIVE, port, 3),
+                "readinessProbe", probe(Health.READY, port, 1),
+                "startupProbe", map("httpGet", map("path", Health.LIVE, "port", port), "periodSeconds", 2, "failureThreshold", 90));
     }
 
     private static Map<String, Object> probe(String path, int port, int failures) {

@@ -337,4 +337,44 @@ class TcpTransportIT {
         }
     }
 
+
+    /**
+     * Over TLS (transfer.tcp.tls): pages arrive intact over one and several connections; a sender that does not trust the
+     * receiver's certificate, and a plaintext sender, are refused before any page moves.
+     */
+    @Test
+    void pagesCrossTlsIntactAndOnlyATrustingTlsSenderGetsIn(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) {
+        TcpConfig tls = config.withIoTimeout(Duration.ofSeconds(5)).withTls(tls(dir.resolve("ours")));
+        PushGate tlsGate = newGate();
+        TcpTransport tlsReceiver = TcpTransport.start(tls, "rx-tls", tlsGate);
+        closeables.add(tlsReceiver);
+        for (int connections : new int[] {1, 3}) {
+            KvTestData.sentinel(dst, SENTINEL);
+            List<BlockRun> dstRuns = scattered(64, 1 + connections);
+            TransferPlan plan = TransferPlan.build(g, List.of(run(7, 64)), g, dstRuns);
+            PushRequest r = Pushes.signed("tls-" + connections, 1, "lease-1", 1, "decode-0", 5, dstRuns);
+            TransferResult res = join(sender(tls.withConnections(connections)).push(r, src, plan, peer(tlsReceiver)));
+            assertThat(res.bytes()).isEqualTo(32L << 20);
+            assertThat(KvTestData.verify(src, dst, plan, SENTINEL)).isNull();
+        }
+        assertThat(tlsGate.acceptedPushes()).as("one a stripe").isEqualTo(1 + 3);
+
+        // A sender trusting another CA: its handshake fails, nothing is admitted.
+        List<BlockRun> dstRuns = scattered(8, 3);
+        TransferPlan plan = TransferPlan.build(g, List.of(run(7, 8)), g, dstRuns);
+        TransferException untrusted = failure(sender(config.withIoTimeout(Duration.ofSeconds(5)).withTls(tls(dir.resolve("theirs"))))
+                .push(Pushes.signed("tls-untrusted", 1, "lease-1", 1, "decode-0", 5, dstRuns), src, plan, peer(tlsReceiver)));
+        assertThat(untrusted.kind()).isEqualTo(TransferError.CONNECTION_LOST);
+        assertThat(untrusted.getMessage()).contains("TLS handshake with").contains("failed");
+        // A plaintext sender: the receiver speaks only TLS.
+        failure(sender(config.withIoTimeout(Duration.ofSeconds(5)))
+                .push(Pushes.signed("tls-plain", 1, "lease-1", 1, "decode-0", 5, dstRuns), src, plan, peer(tlsReceiver)));
+        assertThat(tlsGate.acceptedPushes()).as("nothing admitted from the refused senders").isEqualTo(1 + 3);
+    }
+
+    /** A development CA and a certificate for 127.0.0.1, as both the receiver's keystore and the sender's truststore. */
+    private static TcpTls tls(java.nio.file.Path dir) {
+        io.orbitkv.pd.broker.TlsMaterial m = io.orbitkv.pd.broker.TlsMaterial.generate(dir, "tcp-tls-secret");
+        return new TcpTls(m.keystore(), m.password(), m.truststore(), m.password());
+    }
 }

@@ -68,17 +68,18 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
             closeQuietly(ch);
             throw new TransferException(TransferError.PEER_UNREACHABLE, "cannot connect to " + peer + ": " + e.getMessage(), e);
         }
-        Link link;
-        Watchdog.Activity handshake = watchdog.watch(ch);
-        try {
-            handshake.busy(true); // a peer that stalls the TLS handshake is cut after the io-timeout, like any other stall
-            link = tls == null ? Link.plain(ch) : TlsLink.client(ch, tls, addr.getHostString(), addr.getPort());
-            handshake.busy(false);
-        } catch (IOException e) {
-            closeQuietly(ch);
-            throw new TransferException(TransferError.CONNECTION_LOST, "TLS handshake with " + peer + " failed: " + e.getMessage(), e);
-        } finally {
-            watchdog.unwatch(handshake);
+        Link link = Link.plain(ch);
+        if (tls != null) {
+            Watchdog.Activity handshake = watchdog.watch(ch);
+            try {
+                handshake.busy(true); // a peer that stalls the TLS handshake is cut after the io-timeout, like any other stall
+                link = TlsLink.client(ch, tls, addr.getHostString(), addr.getPort());
+            } catch (IOException e) {
+                closeQuietly(ch);
+                throw new TransferException(TransferError.CONNECTION_LOST, "TLS handshake with " + peer + " failed: " + e.getMessage(), e);
+            } finally {
+                watchdog.unwatch(handshake);
+            }
         }
         SenderConnection c = new SenderConnection(ch, link, peer, generation, watchdog, config);
         try {

@@ -87,26 +87,22 @@ public final class TlsLink implements Link {
         }
     }
 
-    /** Encrypts from {@code srcs} and writes the records; returns the plaintext bytes consumed. */
+    /** Encrypts one record from {@code srcs} and writes it; returns the plaintext bytes consumed. */
     private long wrap(ByteBuffer[] srcs, int offset, int length) throws IOException {
-        long consumed = 0;
-        while (true) {
-            netOut.clear();
-            SSLEngineResult r = engine.wrap(srcs, offset, length, netOut);
-            if (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
-                netOut = ByteBuffer.allocateDirect(Math.max(netOut.capacity() * 2, engine.getSession().getPacketBufferSize()));
-                continue;
-            }
-            if (r.getStatus() == SSLEngineResult.Status.CLOSED && r.bytesProduced() == 0) {
-                throw new SSLException("TLS session closed");
-            }
-            netOut.flip();
-            while (netOut.hasRemaining()) {
-                ch.write(netOut);
-            }
-            consumed += r.bytesConsumed();
-            return consumed;
+        netOut.clear();
+        SSLEngineResult r = engine.wrap(srcs, offset, length, netOut);
+        while (r.getStatus() == SSLEngineResult.Status.BUFFER_OVERFLOW) {
+            netOut = ByteBuffer.allocateDirect(Math.max(netOut.capacity() * 2, engine.getSession().getPacketBufferSize()));
+            r = engine.wrap(srcs, offset, length, netOut);
         }
+        if (r.getStatus() == SSLEngineResult.Status.CLOSED && r.bytesProduced() == 0) {
+            throw new SSLException("TLS session closed");
+        }
+        netOut.flip();
+        while (netOut.hasRemaining()) {
+            ch.write(netOut);
+        }
+        return r.bytesConsumed();
     }
 
     /**
