@@ -85,7 +85,11 @@ class LeaseKeeper:
             self.failed += 1
 
     def stop(self) -> None:
+        """Stops the heartbeats; once this returns, none is sent any more (one in the middle of being sent is waited for,
+        so a :meth:`EngineApiClient.close` right after says goodbye last)."""
         self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5.0)
 
 
 class EngineApiClient:
