@@ -17,7 +17,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.slf4j.Logger;
@@ -36,7 +35,7 @@ public final class EngineDirectory implements Runnable, AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(EngineDirectory.class);
 
-    private final KafkaConsumer<byte[], byte[]> consumer;
+    private final org.apache.kafka.clients.consumer.Consumer<byte[], byte[]> consumer;
     private final Topic<String, EngineRegistration> topic;
     private final Consumer<String> onChange;
     private volatile Refused onRefused = (r, type, reason, live) -> { };
@@ -44,7 +43,7 @@ public final class EngineDirectory implements Runnable, AutoCloseable {
     private final CountDownLatch caughtUp = new CountDownLatch(1);
     private volatile boolean running = true;
 
-    public EngineDirectory(KafkaConsumer<byte[], byte[]> consumer, Topic<String, EngineRegistration> topic, Consumer<String> onChange) {
+    public EngineDirectory(org.apache.kafka.clients.consumer.Consumer<byte[], byte[]> consumer, Topic<String, EngineRegistration> topic, Consumer<String> onChange) {
         this.consumer = consumer;
         this.topic = topic;
         this.onChange = onChange;
@@ -155,15 +154,17 @@ public final class EngineDirectory implements Runnable, AutoCloseable {
     }
 
     /**
-     * The engine's registration once it has at least {@code minEpoch} (or it left), waiting up to {@code timeout}
-     * for it to appear; whatever is known then otherwise.
+     * The engine's registration once it has at least {@code minEpoch} (registered or left at that epoch), waiting up to
+     * {@code timeout} for it to appear; whatever is known then otherwise. A goodbye of an older instance does not end the
+     * wait: an order naming a newer instance was issued on that instance's registration, which this table has not read yet
+     * (an engine restarting says goodbye, then registers again).
      */
     public Optional<EngineRegistration> await(String engineId, long minEpoch, Duration timeout) throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
         synchronized (this) {
             while (true) {
                 EngineRegistration r = latest.get(engineId);
-                if (r != null && (r.getInstanceEpoch() >= minEpoch || r.getDeregistered())) {
+                if (r != null && r.getInstanceEpoch() >= minEpoch) {
                     return Optional.of(r);
                 }
                 long left = deadline - System.nanoTime();
