@@ -2,6 +2,7 @@ package io.orbitkv.pd.bench;
 
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.EngineJoin;
 import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.engine.sim.ModelPreset;
@@ -75,6 +76,10 @@ public final class E2eBenchCommand implements Callable<Integer> {
     @Option(names = "--proxy", description = "Extra proxy property key=value (repeatable).")
     Map<String, String> proxyProps = new LinkedHashMap<>();
 
+    @Option(names = "--engines", defaultValue = "api", description = "How the engines join: api (their workers' engine API, as a Python"
+            + " engine does) or kafka (Kafka clients of their own) (default: ${DEFAULT-VALUE}).")
+    EngineJoin engines;
+
     @Option(names = "--out", defaultValue = "docs/bench/e2e.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
     Path outFile;
 
@@ -101,7 +106,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
         Path work = Files.createTempDirectory("orbitkv-bench-e2e-");
         ModelPreset p = ModelPreset.of(preset);
         PipelineSpec spec = PipelineSpec.defaults().withModel(p, 384, prefillMs, decodeMs).withExtra(deciderProps, engineProps, workerProps,
-                proxyProps);
+                proxyProps).withEngineApi(engines == EngineJoin.api);
         SimModel model = new SimModel(42);
         double load0 = loadAverage();
         List<Level> rows = new ArrayList<>();
@@ -138,7 +143,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
             }
         }
         double load1 = loadAverage();
-        String text = ttftTable(rows) + "\n" + anatomyTable(rows, refs) + "\n" + targetsTable(rows, refs) + "\n" + cpuTable(rows);
+        String text = ttftTable(rows) + "\n" + anatomyTable(rows, refs) + "\n" + targetsTable(rows, refs, engines) + "\n" + cpuTable(rows);
         System.out.println();
         System.out.println(text);
         write(text, rows, refs, p, load0, load1);
@@ -341,11 +346,14 @@ public final class E2eBenchCommand implements Callable<Integer> {
         return b.toString();
     }
 
-    private static String targetsTable(List<Level> rows, References refs) {
+    private static String targetsTable(List<Level> rows, References refs, EngineJoin engines) {
         StringBuilder b = header("In-situ targets (docs/architecture.md), p50", "| target | limit |", 2, rows, " |");
         double raw = refs.rawHop.p50ms();
         for (Hop h : KAFKA_HOPS) {
-            b.append("| ").append(h.key()).append(" ≤ 2× raw hop | ").append(String.format(Locale.ROOT, "%.3f ms |", 2 * raw));
+            // On the engine API the push starts on the engine's own report and the decode engine learns of its KV from its
+            // worker: these four hops carry the record of the handoff (the decider's bookkeeping), not the handoff itself.
+            b.append("| ").append(h.key()).append(" ≤ 2× raw hop").append(engines == EngineJoin.api ? " (beside the handoff on the engine API)" : "")
+                    .append(" | ").append(String.format(Locale.ROOT, "%.3f ms |", 2 * raw));
             for (Level r : rows) {
                 double v = pct(r.hops.get(h), 50);
                 b.append(String.format(Locale.ROOT, " %s (%.1f×) %s |", fmt(v), v / raw, mark(v <= 2 * raw)));
@@ -427,23 +435,28 @@ public final class E2eBenchCommand implements Callable<Integer> {
         engineProps.forEach((k, v) -> extra.append(" --engine ").append(k).append('=').append(v));
         workerProps.forEach((k, v) -> extra.append(" --worker ").append(k).append('=').append(v));
         proxyProps.forEach((k, v) -> extra.append(" --proxy ").append(k).append('=').append(v));
-        String cmd = "./orbitkv-pd bench e2e --requests " + requests + " --concurrency " + join(levels) + " --warmup " + warmup + " --preset "
-                + p.key() + " --prompt-words " + join(words) + " --prefill-ms-per-token " + prefillMs + " --decode-ms-per-token " + decodeMs + extra;
+        String cmd = "./orbitkv-pd bench e2e --engines " + engines + " --requests " + requests + " --concurrency " + join(levels) + " --warmup "
+                + warmup + " --preset " + p.key() + " --prompt-words " + join(words) + " --prefill-ms-per-token " + prefillMs + " --decode-ms-per-token " + decodeMs + extra;
         Files.createDirectories(outFile.toAbsolutePath().getParent());
         Files.writeString(outFile, "# End-to-end benchmark: P/D TTFT against colocated, and the anatomy of a handoff\n\nMeasured " + LocalDate.now()
                 + " on " + Runtime.getRuntime().availableProcessors() + " cores with `" + cmd + "` (load average "
                 + String.format(Locale.ROOT, "%.2f", load0) + " before, " + String.format(Locale.ROOT, "%.2f", load1) + " after). Every component"
                 + " is its own process on this machine: broker, decider, one prefill and one decode engine (" + p.key() + "-shaped KV: "
                 + p.geometry(1, 1).bytesPerBlock() / 1024 + " KiB per 16-token block over all layers) with their tcp transfer workers, the proxy,"
-                + " and this load generator. TTFT = client-side time to the first streamed token through the proxy. P/D: the prefill engine"
-                + " computes the KV and reports it, the decider orders the push, the prefill worker pushes the pages to the decode worker, the"
-                + " decider says KV ready, the decode engine streams (verifying every received page beside the decode; the answer ends only on"
-                + " verified KV). Colocated: the same requests, through the same proxy, to the decode engine alone (x-orbitkv-route: colocated),"
+                + " and this load generator. TTFT = client-side time to the first streamed token through the proxy. P/D: " + (engines == EngineJoin.api
+                ? "the engines join through their workers' engine API; the decider orders the push as soon as the decode engine is ready (an order"
+                + " ahead of the prefill); the prefill engine computes the KV and reports it to its worker, which starts the push at once and"
+                + " writes the fact to Kafka; the decode worker hands its engine the KV as the last page lands (the decider's KvReady follows on"
+                + " the log); the decode engine streams"
+                : "the engines have Kafka clients of their own; the prefill engine computes the KV and reports it, the decider orders the push,"
+                + " the prefill worker pushes the pages to the decode worker, the decider says KV ready, the decode engine streams")
+                + " (verifying every received page beside the decode; the answer ends only on verified KV). Colocated: the same requests, through the same proxy, to the decode engine alone (x-orbitkv-route: colocated),"
                 + " which prefills itself — no handoff; both paths run the same modelled compute and materialise the same KV. Overhead = P/D −"
                 + " colocated at the same percentile; handoff at proxy = prefill answered → decode's first byte. Every answer of both paths was"
                 + " checked against the model's reference.\n\n" + text);
         Files.createDirectories(jsonFile.toAbsolutePath().getParent());
-        StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"command\":\"" + cmd + "\",\"cores\":"
+        StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"command\":\"" + cmd + "\",\"engines\":\"" + engines
+                + "\",\"cores\":"
                 + Runtime.getRuntime().availableProcessors() + ",\"load_before\":" + num(load0) + ",\"load_after\":" + num(load1)
                 + ",\"references\":{\"raw_hop_ms\":{\"p50\":" + num(refs.rawHop.p50ms()) + ",\"p99\":" + num(refs.rawHop.p99ms())
                 + "},\"transport_gbps\":" + num(refs.transportGbps) + ",\"transport_bytes\":" + refs.bytes + ",\"page_bytes\":" + refs.pageBytes

@@ -40,7 +40,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@code orbitkv-pd trace|audit|replay|export} on the log of a real demo run: the whole pipeline as processes (decider,
- * a prefill and a decode engine with their tcp workers, the proxy) on a real broker, under a workload in which some
+ * a prefill and a decode engine on their tcp workers' engine API, the proxy) on a real broker, under a workload in which some
  * clients walk away mid-prefill, mid-transfer and mid-decode. Then, with the pipeline stopped, the commands read the
  * broker: the run audits clean, its replay reproduces every decision, a request's story is traced, an export of it
  * replays the same from the file, and a corrupted export is refused with a clear error.
@@ -58,7 +58,9 @@ class LogToolsIT {
     static void aRealDemoRun(KraftCluster kafka) throws Exception {
         dir = Files.createDirectories(Path.of("target", "it", "LogToolsIT-" + System.nanoTime()).toAbsolutePath());
         PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 512, 0.5, 4)
-                .withExtra(Map.of("decider.drain.grace", "1s"), Map.of(), Map.of("transfer.tcp.max-bytes-per-second", "6000000"), Map.of());
+                .withExtra(Map.of("decider.drain.grace", "1s"), Map.of(), Map.of("transfer.tcp.max-bytes-per-second", "6000000"), Map.of())
+                // as the demo runs them: the Java engines on their workers' engine API (orders ahead, KV handed over on landing)
+                .withEngineApi(true);
         try (Pipeline p = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers());
              LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-tiny", p.deciderUrl())) {
             deciderConfig = p.dir().resolve("config").resolve("decider.properties");
@@ -153,7 +155,8 @@ class LogToolsIT {
                 .contains("decider").contains("TransferOrder").contains("phases").contains("transfer")
                 // the wall-clock hops from the records' timing marks, through to the first token at the proxy
                 .contains("hops (wall clock").contains("fact_to_decider").contains("order_to_worker").contains("transfer_wire")
-                .contains("kv_ready_to_engine").contains("first_token_to_proxy").contains("TTFT at the proxy").contains("RequestAnswered");
+                // the decode engine, on its worker's engine API, has its KV from the worker as the pages land
+                .contains("landed_to_engine").doesNotContain("kv_ready_to_engine").contains("first_token_to_proxy").contains("TTFT at the proxy").contains("RequestAnswered");
         Run c = cli("trace", cancelledMidTransferId, "--config", config(), "--progress");
         assertThat(c.exit()).isZero();
         assertThat(c.out()).contains("CANCELLED").contains("CancelRequested").contains("AbortTransfer").contains("ReleaseDecided");

@@ -229,6 +229,13 @@ public final class Pipeline implements AutoCloseable {
                 }
                 launchPython("engine-" + id, pythonEngineConfig(engine, socket, spec));
             } else {
+                if (spec.engineApi()) {
+                    // The Java engine on its worker's engine API: no Kafka client of its own.
+                    Path socket = dir.resolve("api-" + id + ".sock");
+                    worker.put("worker.engine-api.path", socket.toString());
+                    engine.remove("bootstrap.servers");
+                    engine.put("engine.api.path", socket.toString());
+                }
                 launch("engine-" + id, "engine", engine, "-Xmx256m");
                 if (spec.nodeWorker()) {
                     nodeWorkers.put(id, worker);
@@ -462,9 +469,9 @@ public final class Pipeline implements AutoCloseable {
         return proxyUrls.get(0);
     }
 
-    /** The engine API socket of engine {@code id}'s worker, when that engine is a Python engine on it. */
+    /** The engine API socket of engine {@code id}'s worker, when that engine is on it. */
     public java.util.Optional<Path> engineApiSocket(String id) {
-        return spec.pythonEngines().contains(id) ? java.util.Optional.of(dir.resolve("api-" + id + ".sock")) : java.util.Optional.empty();
+        return spec.pythonEngines().contains(id) || spec.engineApi() ? java.util.Optional.of(dir.resolve("api-" + id + ".sock")) : java.util.Optional.empty();
     }
 
     /** The data-plane relay in front of {@link PipelineSpec#relayed()}'s worker, or null. */

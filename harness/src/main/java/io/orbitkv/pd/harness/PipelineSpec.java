@@ -12,10 +12,10 @@ import java.util.function.Consumer;
 public record PipelineSpec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                    String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
                    Map<String, String> proxy, boolean dashboard, Set<String> pythonEngines, String pythonModule, boolean nodeWorker,
-                   int proxies, int deciders, int brokers, String relayed) {
+                   int proxies, int deciders, int brokers, String relayed, boolean engineApi) {
     public static PipelineSpec defaults() {
         return new PipelineSpec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
-                Set.of(), Pipeline.SIM_MODULE, false, 1, 1, 1, null);
+                Set.of(), Pipeline.SIM_MODULE, false, 1, 1, 1, null, false);
     }
 
     /** Run {@code n} proxies ({@code proxy}, {@code proxy-2}, ...), each on its own port, as behind a load balancer. */
@@ -69,6 +69,15 @@ public record PipelineSpec(int prefillEngines, int decodeEngines, ModelPreset pr
      */
     public PipelineSpec withNodeWorker(boolean on) {
         return with(b -> b.nodeWorker = on);
+    }
+
+    /**
+     * The Java engines join through their workers' engine API (the worker's local socket: facts and decisions pass
+     * through the worker, which starts an order ahead on the engine's own prefill report and hands the decode engine
+     * {@code kv_ready} as the pages land) instead of talking to Kafka themselves.
+     */
+    public PipelineSpec withEngineApi(boolean on) {
+        return with(b -> b.engineApi = on);
     }
 
     /** Whether the Python engines bring their own pool (device memory) instead of sharing a pool file. */
@@ -135,6 +144,7 @@ public record PipelineSpec(int prefillEngines, int decodeEngines, ModelPreset pr
         int deciders;
         int brokers;
         String relayed;
+        boolean engineApi;
 
         Changes(PipelineSpec s) {
             prefillEngines = s.prefillEngines;
@@ -156,11 +166,12 @@ public record PipelineSpec(int prefillEngines, int decodeEngines, ModelPreset pr
             deciders = s.deciders;
             brokers = s.brokers;
             relayed = s.relayed;
+            engineApi = s.engineApi;
         }
 
         PipelineSpec spec() {
             return new PipelineSpec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed);
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed, engineApi);
         }
     }
 }

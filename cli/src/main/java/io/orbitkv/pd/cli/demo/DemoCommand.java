@@ -2,6 +2,7 @@ package io.orbitkv.pd.cli.demo;
 
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.EngineJoin;
 import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.engine.sim.ModelPreset;
@@ -70,6 +71,11 @@ public final class DemoCommand implements Callable<Integer> {
             + " simulated engine (python/orbitkv_pd) on their worker's engine API; the rest run the Java engine. Default: none.")
     List<String> pythonEngines = new ArrayList<>();
 
+    @Option(names = "--engines", defaultValue = "api", description = "How the Java engines join: api (their workers' engine API, as the Python"
+            + " engines and vLLM/SGLang engines do; the worker starts the push on the engine's own prefill report and hands the decode engine"
+            + " its KV as it lands) or kafka (Kafka clients of their own) (default: ${DEFAULT-VALUE}).")
+    EngineJoin engines;
+
     @Option(names = "--stay", description = "Keep the pipeline and the dashboard running after the summary (to query the decider, engines and"
             + " dashboard) until Ctrl-C.")
     boolean stay;
@@ -91,7 +97,8 @@ public final class DemoCommand implements Callable<Integer> {
         long t0 = System.nanoTime();
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(prefillEngines, decodeEngines)
-                .withModel(ModelPreset.of(preset), 512, 0.05, 2.0).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines));
+                .withModel(ModelPreset.of(preset), 512, 0.05, 2.0).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines))
+                .withEngineApi(engines == EngineJoin.api);
         SimModel model = new SimModel(42);
         try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s), bootstrap);
              LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-" + ModelPreset.of(preset).key())) {

@@ -5,7 +5,7 @@ import static io.orbitkv.pd.engine.sim.SimEngine.send;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.orbitkv.pd.engine.client.BlockAllocator;
-import io.orbitkv.pd.engine.client.EngineClient;
+import io.orbitkv.pd.engine.client.EngineControl;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.engine.client.http.KvTransferParams;
 import io.orbitkv.pd.events.EngineRole;
@@ -39,11 +39,11 @@ final class HttpFront {
     private final JobFlow flow;
     private final OpenAiFormat format;
     private final Lifecycle lifecycle;
-    private final Supplier<EngineClient> client;
+    private final Supplier<EngineControl> client;
     private final CompletionRequest.Limits limits;
 
     HttpFront(SimEngineConfig config, ComponentMetrics metrics, BlockAllocator allocator, JobFlow flow, OpenAiFormat format, Lifecycle lifecycle,
-              Supplier<EngineClient> client) {
+              Supplier<EngineControl> client) {
         this.config = config;
         this.metrics = metrics;
         this.allocator = allocator;
@@ -143,7 +143,7 @@ final class HttpFront {
             return;
         }
         if (client.get() == null) {
-            error(job.response, 503, "engine " + config.engineId() + " runs standalone (no bootstrap.servers): it serves colocated requests only",
+            error(job.response, 503, "engine " + config.engineId() + " runs standalone (neither bootstrap.servers nor engine.api.path): it serves colocated requests only",
                     "service_unavailable", KvTransferParams.FIELD);
             return;
         }
@@ -165,7 +165,7 @@ final class HttpFront {
     }
 
     private ObjectNode stats() {
-        EngineClient c = client.get();
+        EngineControl c = client.get();
         JobFlow.Counters counters = flow.counters();
         ObjectNode s = SimEngine.JSON.createObjectNode().put("engine_id", config.engineId()).put("role", config.role().name().toLowerCase())
                 .put("model", config.model()).put("instance_epoch", c == null ? 0 : c.instanceEpoch())

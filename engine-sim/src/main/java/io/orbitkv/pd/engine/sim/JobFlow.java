@@ -5,7 +5,7 @@ import static io.orbitkv.pd.engine.sim.SimEngine.send;
 
 import io.orbitkv.pd.engine.client.BlockAllocator;
 import io.orbitkv.pd.engine.client.DecisionListener;
-import io.orbitkv.pd.engine.client.EngineClient;
+import io.orbitkv.pd.engine.client.EngineControl;
 import io.orbitkv.pd.engine.client.KvSignal;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.events.OutcomeKind;
@@ -73,7 +73,7 @@ final class JobFlow {
     private final Hop.Meters hops;
     private final OpenAiFormat format;
     /** The control-plane client, once the engine joined it; null for a standalone engine. */
-    private final Supplier<EngineClient> client;
+    private final Supplier<EngineControl> client;
     private final AtomicLong leaseEpochs = new AtomicLong();
     private final Map<String, Job> jobs = new ConcurrentHashMap<>();
     private final Counters counters = new Counters();
@@ -82,7 +82,7 @@ final class JobFlow {
     private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
 
     JobFlow(SimEngineConfig config, Vertx vertx, Context ctx, KvPool pool, BlockAllocator allocator, ComponentMetrics metrics,
-            OpenAiFormat format, Supplier<EngineClient> client) {
+            OpenAiFormat format, Supplier<EngineControl> client) {
         this.config = config;
         this.model = new SimModel(config.seed());
         this.vertx = vertx;
@@ -110,7 +110,7 @@ final class JobFlow {
         return releases;
     }
 
-    private EngineClient client() {
+    private EngineControl client() {
         return client.get();
     }
 
@@ -122,7 +122,7 @@ final class JobFlow {
             job.gone = true;
             counters.clientGone.increment();
             stopTimers(job);
-            EngineClient c = client();
+            EngineControl c = client();
             if (c != null) {
                 c.forget(job.rid);
             }
@@ -167,7 +167,7 @@ final class JobFlow {
         }
         compute(job, blocks, () -> {
             int first = model.generate(job.tokens, 1)[0];
-            EngineClient c = client();
+            EngineControl c = client();
             c.prefillCompleted(job.rid, blocks, job.tokens.length, first, job.trace, job.marks()).whenComplete((v, err) -> ctx.runOnContext(x -> {
                 finish(job);
                 if (err != null) {
@@ -230,7 +230,7 @@ final class JobFlow {
 
     void decode(Job job) {
         take(job, "decode", counters.decodes);
-        EngineClient c = client();
+        EngineControl c = client();
         int[] blocks = pages(job, "D:", why -> c.decodeRejected(job.rid, why, job.trace, job.marks()));
         if (blocks == null) {
             return;

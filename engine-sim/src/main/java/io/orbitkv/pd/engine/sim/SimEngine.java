@@ -4,6 +4,9 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.orbitkv.pd.engine.client.BlockAllocator;
 import io.orbitkv.pd.engine.client.EngineClient;
+import io.orbitkv.pd.engine.client.EngineControl;
+import io.orbitkv.pd.engine.client.api.ApiProtocol;
+import io.orbitkv.pd.engine.client.api.EngineApiClient;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvPool;
@@ -23,7 +26,8 @@ import org.slf4j.LoggerFactory;
  * A simulated inference engine: an OpenAI-compatible HTTP server ({@code /v1/completions},
  * {@code /v1/chat/completions} streaming or not, {@code /v1/models}, {@code /health}, and {@code /stats}) over a
  * paged KV pool, computing with the deterministic {@link SimModel} and taking part in P/D through the
- * {@link EngineClient}.
+ * {@link EngineClient} on Kafka, or through its transfer worker's engine API ({@link EngineApiClient}, {@code engine.api.path})
+ * as an engine in another language does.
  *
  * <p>Per request, by its {@code kv_transfer_params}:
  * <ul>
@@ -57,7 +61,7 @@ public final class SimEngine implements AutoCloseable {
     private final HttpFront front;
     private final Lifecycle lifecycle;
     private HttpServer server;
-    private volatile EngineClient client;
+    private volatile EngineControl client;
     private String url;
 
     private SimEngine(SimEngineConfig config) {
@@ -102,6 +106,12 @@ public final class SimEngine implements AutoCloseable {
             EngineClient.Identity id = new EngineClient.Identity(config.role(), config.model(), url, config.geometry(), 0, config.tpSize(),
                     pool.memoryRegions());
             client = EngineClient.start(config.control(), id, flow.decisions(), metrics.registry());
+        } else if (config.api() != null) {
+            SimEngineConfig.ApiJoin api = config.api();
+            client = EngineApiClient.connect(api.socket(), new EngineApiClient.Registration(config.engineId(), api.instanceEpoch(), config.role(),
+                    config.model(), url, config.geometry().toLayout(0, config.tpSize()),
+                    new ApiProtocol.PoolSpec(ApiProtocol.PoolSpec.SHM, config.poolPath().toString(), 0, java.util.List.of())),
+                    flow.decisions(), api.connectWait());
         }
     }
 
@@ -117,7 +127,8 @@ public final class SimEngine implements AutoCloseable {
         return config;
     }
 
-    public EngineClient client() {
+    /** How the engine takes part in P/D (Kafka or its worker's engine API), or null when it runs standalone. */
+    public EngineControl client() {
         return client;
     }
 

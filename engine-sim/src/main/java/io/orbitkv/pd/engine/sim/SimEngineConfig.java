@@ -40,19 +40,39 @@ import java.time.Duration;
  * @param corruptKvPrefix fault injection for tests ({@code engine.fault.corrupt-kv-prefix}): a prefill engine flips one
  *                       bit of the KV it computed for requests whose id starts with this (null: never), so a test can
  *                       show that the decode side refuses what does not verify
- * @param control        Kafka settings, or null when {@code bootstrap.servers} is unset: a standalone engine that serves
- *                       colocated requests only
+ * @param control        Kafka settings, or null when {@code bootstrap.servers} is unset (then the engine joins through
+ *                       {@code api}, or runs standalone: colocated requests only)
+ * @param api            the transfer worker's engine API ({@code engine.api.path}), or null: the engine reports its facts
+ *                       and reads its decisions over the worker's local socket instead of Kafka, as an engine in another
+ *                       language does (docs/engine-api.md)
  */
 public record SimEngineConfig(String engineId, EngineRole role, String model, ModelPreset preset, KvGeometry geometry, int tpSize, Path poolPath,
                               String httpHost, int httpPort, String advertisedUrl, long seed, ComputeModel compute, int maxBatch,
                               int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration kvTimeout,
-                              boolean verify, int kvNice, String corruptKvPrefix, EngineClientConfig control) {
+                              boolean verify, int kvNice, String corruptKvPrefix, EngineClientConfig control,
+                              ApiJoin api) {
 
     /**
      * The default {@code engine.kv.nice}: measured at 4 requests in flight on 2 cores, the engines' KV passes at normal
      * priority made every Kafka hop of the handoff 2.4–3.3× a raw hop; at 10 they are 1.2–1.8× (docs/bench/e2e.md).
      */
     public static final int DEFAULT_KV_NICE = 10;
+
+    /**
+     * Joining through the worker's engine API.
+     *
+     * @param socket        the worker's socket ({@code engine.api.path}, its {@code worker.engine-api.path})
+     * @param instanceEpoch this engine memory's instance epoch ({@code engine.instance-epoch}; default: the start time in ms)
+     * @param connectWait   how long to wait for the worker's socket ({@code engine.worker.wait})
+     */
+    public record ApiJoin(Path socket, long instanceEpoch, Duration connectWait) {
+        public ApiJoin {
+            if (instanceEpoch < 1) {
+                throw new IllegalArgumentException("engine.instance-epoch: must be >= 1, got " + instanceEpoch);
+            }
+            requirePositive("engine.worker.wait", connectWait);
+        }
+    }
 
     public SimEngineConfig {
         if (engineId == null || !engineId.matches("[A-Za-z0-9._:-]+")) {
@@ -77,6 +97,13 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
         if (control != null && !control.engineId().equals(engineId)) {
             throw new IllegalArgumentException("engine.id: differs between the engine and its client");
         }
+        if (api != null && control != null) {
+            throw new IllegalArgumentException("engine.api.path: an engine joins through its worker's engine API or through Kafka"
+                    + " (bootstrap.servers), not both; unset one of them");
+        }
+        if (api != null && poolPath == null) {
+            throw new IllegalArgumentException("engine.pool.path: required with engine.api.path (the pool file the engine and its worker share)");
+        }
         if (control != null && control.expectWorker() && poolPath == null) {
             throw new IllegalArgumentException("engine.pool.path: required when a transfer worker serves the engine (engine.worker.enabled=true):"
                     + " the worker maps the same file, e.g. /dev/shm/orbitkv-" + engineId + ".kv");
@@ -97,10 +124,23 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
         String pool = p.string("engine.pool.path", "");
         String url = p.string("engine.http.advertised-url", "");
         String bootstrap = p.string("bootstrap.servers", "");
+        String apiPath = p.string("engine.api.path", "");
         EngineClientConfig control = null;
+        ApiJoin api = null;
         if (!bootstrap.isEmpty()) {
             control = EngineClientConfig.from(p);
-        } else {
+        }
+        if (!apiPath.isEmpty()) {
+            String epoch = p.string("engine.instance-epoch", null);
+            long e;
+            try {
+                e = epoch == null ? System.currentTimeMillis() : Long.parseLong(epoch.trim());
+            } catch (NumberFormatException ex) {
+                throw new IllegalArgumentException("engine.instance-epoch: must be an integer, got '" + epoch + "'");
+            }
+            api = new ApiJoin(Path.of(apiPath), e, p.duration("engine.worker.wait", Duration.ofSeconds(60)));
+        }
+        if (control == null) {
             // Read so that the keys are not reported as unknown; a standalone engine has no use for them.
             p.string("engine.instance-epoch", null);
             p.string("engine.worker.enabled", null);
@@ -118,7 +158,7 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
                 p.integer("engine.max-batch", 256), p.integer("engine.max-prompt-tokens", 32_768), p.integer("engine.http.max-body-bytes", 4 << 20),
                 p.duration("engine.lease.duration", Duration.ofSeconds(30)), p.duration("engine.lease.heartbeat", Duration.ofSeconds(10)),
                 p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.bool("engine.kv.verify", true),
-                p.integer("engine.kv.nice", DEFAULT_KV_NICE), p.string("engine.fault.corrupt-kv-prefix", null), control);
+                p.integer("engine.kv.nice", DEFAULT_KV_NICE), p.string("engine.fault.corrupt-kv-prefix", null), control, api);
     }
 
     private static double dbl(ConfigProps p, String key, double def) {
