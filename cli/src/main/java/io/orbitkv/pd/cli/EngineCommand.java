@@ -28,7 +28,8 @@ final class EngineCommand implements Callable<Integer> {
     @Option(names = "--port", description = "HTTP port (overrides engine.http.port; 0 = any).")
     Integer port;
 
-    @Option(names = "--bootstrap", description = "Kafka bootstrap servers (overrides bootstrap.servers; without it: a standalone, colocated-only engine).")
+    @Option(names = "--bootstrap", description = "Kafka bootstrap servers (overrides bootstrap.servers; without it"
+            + " and without engine.api.path, the worker's engine API socket: a standalone, colocated-only engine).")
     String bootstrap;
 
     @Override
