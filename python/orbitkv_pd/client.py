@@ -60,6 +60,8 @@ class KvSignal:
     received_us: int = 0
     decided_us: int = 0
     first_token: Optional[int] = None
+    landed_us: int = 0
+    """When the bytes landed, if the worker handed the KV over on landing (its ``land`` mark); 0 for the decider's KvReady."""
 
 
 class LeaseKeeper:
@@ -278,7 +280,8 @@ class EngineApiClient:
             first = f.get("first_token")
             self._complete(d.request_id, KvSignal("ready", order_id=str(f.get("order_id", "")), bytes=int(f.get("bytes", 0)),
                                                   received_us=d.received_us, decided_us=decided,
-                                                  first_token=first if isinstance(first, int) else None))
+                                                  first_token=first if isinstance(first, int) else None,
+                                                  landed_us=int(d.marks().get("land", 0))))
         elif d.kind == p.RECOMPUTE:
             self._complete(d.request_id, KvSignal("recompute", reason=str(f.get("reason", ""))))
         elif d.kind == p.RELEASE:

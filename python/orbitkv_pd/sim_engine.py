@@ -610,6 +610,8 @@ class _Handler(BaseHTTPRequestHandler):
         if signal_.kind == "ready":
             job.kv_bytes = signal_.bytes
             job.marks["kv"] = signal_.received_us
+            if signal_.landed_us:
+                job.marks["land"] = signal_.landed_us  # the handoff's path: KV handed over on landing (HandoffAnatomy)
             verified: "Future[Optional[str]]" = Future()
             begin: Optional[Callable[[], None]] = None
             if e.backend.checks_kv:

@@ -64,7 +64,10 @@ public final class Marks {
     public static final String API = "api";
     /** Worker: an order issued ahead of the prefill started from its engine's own PrefillCompleted, read at this time. */
     public static final String ENGINE_FACT = "ef";
-    /** Receiving worker: every byte of the push in place; the kv_ready it hands its engine on the engine API carries it. */
+    /**
+     * Receiving worker: every byte of the push in place; the kv_ready it hands its engine on the engine API carries it,
+     * and a decode engine that decoded on it carries it on to its {@code DecodeCompleted} (the handoff's path).
+     */
     public static final String LANDED = "land";
 
     private static final int MAX = 32;

@@ -59,7 +59,7 @@ public final class KvWaiters {
         switch (d.getPayload()) {
             case KvReady k -> {
                 complete(rid, new KvSignal.Ready(k.getOrderId(), k.getBytes(), receivedMicros, marks.get(Marks.OUT).orElse(0),
-                        k.getFirstToken()));
+                        k.getFirstToken(), marks.get(Marks.LANDED).orElse(0)));
                 listener.onKvReady(d, k);
             }
             case RecomputeDecided r -> {

@@ -23,6 +23,7 @@ final class Job {
     long computeStartMicros;
     long computeEndMicros;
     long kvReadyMicros;
+    long landedMicros;
     long firstTokenMicros;
     /** Completes with null once the received KV verified (or when nothing is verified), else with the mismatch. */
     Future<SimModel.Mismatch> verified = Future.succeededFuture(null);
@@ -63,6 +64,10 @@ final class Job {
         }
         if (kvReadyMicros > 0) {
             m.at(Marks.KV_READY, kvReadyMicros);
+        }
+        if (landedMicros > 0) {
+            // the KV came from the worker on landing: says which path the handoff took (HandoffAnatomy)
+            m.at(Marks.LANDED, landedMicros);
         }
         if (firstTokenMicros > 0) {
             m.at(Marks.FIRST_TOKEN, firstTokenMicros);

@@ -90,7 +90,7 @@ final class JobFlow {
         this.pool = pool;
         this.allocator = allocator;
         this.meters = new EngineMetrics(metrics.registry(), config.engineId(), allocator);
-        this.hops = Hop.meters(metrics.registry(), Hop.KV_READY_TO_ENGINE, Hop.ENGINE_FIRST_TOKEN);
+        this.hops = Hop.meters(metrics.registry(), Hop.KV_READY_TO_ENGINE, Hop.LANDED_TO_ENGINE, Hop.ENGINE_FIRST_TOKEN);
         this.format = format;
         this.client = client;
         this.releases = new PageReleases(config.engineId(), allocator, counters.released);
@@ -270,7 +270,8 @@ final class JobFlow {
             case KvSignal.Ready ready -> {
                 job.kvBytes = ready.bytes();
                 job.kvReadyMicros = ready.receivedMicros();
-                hops.record(Hop.KV_READY_TO_ENGINE, ready.decidedMicros(), ready.receivedMicros());
+                job.landedMicros = ready.landedMicros();
+                hops.record(ready.onLanding() ? Hop.LANDED_TO_ENGINE : Hop.KV_READY_TO_ENGINE, ready.decidedMicros(), ready.receivedMicros());
                 if (config.verify()) {
                     // A real engine never checks received KV before its first token: verify beside the decode, and let
                     // only the end of the answer wait for it, so a corrupt handoff is still refused (never answered in full).

@@ -117,9 +117,11 @@ public final class HandoffAnatomy {
         Observation cause = order == null ? null : factsById.get(((Decision) order.event()).getCauseEventId());
         // Order-ahead: the worker started the order it held when its engine's own prefill fact reached it.
         boolean byEngine = worker != null && worker.marks().get(Marks.ENGINE_FACT).isPresent();
-        // Ready on landing: the decode engine had its KV from its worker before the decider's KvReady was out.
+        // Ready on landing: the decode engine had its KV from its worker. Its fact says so (the worker's land mark carried
+        // on); a log written before engines carried it is judged by time: the KV read before the decider's KvReady was out.
         boolean onLanding = decoded != null && completed != null && decoded.marks().get(Marks.KV_READY).isPresent()
-                && (kvReady == null || kvReady.marks().get(Marks.OUT).orElse(Long.MAX_VALUE) > decoded.marks().get(Marks.KV_READY).getAsLong());
+                && (decoded.marks().get(Marks.LANDED).isPresent()
+                || kvReady == null || kvReady.marks().get(Marks.OUT).orElse(Long.MAX_VALUE) > decoded.marks().get(Marks.KV_READY).getAsLong());
 
         List<Span> spans = new ArrayList<>();
         add(spans, Hop.ADMIT, admitted, Marks.IN, admitted, Marks.OUT);

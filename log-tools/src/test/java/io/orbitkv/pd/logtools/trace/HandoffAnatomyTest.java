@@ -179,6 +179,28 @@ class HandoffAnatomyTest {
     }
 
     @Test
+    void kvHandedOverOnLandingButReadAfterTheDecidersKvReadyWasOutIsStillTheShortPath() {
+        // the decode engine read its worker's kv_ready late (a busy machine): its land mark, not the time, says which it was
+        List<Observation> o = admittedAndOrderedAhead(true);
+        o.add(fact("prefill-completed", PrefillCompleted.newBuilder().setEngineId("p").setInstanceEpoch(1).setSourceBlocks(RUNS).setNumTokens(100)
+                .build(), "in=1300,c0=1400,c1=9400,api=9450,out=9500"));
+        o.add(fact("o#1/completed", TransferCompleted.newBuilder().setOrderId(R + "/o").setAttempt(1).setWorkerId("w").setBytes(8 << 20)
+                .setDurationUs(1_000).build(), "in=9460,ef=9460,run=9480,conn=9500,adm=9520,w1=9560,ack=10400,out=10500"));
+        o.add(decision(1, "o#1/completed", KvReady.newBuilder().setDecodeEngineId("d").setOrderId(R + "/o").setBytes(8 << 20).build(),
+                "in=12000,out=12100"));
+        o.add(fact("decode-completed", DecodeCompleted.newBuilder().setEngineId("d").setOutputTokens(16).build(),
+                "in=1200,kv=12300,land=10380,first=12400,out=52000"));
+        HandoffAnatomy a = HandoffAnatomy.of(o);
+        assertThat(a.path()).isEqualTo(HandoffAnatomy.path(true, true));
+        assertThat(spans(a)).containsEntry(Hop.LANDED_TO_ENGINE, 12_300L - 10_400L).doesNotContainKey(Hop.KV_READY_TO_ENGINE);
+
+        // without the mark (a log of engines that did not carry it) the time decides: the decider's KvReady came first
+        o.set(o.size() - 1, fact("decode-completed", DecodeCompleted.newBuilder().setEngineId("d").setOutputTokens(16).build(),
+                "in=1200,kv=12300,first=12400,out=52000"));
+        assertThat(spans(HandoffAnatomy.of(o))).containsEntry(Hop.KV_READY_TO_ENGINE, 200L).doesNotContainKey(Hop.LANDED_TO_ENGINE);
+    }
+
+    @Test
     void anOrderAheadStartedByItsCopyWithThePagesIsTimedFromThatCopy() {
         List<Observation> o = admittedAndOrderedAhead(true);
         o.add(fact("prefill-completed", PrefillCompleted.newBuilder().setEngineId("p").setInstanceEpoch(1).setSourceBlocks(RUNS).setNumTokens(100)
