@@ -95,7 +95,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
     /** One level's numbers (latencies in ms, sorted). */
     record Level(int concurrency, int requests, double[] pd, double[] colocated, double[] handoff, double pdRps, double colocatedRps, long kvBytes,
                  int wrong, Map<Hop, double[]> hops, double[] transferMs, double[] transferGbps, Map<String, Double> cpuMsPerHandoff,
-                 Map<String, Double> cpuMsPerColocated) {
+                 Map<String, Double> cpuMsPerColocated, int measured) {
         double overheadP50() {
             return pct(pd, 50) - pct(colocated, 50);
         }
@@ -236,11 +236,13 @@ public final class E2eBenchCommand implements Callable<Integer> {
         Map<Hop, List<Double>> hops = new EnumMap<>(Hop.class);
         List<Double> transfer = new ArrayList<>();
         List<Double> gbps = new ArrayList<>();
+        int measured = 0;
         for (LoadClient.Result r : pd) {
             PipelineLog.Story s = r.requestId() == null ? null : log.stories.get(r.requestId());
             if (s == null || !r.ok()) {
                 continue;
             }
+            measured++;
             HandoffAnatomy a = s.anatomy();
             for (HandoffAnatomy.Span span : a.spans()) {
                 hops.computeIfAbsent(span.hop(), h -> new ArrayList<>()).add(span.micros() / 1e3);
@@ -255,7 +257,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
         Map<String, Double> cpu = perRequest(cpu0, cpu1, (int) pd.stream().filter(LoadClient.Result::ok).count());
         return new Level(c, requests, ttfts(pd), ttfts(col), pd.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs()))
                 .mapToDouble(LoadClient.Result::handoffMs).sorted().toArray(), requests / pdSecs, requests / colSecs,
-                pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, sorted, sort(transfer), sort(gbps), cpu, cpuColocated);
+                pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, sorted, sort(transfer), sort(gbps), cpu, cpuColocated, measured);
     }
 
     /** CPU ms per request of each process between two readings of {@link #cpuMillis}. */
@@ -325,7 +327,9 @@ public final class E2eBenchCommand implements Callable<Integer> {
             b.append("| ").append(h.key()).append(h.crossProcess() ? " *" : "").append(" | ").append(h.label()).append(" |");
             for (Level r : rows) {
                 double[] v = r.hops.get(h);
-                b.append(String.format(Locale.ROOT, " %s | %s |", fmt(pct(v, 50)), fmt(pct(v, 99))));
+                // a hop on some requests' handoffs only (the path each took): how many
+                String some = v != null && v.length < r.measured ? " (" + v.length + " of " + r.measured + ")" : "";
+                b.append(String.format(Locale.ROOT, " %s%s | %s |", fmt(pct(v, 50)), some, fmt(pct(v, 99))));
             }
             b.append('\n');
         }
@@ -356,6 +360,11 @@ public final class E2eBenchCommand implements Callable<Integer> {
                     .append(" | ").append(String.format(Locale.ROOT, "%.3f ms |", 2 * raw));
             for (Level r : rows) {
                 double v = pct(r.hops.get(h), 50);
+                if (Double.isNaN(v)) {
+                    // no request crossed it on its handoff (every KV handed over on landing: the report's hops are beside it)
+                    b.append(" — (on no request's handoff) |");
+                    continue;
+                }
                 b.append(String.format(Locale.ROOT, " %s (%.1f×) %s |", fmt(v), v / raw, mark(v <= 2 * raw)));
             }
             b.append('\n');
