@@ -233,7 +233,11 @@ public final class DemoCommand implements Callable<Integer> {
     /** The handoff hop by hop, p50 over the run's requests, from the records' timing marks (what `trace` shows for one). */
     private static void printHops(PrintStream out, PipelineLog log) {
         Map<Hop, List<Double>> hops = new java.util.EnumMap<>(Hop.class);
+        int measured = 0;
         for (PipelineLog.Story s : log.stories.values()) {
+            if (!s.anatomy().spans().isEmpty()) {
+                measured++;
+            }
             for (HandoffAnatomy.Span span : s.anatomy().spans()) {
                 hops.computeIfAbsent(span.hop(), h -> new ArrayList<>()).add(span.micros() / 1e3);
             }
@@ -250,6 +254,10 @@ public final class DemoCommand implements Callable<Integer> {
             }
             double[] v = e.getValue().stream().mapToDouble(Double::doubleValue).sorted().toArray();
             b.append(col++ % 6 == 0 ? "\n  " : " · ").append(e.getKey().key()).append(' ').append(String.format(Locale.ROOT, "%.2f", pct(v, 50)));
+            if (v.length < measured) {
+                // each request's own path: a hop some requests took instead of another
+                b.append(" (").append(v.length).append(" of ").append(measured).append(')');
+            }
         }
         out.println(b);
     }
