@@ -225,7 +225,17 @@ class PipelineE2EIT {
                     assertThat(st.path("kv_corrupt").asInt()).isZero();
                 });
             }
+
+            // 5. Each process exports the hops it sees the end of: the Kafka engine's worker the order's Kafka hop, the engine-API
+            // engine's worker the short path's (orders ahead started on its engine's own report).
+            assertThat(metrics(http, "worker-prefill-0")).containsPattern("orbitkv_hop_seconds_count\\{[^}]*hop=\"order_to_worker\"[^}]*\\} [1-9]");
+            assertThat(metrics(http, "worker-prefill-1")).containsPattern("orbitkv_hop_seconds_count\\{[^}]*hop=\"prefill_to_worker\"[^}]*\\} [1-9]");
         }
+    }
+
+    private static String metrics(HttpClient http, String process) throws Exception {
+        String url = pipeline.readyUrl(process).replace("/health", "/metrics");
+        return http.send(HttpRequest.newBuilder(URI.create(url)).build(), HttpResponse.BodyHandlers.ofString()).body();
     }
 
     /**

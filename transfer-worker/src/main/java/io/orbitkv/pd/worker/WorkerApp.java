@@ -378,7 +378,7 @@ public final class WorkerApp implements AutoCloseable {
                 long heard = f.marks() == null ? Marks.nowMicros() : f.marks().get(Marks.API).orElse(Marks.nowMicros());
                 switch (f.fact().payload()) {
                     case PrefillCompleted pc -> r.prefillCompleted(f.fact().requestId(), pc.getSourceBlocks(), pc.getInstanceEpoch(),
-                            pc.getFirstToken(), heard);
+                            pc.getFirstToken(), f.marks() == null ? 0 : f.marks().get(Marks.COMPUTE_END).orElse(0), heard);
                     case PrefillFailed pf -> r.prefillFailed(f.fact().requestId(), pf.getReason(), heard);
                     default -> { }
                 }

@@ -39,6 +39,7 @@ final class HopJoin {
     private static final String AD_OUT = "ad.out";
     private static final String PC_IN = "pc.in";
     private static final String PC_OUT = "pc.out";
+    private static final String PC_C1 = "pc.c1";
     private static final String DR_OUT = "dr.out";
     private static final String ORDER_IN = "or.in";
     private static final String ORDER_OUT = "or.out";
@@ -47,9 +48,12 @@ final class HopJoin {
     private static final String TC_IN = "tc.in";
     private static final String TC_OUT = "tc.out";
     private static final String TC_ATTEMPT = "tc.a";
+    private static final String TC_ACK = "tc.ack";
+    private static final String TC_EF = "tc.ef"; // the worker started on its engine's own prefill fact (engine API)
     private static final String KV_IN = "kv.in";
     private static final String KV_OUT = "kv.out";
     private static final String DC_KV = "dc.kv";
+    private static final String DC_LAND = "dc.land"; // the decode engine had its KV from its worker on landing (engine API)
     private static final String SEEN = "seen";
 
     /** Folds one record into the request's {@code state} (null when none yet); {@code ts} is the record's timestamp. */
@@ -72,6 +76,7 @@ final class HopJoin {
                         inside(out, Hop.PREFILL_REPORT, m, Marks.COMPUTE_END, Marks.OUT);
                         put(slots, PC_IN, m, Marks.IN);
                         put(slots, PC_OUT, m, Marks.OUT);
+                        put(slots, PC_C1, m, Marks.COMPUTE_END);
                     }
                     case DecodeReady d -> put(slots, DR_OUT, m, Marks.OUT);
                     case TransferCompleted c -> {
@@ -83,11 +88,14 @@ final class HopJoin {
                         inside(out, Hop.TRANSFER_REPORT, m, Marks.ACKED, Marks.OUT);
                         put(slots, TC_IN, m, Marks.IN);
                         put(slots, TC_OUT, m, Marks.OUT);
+                        put(slots, TC_ACK, m, Marks.ACKED);
+                        put(slots, TC_EF, m, Marks.ENGINE_FACT);
                         slots.put(TC_ATTEMPT, (long) c.getAttempt());
                     }
                     case DecodeCompleted d -> {
                         inside(out, Hop.ENGINE_FIRST_TOKEN, m, Marks.KV_READY, Marks.FIRST_TOKEN);
                         put(slots, DC_KV, m, Marks.KV_READY);
+                        put(slots, DC_LAND, m, Marks.LANDED);
                     }
                     default -> { }
                 }
@@ -114,14 +122,35 @@ final class HopJoin {
             case null, default -> { }
         }
         between(out, done, slots, Hop.PREFILL_REQUEST, AD_OUT, PC_IN);
-        long cause = slots.getOrDefault(ORDER_CAUSE, 0L);
-        between(out, done, slots, Hop.FACT_TO_DECIDER, cause == 1 ? PC_OUT : cause == 2 ? DR_OUT : null, ORDER_IN);
-        if (slots.containsKey(ORDER_ATTEMPT) && slots.get(ORDER_ATTEMPT).equals(slots.get(TC_ATTEMPT))) {
-            between(out, done, slots, Hop.ORDER_TO_WORKER, ORDER_OUT, TC_IN); // the attempt that moved the KV
+        // Which path the handoff took, as the anatomy reads it: the worker's report says whether it started on its engine's
+        // own fact, the decode engine's whether its worker handed it the KV on landing. The hops of the other path are
+        // beside this handoff: marked done, not counted. Each path's hops wait until the record that tells the path is in.
+        if (slots.containsKey(TC_IN)) {
+            if (slots.containsKey(TC_EF)) {
+                done.add(Hop.FACT_TO_DECIDER);
+                done.add(Hop.ORDER_TO_WORKER);
+                between(out, done, slots, Hop.PREFILL_TO_WORKER, PC_C1, TC_EF);
+            } else {
+                long cause = slots.getOrDefault(ORDER_CAUSE, 0L);
+                between(out, done, slots, Hop.FACT_TO_DECIDER, cause == 1 ? PC_OUT : cause == 2 ? DR_OUT : null, ORDER_IN);
+                if (slots.containsKey(ORDER_ATTEMPT) && slots.get(ORDER_ATTEMPT).equals(slots.get(TC_ATTEMPT))) {
+                    between(out, done, slots, Hop.ORDER_TO_WORKER, ORDER_OUT, TC_IN); // the attempt that moved the KV
+                }
+            }
         }
-        between(out, done, slots, Hop.REPORT_TO_DECIDER, TC_OUT, KV_IN);
-        between(out, done, slots, Hop.KV_READY_TO_ENGINE, KV_OUT, DC_KV);
-        boolean complete = done.containsAll(EnumSet.of(Hop.FACT_TO_DECIDER, Hop.ORDER_TO_WORKER, Hop.REPORT_TO_DECIDER, Hop.KV_READY_TO_ENGINE));
+        if (slots.containsKey(DC_KV)) {
+            if (slots.containsKey(DC_LAND)) {
+                done.add(Hop.REPORT_TO_DECIDER);
+                done.add(Hop.KV_READY_TO_ENGINE);
+                landed(out, done, slots);
+            } else {
+                between(out, done, slots, Hop.REPORT_TO_DECIDER, TC_OUT, KV_IN);
+                between(out, done, slots, Hop.KV_READY_TO_ENGINE, KV_OUT, DC_KV);
+            }
+        }
+        boolean complete = done.containsAll(EnumSet.of(Hop.FACT_TO_DECIDER, Hop.ORDER_TO_WORKER, Hop.REPORT_TO_DECIDER, Hop.KV_READY_TO_ENGINE))
+                && (!slots.containsKey(TC_EF) || done.contains(Hop.PREFILL_TO_WORKER))
+                && (!slots.containsKey(DC_LAND) || done.contains(Hop.LANDED_TO_ENGINE));
         return new Step(complete ? null : format(slots, done), out);
     }
 
@@ -142,6 +171,20 @@ final class HopJoin {
 
     private static void put(Map<String, Long> slots, String slot, Marks m, String mark) {
         m.get(mark).ifPresent(v -> slots.put(slot, v));
+    }
+
+    /**
+     * Ready on landing, as the anatomy measures it: the bytes landed at the earlier of the sender's ACK and the engine's
+     * notice, and the hop is what the engine waited beyond the ACK (0 when it heard first).
+     */
+    private static void landed(List<Measured> out, Set<Hop> done, Map<String, Long> slots) {
+        Long ack = slots.get(TC_ACK);
+        Long kv = slots.get(DC_KV);
+        if (done.contains(Hop.LANDED_TO_ENGINE) || ack == null || kv == null) {
+            return;
+        }
+        done.add(Hop.LANDED_TO_ENGINE);
+        out.add(new Measured(Hop.LANDED_TO_ENGINE, kv - Math.min(ack, kv)));
     }
 
     private static void between(List<Measured> out, Set<Hop> done, Map<String, Long> slots, Hop hop, String from, String to) {

@@ -92,6 +92,33 @@ class HopJoinTest {
         assertThat(ended[0]).isTrue();
     }
 
+    /** The short path (engine API): the worker started on its engine's own fact, the decode engine had its KV on landing. */
+    private static List<Rec> shortPath() {
+        List<Rec> r = new ArrayList<>(records());
+        // the decider's copy with the pages and its KvReady still come, beside the handoff
+        r.set(2, new Rec(r.get(2).value(), "in=1250,ef=1250,run=1260,conn=1300,adm=1310,w1=4000,ack=4300,out=4400"));
+        r.set(4, new Rec(r.get(4).value(), "in=50,kv=4350,land=4290,first=4500,out=9000"));
+        return r;
+    }
+
+    @Test
+    void theShortPathsHopsAreCountedAndTheHopsBesideItAreNot() {
+        boolean[] ended = new boolean[1];
+        Map<Hop, Long> hops = run(shortPath(), ended);
+        assertThat(hops).containsEntry(Hop.PREFILL_TO_WORKER, 50L).containsEntry(Hop.LANDED_TO_ENGINE, 50L).containsEntry(Hop.WORKER_QUEUE, 10L)
+                .doesNotContainKeys(Hop.FACT_TO_DECIDER, Hop.ORDER_TO_WORKER, Hop.REPORT_TO_DECIDER, Hop.KV_READY_TO_ENGINE);
+        assertThat(ended[0]).isTrue();
+
+        // any order of the records gives the same hops; the engine hearing before the sender's ACK waited 0 beyond it
+        List<Rec> reversed = new ArrayList<>(shortPath());
+        java.util.Collections.reverse(reversed);
+        assertThat(run(reversed, ended)).isEqualTo(hops);
+        assertThat(ended[0]).isTrue();
+        List<Rec> early = shortPath();
+        early.set(4, new Rec(early.get(4).value(), "in=50,kv=4200,land=4190,first=4500,out=9000"));
+        assertThat(run(early, ended)).containsEntry(Hop.LANDED_TO_ENGINE, 0L);
+    }
+
     @Test
     void aRequestWhoseOtherEndNeverComesKeepsItsFirstSightingForThePurge() {
         HopJoin.Step s = HopJoin.apply(null, records().get(0).value(), Marks.parse(records().get(0).marks()), 4_242);

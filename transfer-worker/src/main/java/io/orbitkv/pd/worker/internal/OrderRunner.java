@@ -87,9 +87,9 @@ public final class OrderRunner implements AutoCloseable {
 
     /**
      * What the engine reported through the engine API: the pages and first token of a finished prefill (blocks null:
-     * the prefill failed), with when the worker got it.
+     * the prefill failed), with when the engine computed it (its {@code c1} mark, 0 if none) and when the worker got it.
      */
-    private record LocalPrefill(List<BlockRun> blocks, long instanceEpoch, Integer firstToken, long receivedMicros,
+    private record LocalPrefill(List<BlockRun> blocks, long instanceEpoch, Integer firstToken, long computedMicros, long receivedMicros,
                                 String failure) { }
 
     public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, EngineDirectory directory,
@@ -211,16 +211,17 @@ public final class OrderRunner implements AutoCloseable {
 
     /**
      * The engine reported a finished prefill through the engine API (the worker has already handed the fact to its
-     * producer): an order parked for that request starts now, marked as received at {@code receivedMicros}.
+     * producer): an order parked for that request starts now, marked as received at {@code receivedMicros};
+     * {@code computedMicros}: when the engine finished the prefill (0 if its fact did not say).
      */
-    public void prefillCompleted(String requestId, List<BlockRun> blocks, long instanceEpoch, Integer firstToken,
+    public void prefillCompleted(String requestId, List<BlockRun> blocks, long instanceEpoch, Integer firstToken, long computedMicros,
                                  long receivedMicros) {
-        local(requestId, new LocalPrefill(List.copyOf(blocks), instanceEpoch, firstToken, receivedMicros, null));
+        local(requestId, new LocalPrefill(List.copyOf(blocks), instanceEpoch, firstToken, computedMicros, receivedMicros, null));
     }
 
     /** The engine reported that a prefill failed: an order parked for that request fails now instead of waiting. */
     public void prefillFailed(String requestId, String reason, long receivedMicros) {
-        local(requestId, new LocalPrefill(null, -1, null, receivedMicros, reason));
+        local(requestId, new LocalPrefill(null, -1, null, 0, receivedMicros, reason));
     }
 
     private void local(String requestId, LocalPrefill p) {
@@ -235,6 +236,9 @@ public final class OrderRunner implements AutoCloseable {
             if (p.blocks() == null && w.entry().abortReason == null) {
                 w.entry().abortReason = "the engine's prefill failed: " + p.failure();
             }
+        }
+        if (p.blocks() != null) {
+            metrics.hop(Hop.PREFILL_TO_WORKER, p.computedMicros(), p.receivedMicros()); // the short path: no decider between
         }
         enqueue(w.requestId(), p.blocks() == null ? w.order() : withSource(w.order(), p), w.entry(), w.trace(), w.orderTimestampMs(), w.done(),
                 p.receivedMicros(), p.blocks() == null ? 0 : p.receivedMicros());

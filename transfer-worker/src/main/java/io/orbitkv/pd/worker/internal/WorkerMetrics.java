@@ -48,7 +48,7 @@ public final class WorkerMetrics {
         this.orderWait = ComponentMetrics.latency(registry, MetricNames.WORKER_ORDER_WAIT, "an order's record timestamp to the worker starting it");
         Gauge.builder(MetricNames.WORKER_ORDERS_INFLIGHT, inflight, AtomicInteger::get).description("orders this worker is executing")
                 .register(registry);
-        hops = Hop.meters(registry, Hop.ORDER_TO_WORKER, Hop.WORKER_QUEUE, Hop.TRANSFER_SETUP, Hop.TRANSFER_ADMISSION, Hop.TRANSFER_WIRE,
+        hops = Hop.meters(registry, Hop.ORDER_TO_WORKER, Hop.PREFILL_TO_WORKER, Hop.WORKER_QUEUE, Hop.TRANSFER_SETUP, Hop.TRANSFER_ADMISSION, Hop.TRANSFER_WIRE,
                 Hop.TRANSFER_APPLY, Hop.TRANSFER_REPORT);
     }
 
