@@ -1,9 +1,12 @@
 package io.orbitkv.pd.bench;
 
+import static io.orbitkv.pd.harness.Samples.pct;
+
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.EngineJoin;
 import io.orbitkv.pd.harness.PipelineSpec;
+import io.orbitkv.pd.harness.Samples;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.engine.sim.SimModel;
@@ -15,7 +18,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.time.LocalDate;
 import java.util.ArrayList;
-import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -94,8 +96,8 @@ public final class E2eBenchCommand implements Callable<Integer> {
 
     /** One level's numbers (latencies in ms, sorted). */
     record Level(int concurrency, int requests, double[] pd, double[] colocated, double[] handoff, double pdRps, double colocatedRps, long kvBytes,
-                 int wrong, Map<Hop, double[]> hops, double[] transferMs, double[] transferGbps, Map<String, Double> cpuMsPerHandoff,
-                 Map<String, Double> cpuMsPerColocated, int measured) {
+                 int wrong, Samples.Hops hops, double[] transferMs, double[] transferGbps, Map<String, Double> cpuMsPerHandoff,
+                 Map<String, Double> cpuMsPerColocated) {
         double overheadP50() {
             return pct(pd, 50) - pct(colocated, 50);
         }
@@ -233,31 +235,25 @@ public final class E2eBenchCommand implements Callable<Integer> {
 
     private Level level(int c, List<LoadClient.Result> pd, List<LoadClient.Result> col, double pdSecs, double colSecs, int wrong, PipelineLog log,
                         Map<String, Long> cpu0, Map<String, Long> cpu1, Map<String, Double> cpuColocated) {
-        Map<Hop, List<Double>> hops = new EnumMap<>(Hop.class);
+        List<HandoffAnatomy> handoffs = new ArrayList<>();
         List<Double> transfer = new ArrayList<>();
         List<Double> gbps = new ArrayList<>();
-        int measured = 0;
         for (LoadClient.Result r : pd) {
             PipelineLog.Story s = r.requestId() == null ? null : log.stories.get(r.requestId());
             if (s == null || !r.ok()) {
                 continue;
             }
-            measured++;
             HandoffAnatomy a = s.anatomy();
-            for (HandoffAnatomy.Span span : a.spans()) {
-                hops.computeIfAbsent(span.hop(), h -> new ArrayList<>()).add(span.micros() / 1e3);
-            }
+            handoffs.add(a);
             if (a.transferMicros() > 0) {
                 transfer.add(a.transferMicros() / 1e3);
                 gbps.add(a.transferBytes() / (a.transferMicros() * 1e3));
             }
         }
-        Map<Hop, double[]> sorted = new EnumMap<>(Hop.class);
-        hops.forEach((h, v) -> sorted.put(h, v.stream().mapToDouble(Double::doubleValue).sorted().toArray()));
         Map<String, Double> cpu = perRequest(cpu0, cpu1, (int) pd.stream().filter(LoadClient.Result::ok).count());
         return new Level(c, requests, ttfts(pd), ttfts(col), pd.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs()))
                 .mapToDouble(LoadClient.Result::handoffMs).sorted().toArray(), requests / pdSecs, requests / colSecs,
-                pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, sorted, sort(transfer), sort(gbps), cpu, cpuColocated, measured);
+                pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, Samples.hops(handoffs), sort(transfer), sort(gbps), cpu, cpuColocated);
     }
 
     /** CPU ms per request of each process between two readings of {@link #cpuMillis}. */
@@ -297,13 +293,6 @@ public final class E2eBenchCommand implements Callable<Integer> {
         return rs.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
     }
 
-    static double pct(double[] sorted, double p) {
-        if (sorted == null || sorted.length == 0) {
-            return Double.NaN;
-        }
-        int i = (int) Math.ceil(p / 100.0 * sorted.length) - 1;
-        return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
-    }
 
     // ------------------------------------------------------------------------------------------------ tables
 
@@ -326,10 +315,8 @@ public final class E2eBenchCommand implements Callable<Integer> {
         for (Hop h : Hop.values()) {
             b.append("| ").append(h.key()).append(h.crossProcess() ? " *" : "").append(" | ").append(h.label()).append(" |");
             for (Level r : rows) {
-                double[] v = r.hops.get(h);
-                // a hop on some requests' handoffs only (the path each took): how many
-                String some = v != null && v.length < r.measured ? " (" + v.length + " of " + r.measured + ")" : "";
-                b.append(String.format(Locale.ROOT, " %s%s | %s |", fmt(pct(v, 50)), some, fmt(pct(v, 99))));
+                double[] v = r.hops.ms().get(h);
+                b.append(String.format(Locale.ROOT, " %s%s | %s |", fmt(pct(v, 50)), r.hops.share(h), fmt(pct(v, 99))));
             }
             b.append('\n');
         }
@@ -359,7 +346,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
             b.append("| ").append(h.key()).append(" ≤ 2× raw hop").append(engines == EngineJoin.api ? " (beside the handoff on the engine API)" : "")
                     .append(" | ").append(String.format(Locale.ROOT, "%.3f ms |", 2 * raw));
             for (Level r : rows) {
-                double v = pct(r.hops.get(h), 50);
+                double v = pct(r.hops.ms().get(h), 50);
                 if (Double.isNaN(v)) {
                     // no request crossed it on its handoff (every KV handed over on landing: the report's hops are beside it)
                     b.append(" — (on no request's handoff) |");
@@ -481,7 +468,7 @@ public final class E2eBenchCommand implements Callable<Integer> {
                     .append(",\"pd_rps\":").append(num(r.pdRps)).append(",\"colocated_rps\":").append(num(r.colocatedRps))
                     .append(",\"kv_bytes\":").append(r.kvBytes).append(",\"wrong_answers\":").append(r.wrong).append(",\"hops_ms\":{");
             int k = 0;
-            for (Map.Entry<Hop, double[]> e : r.hops.entrySet()) {
+            for (Map.Entry<Hop, double[]> e : r.hops.ms().entrySet()) {
                 j.append(k++ == 0 ? "" : ",").append('"').append(e.getKey().key()).append("\":").append(pq(e.getValue()));
             }
             j.append("},\"cpu_ms_per_handoff\":{");

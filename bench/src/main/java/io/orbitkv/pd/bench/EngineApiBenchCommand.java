@@ -3,6 +3,7 @@ package io.orbitkv.pd.bench;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.orbitkv.pd.broker.KraftCluster;
+import io.orbitkv.pd.harness.Samples;
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.PipelineSpec;
@@ -374,8 +375,8 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
                         .mapToDouble(LoadClient.Result::handoffMs).filter(h -> !Double.isNaN(h)).sorted().toArray(), sortedHops, wrong);
                 out.add(l);
                 System.out.printf(Locale.ROOT, "  c=%d: TTFT P/D p50 %.1f p99 %.1f ms | colocated p50 %.1f ms | handoff p50 %.1f p99 %.1f ms | wrong %d%n",
-                        c, E2eBenchCommand.pct(l.ttft(), 50), E2eBenchCommand.pct(l.ttft(), 99), E2eBenchCommand.pct(l.colocated(), 50),
-                        E2eBenchCommand.pct(l.handoff(), 50), E2eBenchCommand.pct(l.handoff(), 99), wrong);
+                        c, Samples.pct(l.ttft(), 50), Samples.pct(l.ttft(), 99), Samples.pct(l.colocated(), 50),
+                        Samples.pct(l.handoff(), 50), Samples.pct(l.handoff(), 99), wrong);
             }
         }
         return out;
@@ -412,12 +413,12 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
         }
         b.append(" wrong answers |\n| --- | ---: | ---: | ---: | ---: |").append(" ---: |".repeat(API_HOPS.size())).append(" ---: |\n");
         for (PipelineLevel l : levels) {
-            b.append(String.format(Locale.ROOT, "| %s | %d | %.1f / %.1f | %.1f | %.1f / %.1f |", l.engines(), l.concurrency(), E2eBenchCommand.pct(l.ttft(), 50),
-                    E2eBenchCommand.pct(l.ttft(), 99), E2eBenchCommand.pct(l.colocated(), 50), E2eBenchCommand.pct(l.handoff(), 50),
-                    E2eBenchCommand.pct(l.handoff(), 99)));
+            b.append(String.format(Locale.ROOT, "| %s | %d | %.1f / %.1f | %.1f | %.1f / %.1f |", l.engines(), l.concurrency(), Samples.pct(l.ttft(), 50),
+                    Samples.pct(l.ttft(), 99), Samples.pct(l.colocated(), 50), Samples.pct(l.handoff(), 50),
+                    Samples.pct(l.handoff(), 99)));
             for (Hop h : API_HOPS) {
                 double[] v = l.hops().get(h);
-                b.append(v == null ? " – |" : String.format(Locale.ROOT, " %.2f |", E2eBenchCommand.pct(v, 50)));
+                b.append(v == null ? " – |" : String.format(Locale.ROOT, " %.2f |", Samples.pct(v, 50)));
             }
             b.append(' ').append(l.wrong()).append(" |\n");
         }
@@ -463,13 +464,13 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("engines", l.engines());
             m.put("concurrency", l.concurrency());
-            m.put("ttft_p50_ms", E2eBenchCommand.pct(l.ttft(), 50));
-            m.put("ttft_p99_ms", E2eBenchCommand.pct(l.ttft(), 99));
-            m.put("colocated_p50_ms", E2eBenchCommand.pct(l.colocated(), 50));
-            m.put("handoff_p50_ms", E2eBenchCommand.pct(l.handoff(), 50));
-            m.put("handoff_p99_ms", E2eBenchCommand.pct(l.handoff(), 99));
+            m.put("ttft_p50_ms", Samples.pct(l.ttft(), 50));
+            m.put("ttft_p99_ms", Samples.pct(l.ttft(), 99));
+            m.put("colocated_p50_ms", Samples.pct(l.colocated(), 50));
+            m.put("handoff_p50_ms", Samples.pct(l.handoff(), 50));
+            m.put("handoff_p99_ms", Samples.pct(l.handoff(), 99));
             Map<String, Object> hops = new LinkedHashMap<>();
-            l.hops().forEach((h, v) -> hops.put(h.key(), E2eBenchCommand.pct(v, 50)));
+            l.hops().forEach((h, v) -> hops.put(h.key(), Samples.pct(v, 50)));
             m.put("hops_p50_ms", hops);
             m.put("wrong", l.wrong());
             ps.add(m);

@@ -1,6 +1,7 @@
 package io.orbitkv.pd.bench;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.pd.harness.Samples;
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.PipelineSpec;
@@ -292,7 +293,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
     }
 
     private static double p(double[] s, double q) {
-        return E2eBenchCommand.pct(s, q);
+        return Samples.pct(s, q);
     }
 
     private String tables(List<Pair> pairs, Map<Integer, ContiguousCopy.Result> contiguous, Map<String, Object> faults, Map<String, Object> audit,

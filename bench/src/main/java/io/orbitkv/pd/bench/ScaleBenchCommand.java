@@ -1,6 +1,7 @@
 package io.orbitkv.pd.bench;
 
 import io.orbitkv.pd.engine.sim.ModelPreset;
+import io.orbitkv.pd.harness.Samples;
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.PipelineSpec;
@@ -108,8 +109,8 @@ public final class ScaleBenchCommand implements Callable<Integer> {
                 double[] hand = results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs)
                         .sorted().toArray();
                 Row row = new Row(l, results.size(), errors, secs, ttft, hand, startSeconds);
-                System.out.printf(Locale.ROOT, "  %.1f req/s, TTFT p50 %.1f ms, handoff p50 %.1f ms, %d errors%n", row.rate(), E2eBenchCommand.pct(ttft, 50),
-                        E2eBenchCommand.pct(hand, 50), errors);
+                System.out.printf(Locale.ROOT, "  %.1f req/s, TTFT p50 %.1f ms, handoff p50 %.1f ms, %d errors%n", row.rate(), Samples.pct(ttft, 50),
+                        Samples.pct(hand, 50), errors);
                 return row;
             } finally {
                 clients.forEach(LoadClient::close);
@@ -154,7 +155,7 @@ public final class ScaleBenchCommand implements Callable<Integer> {
             Layout l = r.layout();
             b.append(String.format(Locale.ROOT, "| %s | %d | %d | %d+%d | %d | %d | %d | %d | %d | %.1f | %.2f× | %.1f / %.1f | %.1f / %.1f | %.0f |%n",
                     l.name(), l.brokers(), l.deciders(), l.prefill(), l.decode(), l.proxies(), l.partitions(), l.processes(), r.requests(),
-                    r.errors(), r.rate(), r.rate() / base, E2eBenchCommand.pct(r.ttft(), 50), E2eBenchCommand.pct(r.ttft(), 99), E2eBenchCommand.pct(r.handoff(), 50), E2eBenchCommand.pct(r.handoff(), 99),
+                    r.errors(), r.rate(), r.rate() / base, Samples.pct(r.ttft(), 50), Samples.pct(r.ttft(), 99), Samples.pct(r.handoff(), 50), Samples.pct(r.handoff(), 99),
                     r.startSeconds()));
         }
         return b.toString();
@@ -180,8 +181,8 @@ public final class ScaleBenchCommand implements Callable<Integer> {
             j.append(i == 0 ? "" : ",").append(String.format(Locale.ROOT, "{\"name\":\"%s\",\"brokers\":%d,\"deciders\":%d,\"prefill\":%d,\"decode\":%d,"
                             + "\"proxies\":%d,\"partitions\":%d,\"errors\":%d,\"req_per_s\":%.2f,\"ttft_p50_ms\":%.2f,\"ttft_p99_ms\":%.2f,"
                             + "\"handoff_p50_ms\":%.2f,\"handoff_p99_ms\":%.2f,\"start_s\":%.1f}", l.name(), l.brokers(), l.deciders(), l.prefill(),
-                    l.decode(), l.proxies(), l.partitions(), r.errors(), r.rate(), E2eBenchCommand.pct(r.ttft(), 50), E2eBenchCommand.pct(r.ttft(), 99), E2eBenchCommand.pct(r.handoff(), 50),
-                    E2eBenchCommand.pct(r.handoff(), 99), r.startSeconds()));
+                    l.decode(), l.proxies(), l.partitions(), r.errors(), r.rate(), Samples.pct(r.ttft(), 50), Samples.pct(r.ttft(), 99), Samples.pct(r.handoff(), 50),
+                    Samples.pct(r.handoff(), 99), r.startSeconds()));
         }
         Files.writeString(json, j.append("]}\n").toString());
         System.out.println("results written to " + outFile + " and " + json);

@@ -1,14 +1,16 @@
 package io.orbitkv.pd.cli.demo;
 
+import static io.orbitkv.pd.harness.Samples.pct;
+
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.EngineJoin;
 import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
+import io.orbitkv.pd.harness.Samples;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.engine.sim.SimModel;
 import io.orbitkv.pd.events.OutcomeKind;
-import io.orbitkv.pd.logtools.trace.HandoffAnatomy;
 import io.orbitkv.pd.tracing.Hop;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -232,42 +234,21 @@ public final class DemoCommand implements Callable<Integer> {
 
     /** The handoff hop by hop, p50 over the run's requests, from the records' timing marks (what `trace` shows for one). */
     private static void printHops(PrintStream out, PipelineLog log) {
-        Map<Hop, List<Double>> hops = new java.util.EnumMap<>(Hop.class);
-        int measured = 0;
-        for (PipelineLog.Story s : log.stories.values()) {
-            if (!s.anatomy().spans().isEmpty()) {
-                measured++;
-            }
-            for (HandoffAnatomy.Span span : s.anatomy().spans()) {
-                hops.computeIfAbsent(span.hop(), h -> new ArrayList<>()).add(span.micros() / 1e3);
-            }
-        }
-        if (hops.isEmpty()) {
+        Samples.Hops hops = Samples.hops(log.stories.values().stream().map(PipelineLog.Story::anatomy).filter(a -> !a.spans().isEmpty()).toList());
+        if (hops.ms().isEmpty()) {
             return;
         }
         StringBuilder b = new StringBuilder("Where a handoff's time went (p50 ms, wall clock, from the log; the first minutes run on cold JVMs,"
                 + " './orbitkv-pd bench e2e' warms up first):");
         int col = 0;
-        for (Map.Entry<Hop, List<Double>> e : hops.entrySet()) {
+        for (Map.Entry<Hop, double[]> e : hops.ms().entrySet()) {
             if (e.getKey().ordinal() < Hop.FACT_TO_DECIDER.ordinal() || e.getKey() == Hop.PREFILL_ANSWER) {
                 continue; // the handoff: from the fact that completed the pair to the first token at the proxy
             }
-            double[] v = e.getValue().stream().mapToDouble(Double::doubleValue).sorted().toArray();
-            b.append(col++ % 6 == 0 ? "\n  " : " · ").append(e.getKey().key()).append(' ').append(String.format(Locale.ROOT, "%.2f", pct(v, 50)));
-            if (v.length < measured) {
-                // each request's own path: a hop some requests took instead of another
-                b.append(" (").append(v.length).append(" of ").append(measured).append(')');
-            }
+            b.append(col++ % 6 == 0 ? "\n  " : " · ").append(e.getKey().key()).append(' ')
+                    .append(String.format(Locale.ROOT, "%.2f", pct(e.getValue(), 50))).append(hops.share(e.getKey()));
         }
         out.println(b);
-    }
-
-    static double pct(double[] sorted, double p) {
-        if (sorted.length == 0) {
-            return Double.NaN;
-        }
-        int i = (int) Math.ceil(p / 100.0 * sorted.length) - 1;
-        return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
     }
 
     private static String ms(double v) {

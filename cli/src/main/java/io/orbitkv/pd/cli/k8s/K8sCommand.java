@@ -38,8 +38,8 @@ public final class K8sCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
+        Files.createDirectories(out);
         for (Map.Entry<String, String> f : render(brokers, partitions, grafana).entrySet()) {
-            Files.createDirectories(out);
             Files.writeString(out.resolve(f.getKey()), f.getValue());
             System.out.println("wrote " + out.resolve(f.getKey()));
         }

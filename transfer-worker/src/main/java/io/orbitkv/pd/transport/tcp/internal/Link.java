@@ -12,17 +12,22 @@ import java.nio.channels.SocketChannel;
  */
 public interface Link extends ScatteringByteChannel, GatheringByteChannel {
 
+    @Override
+    default long read(ByteBuffer[] dsts) throws IOException {
+        return read(dsts, 0, dsts.length);
+    }
+
+    @Override
+    default long write(ByteBuffer[] srcs) throws IOException {
+        return write(srcs, 0, srcs.length);
+    }
+
     /** The socket as it is. */
     static Link plain(SocketChannel ch) {
         return new Link() {
             @Override
             public long read(ByteBuffer[] dsts, int offset, int length) throws IOException {
                 return ch.read(dsts, offset, length);
-            }
-
-            @Override
-            public long read(ByteBuffer[] dsts) throws IOException {
-                return ch.read(dsts);
             }
 
             @Override
@@ -33,11 +38,6 @@ public interface Link extends ScatteringByteChannel, GatheringByteChannel {
             @Override
             public long write(ByteBuffer[] srcs, int offset, int length) throws IOException {
                 return ch.write(srcs, offset, length);
-            }
-
-            @Override
-            public long write(ByteBuffer[] srcs) throws IOException {
-                return ch.write(srcs);
             }
 
             @Override

@@ -185,11 +185,6 @@ public final class TlsLink implements Link {
     }
 
     @Override
-    public long read(ByteBuffer[] dsts) throws IOException {
-        return read(dsts, 0, dsts.length);
-    }
-
-    @Override
     public int read(ByteBuffer dst) throws IOException {
         return (int) read(new ByteBuffer[] {dst}, 0, 1);
     }
@@ -197,11 +192,6 @@ public final class TlsLink implements Link {
     @Override
     public long write(ByteBuffer[] srcs, int offset, int length) throws IOException {
         return wrap(srcs, offset, length);
-    }
-
-    @Override
-    public long write(ByteBuffer[] srcs) throws IOException {
-        return write(srcs, 0, srcs.length);
     }
 
     @Override

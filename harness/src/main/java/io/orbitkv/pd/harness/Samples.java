@@ -1,0 +1,52 @@
+package io.orbitkv.pd.harness;
+
+import io.orbitkv.pd.logtools.trace.HandoffAnatomy;
+import io.orbitkv.pd.tracing.Hop;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Map;
+
+/** Percentiles of measured samples, and the hops of many requests' handoffs: what the demo and the benchmarks report. */
+public final class Samples {
+
+    private Samples() { }
+
+    /** The {@code p}-th percentile (nearest rank) of ascending {@code sorted}; NaN when there is none. */
+    public static double pct(double[] sorted, double p) {
+        if (sorted == null || sorted.length == 0) {
+            return Double.NaN;
+        }
+        int i = (int) Math.ceil(p / 100.0 * sorted.length) - 1;
+        return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
+    }
+
+    /**
+     * The hops of {@code measured} requests' handoffs, each request on its own path ({@link HandoffAnatomy}): per hop its
+     * samples in ms, ascending, in hop order.
+     */
+    public record Hops(Map<Hop, double[]> ms, int measured) {
+
+        /** How many of the measured requests crossed {@code hop} when not all did ({@code " (n of m)"}), else nothing. */
+        public String share(Hop hop) {
+            double[] v = ms.get(hop);
+            // each request's own path: a hop some requests took instead of another
+            return v != null && v.length < measured ? " (" + v.length + " of " + measured + ")" : "";
+        }
+    }
+
+    /** The hops of these handoffs; every anatomy given counts as measured. */
+    public static Hops hops(Iterable<HandoffAnatomy> handoffs) {
+        Map<Hop, List<Double>> hops = new EnumMap<>(Hop.class);
+        int measured = 0;
+        for (HandoffAnatomy a : handoffs) {
+            measured++;
+            for (HandoffAnatomy.Span span : a.spans()) {
+                hops.computeIfAbsent(span.hop(), h -> new ArrayList<>()).add(span.micros() / 1e3);
+            }
+        }
+        Map<Hop, double[]> sorted = new EnumMap<>(Hop.class);
+        hops.forEach((h, v) -> sorted.put(h, v.stream().mapToDouble(Double::doubleValue).sorted().toArray()));
+        return new Hops(sorted, measured);
+    }
+}
