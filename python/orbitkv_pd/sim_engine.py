@@ -7,7 +7,8 @@ library. Any mix of Java and Python engines answers every request exactly as a c
 Keys (a subset of the Java engine's, docs/engine-integration.md): ``engine.id``, ``engine.role``, ``engine.preset``
 (tiny, 8b, 70b), ``engine.pool.blocks``, ``engine.pool.path`` and ``engine.api.path`` (the worker's socket; without
 it the engine serves colocated requests only), ``engine.instance-epoch``, ``engine.model``, ``engine.model.seed``,
-``engine.http.host``, ``engine.http.port``, ``engine.compute.prefill-ms-per-token``,
+``engine.http.host``, ``engine.http.port``, ``engine.http.advertised-url`` (what the proxy connects to; required with a
+wildcard host), ``engine.compute.prefill-ms-per-token``,
 ``engine.compute.decode-ms-per-token``, ``engine.max-prompt-tokens``, ``engine.lease.duration``,
 ``engine.lease.heartbeat``, ``engine.kv.timeout``, ``engine.kv.verify``, ``engine.fault.corrupt-kv-prefix``,
 ``engine.fault.stall-prefill-prefix``, ``engine.fault.no-heartbeat-prefix`` (fault tests).
@@ -92,9 +93,10 @@ class SimEngineConfig:
     corrupt_prefix: Optional[str]
     stall_prefix: Optional[str] = None
     no_heartbeat_prefix: Optional[str] = None
+    advertised_url: Optional[str] = None
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
-            "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port",
+            "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
             "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens",
             "engine.lease.duration", "engine.lease.heartbeat", "engine.kv.timeout", "engine.kv.verify",
             "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix")
@@ -131,9 +133,15 @@ def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[
     role = p.get("engine.role", "both").lower()
     if role not in ("prefill", "decode", "both"):
         raise ValueError(f"engine.role: must be prefill, decode or both, got '{role}'")
-    return {"engine_id": engine_id, "role": role, "api_path": p.get("engine.api.path") or None,
+    host = p.get("engine.http.host", "127.0.0.1")
+    advertised = p.get("engine.http.advertised-url") or None
+    if advertised is None and host.strip() in ("", "*", "0.0.0.0", "::", "[::]"):
+        # A peer told 0.0.0.0 connects to itself: nothing is guessed from the host name or a route (docs/deploy.md).
+        raise ValueError(f"engine.http.advertised-url: required when engine.http.host is a wildcard ({host}): set the URL "
+                         "the proxy reaches this engine at")
+    return {"engine_id": engine_id, "role": role, "api_path": p.get("engine.api.path") or None, "advertised_url": advertised,
             "instance_epoch": int(p.get("engine.instance-epoch", str(int(time.time() * 1000)))),
-            "host": p.get("engine.http.host", "127.0.0.1"), "port": int(p.get("engine.http.port", "8100")),
+            "host": host, "port": int(p.get("engine.http.port", "8100")),
             "max_prompt_tokens": int(p.get("engine.max-prompt-tokens", "32768")),
             "lease_s": parse_duration("engine.lease.duration", p.get("engine.lease.duration", "30s")),
             "heartbeat_s": parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s")),
@@ -345,7 +353,7 @@ class SimEngine:
         Handler.engine = engine
         self.server = ThreadingHTTPServer((self.config.host, self.config.port), Handler)
         self.server.daemon_threads = True
-        url = f"http://{self.config.host}:{self.server.server_address[1]}"
+        url = self.config.advertised_url or f"http://{self.config.host}:{self.server.server_address[1]}"
         if self.config.api_path:
             self.client = EngineApiClient.connect(self.config.api_path, Registration(
                 self.config.engine_id, self.config.instance_epoch, self.config.role, self.backend.layout, self.backend.pool_spec(),

@@ -230,7 +230,7 @@ public final class DeciderBench {
         }
         DeciderConfig config = new DeciderConfig(bootstrap, applicationId, tc,
                 SerdeConfig.embedded(), mode.guarantee(), mode.commitInterval(), state, options.store(), options.writeBehind(), 1, policy,
-                Duration.ofMillis(200), "127.0.0.1", -1, options.deciderOverrides());
+                Duration.ofMillis(200), "127.0.0.1", "", -1, options.deciderOverrides());
         try (DeciderApp app = underTestOnItsCpus(() -> new DeciderApp(config).start())) {
             if (!app.awaitRunning(Duration.ofSeconds(60))) {
                 throw new IllegalStateException("decider did not start: " + app.streams().state());

@@ -6,6 +6,7 @@ import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
 
 import io.orbitkv.pd.schemas.SerdeConfig;
 import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.schemas.config.Addresses;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -29,7 +30,9 @@ import java.util.Map;
  * @param orderTtl          how long a transfer order waits for its worker's first report (decision latency)
  * @param inflightTtl       an admitted request without an outcome stops counting as in flight after this
  * @param failuresKept      recent failures kept per task (newest first)
- * @param httpHost          host of the HTTP endpoint (page, API, metrics), as other instances reach it
+ * @param httpHost          address the HTTP endpoint (page, API, metrics) binds ({@code dashboard.http.host})
+ * @param httpAdvertisedHost the address other instances and browsers reach it at ({@code dashboard.http.advertised-host},
+ *                          Streams' {@code application.server}); the bind address if empty and that is not a wildcard
  * @param httpPort          its port; 0 picks a free one
  * @param pollInterval      how often the page polls the API
  * @param traceCommand      the command a failure links to, {@code {id}} replaced by the request id
@@ -37,7 +40,7 @@ import java.util.Map;
  */
 public record DashboardConfig(String bootstrapServers, String applicationId, TopicsConfig topics, SerdeConfig serde, Path stateDir,
                               int threads, Duration commitInterval, Duration grace, Duration retentionSeconds, Duration retentionMinutes,
-                              Duration orderTtl, Duration inflightTtl, int failuresKept, String httpHost, int httpPort,
+                              Duration orderTtl, Duration inflightTtl, int failuresKept, String httpHost, String httpAdvertisedHost, int httpPort,
                               Duration pollInterval, String traceCommand, Map<String, Object> kafkaOverrides) {
 
     public static final String DEFAULT_TRACE_COMMAND = "./orbitkv-pd trace {id}";
@@ -70,6 +73,9 @@ public record DashboardConfig(String bootstrapServers, String applicationId, Top
             throw new IllegalArgumentException("dashboard.http.host: required");
         }
         requirePort("dashboard.http.port", httpPort, false);
+        httpAdvertisedHost = Addresses.advertised("dashboard.http.host", httpHost, "dashboard.http.advertised-host", httpAdvertisedHost);
+        Addresses.requireReachable(httpAdvertisedHost.equals(httpHost) ? "dashboard.http.host" : "dashboard.http.advertised-host",
+                httpAdvertisedHost, bootstrapServers);
         if (pollInterval == null || pollInterval.toMillis() < 100) {
             throw new IllegalArgumentException("dashboard.poll.interval: must be >= 100ms, got " + pollInterval);
         }
@@ -96,6 +102,7 @@ public record DashboardConfig(String bootstrapServers, String applicationId, Top
                 p.duration("dashboard.inflight.ttl", Duration.ofHours(1)),
                 p.integer("dashboard.failures.kept", 200),
                 p.string("dashboard.http.host", "127.0.0.1"),
+                p.string("dashboard.http.advertised-host", ""),
                 p.integer("dashboard.http.port", 7080),
                 p.duration("dashboard.poll.interval", Duration.ofSeconds(1)),
                 p.string("dashboard.trace.command", DEFAULT_TRACE_COMMAND),
@@ -110,6 +117,6 @@ public record DashboardConfig(String bootstrapServers, String applicationId, Top
     /** The same config with another HTTP port, state directory and application id (tests, the demo). */
     public DashboardConfig with(String applicationId, TopicsConfig topics, Path stateDir, int httpPort) {
         return new DashboardConfig(bootstrapServers, applicationId, topics, serde, stateDir, threads, commitInterval, grace, retentionSeconds,
-                retentionMinutes, orderTtl, inflightTtl, failuresKept, httpHost, httpPort, pollInterval, traceCommand, kafkaOverrides);
+                retentionMinutes, orderTtl, inflightTtl, failuresKept, httpHost, httpAdvertisedHost, httpPort, pollInterval, traceCommand, kafkaOverrides);
     }
 }

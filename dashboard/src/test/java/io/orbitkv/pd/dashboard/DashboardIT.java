@@ -84,7 +84,7 @@ class DashboardIT {
                 d.historyLimit(), d.authKey());
         decider = new DeciderApp(new DeciderConfig(kafka.bootstrapServers(), "dit-decider", topics, SerdeConfig.embedded(),
                 DeciderConfig.Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), Files.createDirectories(work.resolve("decider")),
-                DeciderConfig.StoreKind.IN_MEMORY, DeciderConfig.DEFAULT_STORE_WRITE_BEHIND, 1, policy, Duration.ofMillis(200), "127.0.0.1", -1, Map.of())).start();
+                DeciderConfig.StoreKind.IN_MEMORY, DeciderConfig.DEFAULT_STORE_WRITE_BEHIND, 1, policy, Duration.ofMillis(200), "127.0.0.1", "", -1, Map.of())).start();
         a = new DashboardApp(dashboardConfig("a")).start();
         b = new DashboardApp(dashboardConfig("b")).start();
         assertThat(decider.awaitRunning(Duration.ofSeconds(90))).isTrue();

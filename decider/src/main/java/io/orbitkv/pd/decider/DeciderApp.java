@@ -50,7 +50,7 @@ public final class DeciderApp implements AutoCloseable {
         this.config = config;
         this.serdes = EventSerdes.create(config.serde());
         this.topics = new Topics(config.topics(), serdes);
-        this.http = config.httpPort() >= 0 ? new DeciderHttp(config.httpHost(), config.httpPort()) : null;
+        this.http = config.httpPort() >= 0 ? new DeciderHttp(config.httpHost(), config.httpAdvertisedHost(), config.httpPort()) : null;
         this.metrics = ComponentMetrics.create("decider", http != null ? http.advertised() : config.applicationId());
         this.deciderMetrics = new DeciderMetrics(metrics.registry());
         DueTimers dueTimers = new DueTimers();

@@ -6,6 +6,7 @@ import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
 
 import io.orbitkv.pd.schemas.SerdeConfig;
 import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.schemas.config.Addresses;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -31,13 +32,15 @@ import java.util.Map;
  * @param policy           what shapes decisions (timeouts, retries, limits, the token key)
  * @param tickInterval     how often this instance writes a Tick to each partition it owns, so timeouts fire
  *                         from the log even when no other fact arrives
- * @param httpHost         host of the interactive-query HTTP endpoint, as other instances reach it
+ * @param httpHost         address the interactive-query HTTP endpoint binds ({@code decider.http.host})
+ * @param httpAdvertisedHost the address other instances reach it at ({@code decider.http.advertised-host}, Streams'
+ *                         {@code application.server}); the bind address if empty and that is not a wildcard
  * @param httpPort         its port; 0 picks a free one, -1 disables it
  * @param kafkaOverrides   extra Streams/client properties ({@code kafka.*} keys, prefix removed)
  */
 public record DeciderConfig(String bootstrapServers, String applicationId, TopicsConfig topics, SerdeConfig serde, Guarantee guarantee,
                             Duration commitInterval, Path stateDir, StoreKind store, Duration storeWriteBehind, int threads, DeciderPolicy policy,
-                            Duration tickInterval, String httpHost, int httpPort, Map<String, Object> kafkaOverrides) {
+                            Duration tickInterval, String httpHost, String httpAdvertisedHost, int httpPort, Map<String, Object> kafkaOverrides) {
 
     /** Processing guarantee of the decider itself. */
     public enum Guarantee { EXACTLY_ONCE_V2, AT_LEAST_ONCE }
@@ -70,6 +73,13 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
             throw new IllegalArgumentException("decider.tick.interval: must be >= 1ms, got " + tickInterval);
         }
         requirePort("decider.http.port", httpPort, true);
+        if (httpPort >= 0) {
+            // Every instance answers queries for the keys it owns and forwards the rest to the owner's application.server:
+            // a wildcard there makes every instance think every key is its own.
+            httpAdvertisedHost = Addresses.advertised("decider.http.host", httpHost, "decider.http.advertised-host", httpAdvertisedHost);
+            Addresses.requireReachable(httpAdvertisedHost.equals(httpHost) ? "decider.http.host" : "decider.http.advertised-host",
+                    httpAdvertisedHost, bootstrapServers);
+        }
         kafkaOverrides = Map.copyOf(kafkaOverrides);
     }
 
@@ -109,6 +119,7 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
                 policy,
                 p.duration("decider.tick.interval", Duration.ofMillis(200)),
                 p.string("decider.http.host", "127.0.0.1"),
+                p.string("decider.http.advertised-host", ""),
                 p.integer("decider.http.port", 7070),
                 withInstanceId(p.withPrefix("kafka."), p.string("decider.instance.id", "")));
     }

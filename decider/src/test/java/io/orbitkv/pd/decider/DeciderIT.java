@@ -94,7 +94,7 @@ class DeciderIT {
         DeciderConfig config(String stateDir, int httpPort) {
             return new DeciderConfig(cluster.bootstrapServers(), prefix + "decider", topics.config(), SerdeConfig.embedded(),
                     guarantee, Duration.ofMillis(100), work.resolve(prefix + stateDir),
-                    DeciderConfig.StoreKind.ROCKSDB, DeciderConfig.DEFAULT_STORE_WRITE_BEHIND, 1, policy, Duration.ofMillis(100), "127.0.0.1", httpPort,
+                    DeciderConfig.StoreKind.ROCKSDB, DeciderConfig.DEFAULT_STORE_WRITE_BEHIND, 1, policy, Duration.ofMillis(100), "127.0.0.1", "", httpPort,
                     Map.of("session.timeout.ms", 6000, "heartbeat.interval.ms", 1000));
         }
 

@@ -64,11 +64,14 @@ public record BrokerSecurity(TlsMaterial tls, String adminUser, String adminPass
         return MECHANISM + "=[name=" + adminUser + ",password=" + adminPassword + "]";
     }
 
-    /** The broker's listeners and security settings for a node listening for clients on {@code client} (host:port). */
-    Map<String, String> serverProperties(String client, String controller) {
+    /**
+     * The broker's listeners and security settings for a node listening for clients on {@code client} (host:port) and
+     * telling them {@code advertised}.
+     */
+    Map<String, String> serverProperties(String client, String advertised, String controller) {
         Map<String, String> p = new LinkedHashMap<>();
         p.put("listeners", "CLIENT://" + client + ",CONTROLLER://" + controller);
-        p.put("advertised.listeners", "CLIENT://" + client);
+        p.put("advertised.listeners", "CLIENT://" + advertised);
         p.put("listener.security.protocol.map", "CLIENT:SASL_SSL,CONTROLLER:PLAINTEXT");
         p.put("inter.broker.listener.name", "CLIENT");
         p.put("sasl.enabled.mechanisms", MECHANISM);

@@ -3,6 +3,7 @@ package io.orbitkv.pd.broker;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 
 import org.slf4j.Logger;
@@ -13,7 +14,8 @@ import org.slf4j.LoggerFactory;
  * client port, runs in the foreground until interrupted.
  *
  * <h2>Ports</h2>
- * The client listener is {@code 127.0.0.1:<port>} (default {@value #DEFAULT_PORT}). The KRaft controller
+ * The client listener is {@code 127.0.0.1:<port>} (default {@value #DEFAULT_PORT}), or any address given as a
+ * {@link NodeHost} (bind and advertised apart: {@code --host 0.0.0.0 --advertised-host 10.0.0.5}). The KRaft controller
  * listener gets a free port on first start, which is recorded in the data directory
  * ({@code orbitkv-kraft-cluster.properties}) and reused on every later start, because the static voter set
  * stored with the metadata names it. Choosing {@code port+1} instead was rejected: 9093 is the controller port
@@ -66,7 +68,17 @@ public final class DevBroker {
     /** As {@link #run(Path, int, Path, Map)}, secured by {@code security} when it is not null. */
     public static void run(Path dataDir, int port, Path logsDir, Map<String, String> brokerProperties, BrokerSecurity security)
             throws InterruptedException {
+        run(dataDir, port, logsDir, brokerProperties, security, NodeHost.LOOPBACK);
+    }
+
+    /**
+     * As {@link #run(Path, int, Path, Map, BrokerSecurity)}, the listeners bound to {@code host.bind()} and clients told
+     * {@code host.advertised()}: a broker other machines reach (docs/deploy.md, "Addresses").
+     */
+    public static void run(Path dataDir, int port, Path logsDir, Map<String, String> brokerProperties, BrokerSecurity security, NodeHost host)
+            throws InterruptedException {
         try (KraftCluster cluster = KraftCluster.builder()
+                .host(1, host)
                 .nodes(1)
                 .dataDir(dataDir)
                 .logsDir(logsDir)
@@ -97,6 +109,11 @@ public final class DevBroker {
      * as {@code kafka.*} keys, ready for {@code ./orbitkv-pd acls --config} and {@code topics --config}.
      */
     public static BrokerSecurity securedMaterial(Path dataDir, int port) {
+        return securedMaterial(dataDir, port, NodeHost.LOOPBACK);
+    }
+
+    /** As {@link #securedMaterial(Path, int)}, the certificate also valid for {@code host}'s advertised address. */
+    public static BrokerSecurity securedMaterial(Path dataDir, int port, NodeHost host) {
         try {
             Files.createDirectories(dataDir);
             Path props = dataDir.resolve("admin.properties");
@@ -116,9 +133,9 @@ public final class DevBroker {
             java.security.SecureRandom r = new java.security.SecureRandom();
             storePassword = java.util.HexFormat.of().formatHex(r.generateSeed(12));
             adminPassword = java.util.HexFormat.of().formatHex(r.generateSeed(12));
-            BrokerSecurity security = new BrokerSecurity(TlsMaterial.generate(dataDir.resolve("tls"), storePassword), "admin", adminPassword);
+            BrokerSecurity security = new BrokerSecurity(TlsMaterial.generate(dataDir.resolve("tls"), storePassword, List.of(host.advertised())), "admin", adminPassword);
             StringBuilder b = new StringBuilder("# The development broker's super user: for ./orbitkv-pd acls --config and topics --config\n");
-            b.append("bootstrap.servers=").append(Ports.HOST).append(':').append(port).append('\n');
+            b.append("bootstrap.servers=").append(host.advertised()).append(':').append(port).append('\n');
             security.adminClientConfig().forEach((k, v) -> b.append("kafka.").append(k).append('=').append(v).append('\n'));
             Files.writeString(props, b.toString());
             Files.setPosixFilePermissions(props, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));

@@ -138,7 +138,7 @@ public final class KraftCluster implements AutoCloseable {
             layout.store(config.dataDir());
             nodes = layout.nodes().stream()
                     .map(p -> new NodeProcess(p, config.dataDir().resolve("node-" + p.nodeId()),
-                            config.logsDir().resolve("node-" + p.nodeId() + ".log")))
+                            config.logsDir().resolve("node-" + p.nodeId() + ".log"), config.host(p.nodeId())))
                     .toList();
         } catch (IOException e) {
             throw new UncheckedIOException("cannot prepare " + config.dataDir(), e);
@@ -330,7 +330,7 @@ public final class KraftCluster implements AutoCloseable {
             if (fixed != 0 && stored.node(1).brokerPort() != fixed) {
                 stored = stored.withBrokerPort(1, fixed);
             }
-            checkFree(stored);
+            checkFree(stored, config);
             return stored;
         }
         if (fixed != 0) {
@@ -347,8 +347,11 @@ public final class KraftCluster implements AutoCloseable {
         return new ClusterLayout(CLUSTER_ID, ports);
     }
 
-    private static void checkFree(ClusterLayout layout) {
+    private static void checkFree(ClusterLayout layout, KraftClusterConfig config) {
         for (ClusterLayout.NodePorts p : layout.nodes()) {
+            if (!config.host(p.nodeId()).local()) {
+                continue; // a host of its own: its ports are its own
+            }
             checkFree(p.brokerPort(), "node " + p.nodeId() + " brokerPort");
             checkFree(p.controllerPort(), "node " + p.nodeId() + " controllerPort");
         }
@@ -370,13 +373,14 @@ public final class KraftCluster implements AutoCloseable {
         p.put("process.roles", "broker,controller");
         p.put("node.id", Integer.toString(n.id()));
         p.put("controller.quorum.voters", voters);
+        NodeHost h = n.host();
         if (config.security() == null) {
-            p.put("listeners", "PLAINTEXT://" + Ports.HOST + ":" + b + ",CONTROLLER://" + Ports.HOST + ":" + c);
-            p.put("advertised.listeners", "PLAINTEXT://" + Ports.HOST + ":" + b);
+            p.put("listeners", "PLAINTEXT://" + h.bind() + ":" + b + ",CONTROLLER://" + h.bind() + ":" + c);
+            p.put("advertised.listeners", "PLAINTEXT://" + h.advertised() + ":" + b);
             p.put("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
             p.put("inter.broker.listener.name", "PLAINTEXT");
         } else {
-            p.putAll(config.security().serverProperties(Ports.HOST + ":" + b, Ports.HOST + ":" + c));
+            p.putAll(config.security().serverProperties(h.bind() + ":" + b, h.advertised() + ":" + b, h.bind() + ":" + c));
         }
         p.put("controller.listener.names", "CONTROLLER");
         p.put("log.dirs", n.logDir().toString());
@@ -413,9 +417,9 @@ public final class KraftCluster implements AutoCloseable {
     }
 
     private void launch(NodeProcess n) {
-        n.writeServerProperties(serverProperties(n, layout.quorumVoters()));
+        n.writeServerProperties(serverProperties(n, layout.quorumVoters(id -> config.host(id).advertised())));
         try {
-            List<String> cmd = new ArrayList<>();
+            List<String> cmd = new ArrayList<>(n.host().launcher());
             if (config.cpus() != null) {
                 cmd.addAll(List.of("taskset", "-c", config.cpus()));
             }
@@ -484,7 +488,7 @@ public final class KraftCluster implements AutoCloseable {
                             + " (nodes " + ids + "): " + problem + tails(expected));
                 }
                 List<NodeProcess> notListening = expected.stream()
-                        .filter(n -> !Ports.isListening(n.ports().brokerPort(), 200)).toList();
+                        .filter(n -> !Ports.isListening(n.host().advertised(), n.ports().brokerPort(), 200)).toList();
                 if (!notListening.isEmpty()) {
                     problem = "no listener yet on " + notListening.stream()
                             .map(NodeProcess::brokerAddress).toList();
@@ -670,6 +674,7 @@ public final class KraftCluster implements AutoCloseable {
         private List<String> jvmOptions;
         private String cpus;
         private BrokerSecurity security;
+        private final Map<Integer, NodeHost> hosts = new java.util.HashMap<>();
         private Duration startupTimeout = Duration.ofSeconds(60);
         private Duration shutdownTimeout = Duration.ofSeconds(30);
 
@@ -729,6 +734,15 @@ public final class KraftCluster implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Node {@code id} binds and advertises {@code host}'s addresses and starts under its launcher (a host of its own:
+         * {@code ip netns exec}); nodes not named stay on loopback.
+         */
+        public Builder host(int id, NodeHost host) {
+            this.hosts.put(id, host);
+            return this;
+        }
+
         /** Secures the client listener: SASL SCRAM-SHA-512 over TLS, ACLs enforced (see {@link BrokerSecurity}). */
         public Builder secured(BrokerSecurity security) {
             this.security = security;
@@ -758,7 +772,7 @@ public final class KraftCluster implements AutoCloseable {
             Path logs = logsDir != null ? logsDir : data.resolve("logs");
             List<String> jvm = jvmOptions != null ? jvmOptions : KraftClusterConfig.defaultJvmOptions(nodes);
             return new KraftCluster(new KraftClusterConfig(nodes, data, logs, persistent, brokerPort,
-                    brokerProperties, jvm, startupTimeout, shutdownTimeout, cpus, security));
+                    brokerProperties, jvm, startupTimeout, shutdownTimeout, cpus, security, hosts));
         }
     }
 }

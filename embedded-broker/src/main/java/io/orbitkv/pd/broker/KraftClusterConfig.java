@@ -38,7 +38,19 @@ public record KraftClusterConfig(
         Duration startupTimeout,
         Duration shutdownTimeout,
         String cpus,
-        BrokerSecurity security) {
+        BrokerSecurity security,
+        Map<Integer, NodeHost> hosts) {
+
+    /** Every node on loopback. */
+    public KraftClusterConfig(int nodes, Path dataDir, Path logsDir, boolean persistent, int brokerPort, Map<String, String> brokerProperties,
+                              List<String> jvmOptions, Duration startupTimeout, Duration shutdownTimeout, String cpus, BrokerSecurity security) {
+        this(nodes, dataDir, logsDir, persistent, brokerPort, brokerProperties, jvmOptions, startupTimeout, shutdownTimeout, cpus, security, Map.of());
+    }
+
+    /** Where node {@code id} lives ({@link NodeHost#LOOPBACK} unless set). */
+    public NodeHost host(int id) {
+        return hosts.getOrDefault(id, NodeHost.LOOPBACK);
+    }
 
     /** @throws IllegalArgumentException when {@code cpus} is neither null nor a CPU list as {@code taskset -c} takes it */
     static void checkCpus(String cpus) {
@@ -108,6 +120,12 @@ public record KraftClusterConfig(
         }
         if (shutdownTimeout == null || shutdownTimeout.isNegative()) {
             throw new IllegalArgumentException("shutdownTimeout: must be >= 0, got " + shutdownTimeout);
+        }
+        hosts = hosts == null ? Map.of() : Map.copyOf(hosts);
+        for (Integer id : hosts.keySet()) {
+            if (id < 1 || id > nodes) {
+                throw new IllegalArgumentException("hosts: node " + id + " is not one of 1.." + nodes);
+            }
         }
     }
 

@@ -96,8 +96,13 @@ public final class Ports {
 
     /** True when something accepts TCP connections on {@code port}. */
     public static boolean isListening(int port, int timeoutMs) {
+        return isListening(HOST, port, timeoutMs);
+    }
+
+    /** Whether something accepts connections at {@code host:port} within {@code timeoutMs}. */
+    public static boolean isListening(String host, int port, int timeoutMs) {
         try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress(HOST, port), timeoutMs);
+            s.connect(new InetSocketAddress(host, port), timeoutMs);
             return true;
         } catch (IOException e) {
             return false;

@@ -25,6 +25,14 @@ public record TlsMaterial(Path dir, String password, Path truststore, Path keyst
 
     /** A CA and a broker certificate valid for ten years from now. */
     public static TlsMaterial generate(Path dir, String password) {
+        return generate(dir, password, List.of());
+    }
+
+    /**
+     * As {@link #generate(Path, String)}, the broker's certificate also valid for {@code hosts} (addresses or names clients
+     * on other machines reach it at), beside {@code localhost} and {@code 127.0.0.1}.
+     */
+    public static TlsMaterial generate(Path dir, String password, List<String> hosts) {
         try {
             Files.createDirectories(dir);
             Path ca = dir.resolve("ca.p12");
@@ -45,7 +53,7 @@ public record TlsMaterial(Path dir, String password, Path truststore, Path keyst
                     "-keystore", broker.toString(), "-storetype", STORE_TYPE, "-storepass", password, "-keypass", password);
             keytool("-certreq", "-alias", "broker", "-keystore", broker.toString(), "-storepass", password, "-file", csr.toString());
             List<String> sign = new ArrayList<>(List.of("-gencert", "-alias", "ca", "-keystore", ca.toString(), "-storepass", password,
-                    "-infile", csr.toString(), "-outfile", brokerPem.toString(), "-rfc", "-ext", "SAN=dns:localhost,ip:127.0.0.1"));
+                    "-infile", csr.toString(), "-outfile", brokerPem.toString(), "-rfc", "-ext", "SAN=" + sans(hosts)));
             sign.addAll(List.of("-validity", "3650"));
             keytool(sign.toArray(String[]::new));
             keytool("-importcert", "-noprompt", "-alias", "ca", "-file", caPem.toString(), "-keystore", broker.toString(), "-storepass", password);
@@ -98,5 +106,14 @@ public record TlsMaterial(Path dir, String password, Path truststore, Path keyst
             Thread.currentThread().interrupt();
             throw new IOException("interrupted running keytool " + args[0], e);
         }
+    }
+
+    /** The subject alternative names: localhost, 127.0.0.1 and each of {@code hosts} as an address or a name. */
+    static String sans(List<String> hosts) {
+        java.util.LinkedHashSet<String> names = new java.util.LinkedHashSet<>(List.of("dns:localhost", "ip:127.0.0.1"));
+        for (String h : hosts) {
+            names.add((h.matches("[0-9.]+") || h.contains(":") ? "ip:" : "dns:") + h);
+        }
+        return String.join(",", names);
     }
 }

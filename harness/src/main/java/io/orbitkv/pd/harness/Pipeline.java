@@ -72,6 +72,10 @@ public final class Pipeline implements AutoCloseable {
     private final List<String> deciderUrls = new ArrayList<>();
     private FaultRelay relay;
     private String dashboardUrl;
+    /** The hosts rig ({@link PipelineSpec#withNetns}), or null: everything on loopback. */
+    private NetnsHosts rig;
+    /** Each child's command prefix (its host's {@code ip netns exec}); none on loopback. */
+    private final Map<String, List<String>> launchers = new java.util.HashMap<>();
     private volatile boolean closed;
 
     private final String externalBootstrap;
@@ -106,12 +110,22 @@ public final class Pipeline implements AutoCloseable {
         Files.createDirectories(dir.resolve("config"));
         long t0 = System.nanoTime();
         String bs = externalBootstrap;
+        if (spec.netns()) {
+            openHosts();
+        }
         if (bs == null) {
             say.accept("starting the embedded KRaft broker (child JVM) ...");
             // Failover in seconds (docs/decider.md, "Failover"): group.min.session.timeout.ms lets deciders set a 2 s session;
             // the transaction coordinator looks for timed-out transactions every 500 ms instead of 10 s (a dead decider's
             // open transaction blocks its partitions' next owner until it is aborted).
-            kafka = KraftCluster.builder().nodes(spec.brokers()).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
+            KraftCluster.Builder cluster = KraftCluster.builder();
+            if (rig != null) {
+                for (int n = 1; n <= spec.brokers(); n++) {
+                    NetnsHosts.Host h = rig.host("broker-" + n);
+                    cluster.host(n, new io.orbitkv.pd.broker.NodeHost(h.address(), h.address(), h.launcher()));
+                }
+            }
+            kafka = cluster.nodes(spec.brokers()).dataDir(dir.resolve("kafka")).logsDir(dir.resolve("logs"))
                     .brokerProperty("group.min.session.timeout.ms", "1000")
                     .brokerProperty("transaction.abort.timed.out.transaction.cleanup.interval.ms", "500")
                     // Several nodes: the controller fences a dead broker (and moves its partitions' leadership) after 3 s
@@ -133,12 +147,13 @@ public final class Pipeline implements AutoCloseable {
         for (int i = 0; i < spec.deciders(); i++) {
             int deciderPort = ports.next();
             String name = i == 0 ? "decider" : "decider-" + (i + 1);
-            String url = "http://127.0.0.1:" + deciderPort;
+            String url = "http://" + address(name) + ":" + deciderPort;
             deciderUrls.add(url);
             Map<String, String> decider = new LinkedHashMap<>();
             decider.put("bootstrap.servers", bs);
             decider.put("decider.application.id", "orbitkv-decider-" + ProcessHandle.current().pid());
             decider.put("decider.state.dir", dir.resolve(i == 0 ? "decider-state" : "decider-state-" + (i + 1)).toString());
+            decider.put("decider.http.host", address(name));
             decider.put("decider.http.port", Integer.toString(deciderPort));
             // The product's defaults for a restart in seconds: RocksDB keeps Streams' process id (so its transactional id) in
             // the state directory, and a restarted decider fences its dead self's open transaction at once instead of
@@ -187,6 +202,7 @@ public final class Pipeline implements AutoCloseable {
                 engine.put("engine.pool.path", pool.toString());
             }
             engine.put("engine.instance-epoch", Long.toString(e));
+            engine.put("engine.http.host", address(id));
             engine.put("engine.http.port", Integer.toString(ports.next()));
             engine.put("engine.compute.prefill-ms-per-token", Double.toString(spec.prefillMsPerToken()));
             engine.put("engine.compute.decode-ms-per-token", Double.toString(spec.decodeMsPerToken()));
@@ -208,9 +224,19 @@ public final class Pipeline implements AutoCloseable {
             worker.put("worker.layout.dtype", g.dtype().name().toLowerCase());
             worker.put("worker.layout.num-blocks", Integer.toString(g.numBlocks()));
             worker.put("auth.key", authKey);
+            worker.put("worker.http.host", address(id));
             worker.put("worker.http.port", Integer.toString(ports.next()));
-            readyUrls.put("worker-" + id, "http://127.0.0.1:" + worker.get("worker.http.port") + "/health");
+            worker.put("transfer.tcp.host", address(id));
+            readyUrls.put("worker-" + id, "http://" + address(id) + ":" + worker.get("worker.http.port") + "/health");
+            if (rig != null) {
+                // The engine node: the engine and its worker on one host (their engine API a local socket, their pool a file).
+                launchers.put("engine-" + id, rig.host(id).launcher());
+                launchers.put("worker-" + id, rig.host(id).launcher());
+            }
             if (id.equals(spec.relayed())) {
+                if (rig != null) {
+                    throw new IllegalArgumentException("a fault relay in front of a worker is for loopback layouts; on hosts, cut links instead");
+                }
                 List<Integer> two = io.orbitkv.pd.broker.Ports.free(2);
                 worker.put("transfer.tcp.port", Integer.toString(two.get(0)));
                 worker.put("transfer.tcp.advertised-port", Integer.toString(two.get(1)));
@@ -243,8 +269,8 @@ public final class Pipeline implements AutoCloseable {
                     launch("worker-" + id, "worker", worker, "-Xmx256m");
                 }
             }
-            engines.add(new Engine(id, role, "http://127.0.0.1:" + engine.get("engine.http.port"), pool));
-            readyUrls.put("engine-" + id, "http://127.0.0.1:" + engine.get("engine.http.port") + "/health");
+            engines.add(new Engine(id, role, "http://" + address(id) + ":" + engine.get("engine.http.port"), pool));
+            readyUrls.put("engine-" + id, "http://" + address(id) + ":" + engine.get("engine.http.port") + "/health");
         }
         if (!nodeWorkers.isEmpty()) {
             launchNodeWorker(nodeWorkers);
@@ -252,11 +278,12 @@ public final class Pipeline implements AutoCloseable {
         for (int i = 1; i <= spec.proxies(); i++) {
             int proxyPort = ports.next();
             String name = i == 1 ? "proxy" : "proxy-" + i;
-            String url = "http://127.0.0.1:" + proxyPort;
+            String url = "http://" + address(name) + ":" + proxyPort;
             proxyUrls.add(url);
             Map<String, String> proxy = new LinkedHashMap<>();
             proxy.put("bootstrap.servers", bs);
             proxy.put("proxy.id", i == 1 ? "proxy-1" : name);
+            proxy.put("proxy.http.host", address(name));
             proxy.put("proxy.http.port", Integer.toString(proxyPort));
             proxy.put("proxy.decider.url", String.join(",", deciderUrls));
             proxy.put("proxy.routing", spec.routing());
@@ -268,12 +295,13 @@ public final class Pipeline implements AutoCloseable {
         }
         if (spec.dashboard()) {
             int dashboardPort = ports.next();
-            dashboardUrl = "http://127.0.0.1:" + dashboardPort + "/";
+            dashboardUrl = "http://" + address("dashboard") + ":" + dashboardPort + "/";
             Map<String, String> dashboard = new LinkedHashMap<>();
             dashboard.put("bootstrap.servers", bs);
             replicated(dashboard);
             dashboard.put("dashboard.application.id", "orbitkv-dashboard-" + ProcessHandle.current().pid());
             dashboard.put("dashboard.state.dir", dir.resolve("dashboard-state").toString());
+            dashboard.put("dashboard.http.host", address("dashboard"));
             dashboard.put("dashboard.http.port", Integer.toString(dashboardPort));
             dashboard.put("dashboard.trace.command", "./orbitkv-pd trace {id} --config " + dir.resolve("config").resolve("decider.properties"));
             // Last and not awaited: it reads the log from the start, so it misses nothing by starting late.
@@ -294,6 +322,59 @@ public final class Pipeline implements AutoCloseable {
                     body -> engines.stream().allMatch(e -> body.contains("\"" + e.id() + "\"")), Duration.ofMinutes(2));
         }
         say.accept(String.format("pipeline ready in %.1f s (logs under %s)", (System.nanoTime() - t0) / 1e9, dir.resolve("logs")));
+    }
+
+    /**
+     * The hosts of {@link PipelineSpec#withNetns}: one per broker node ({@code broker-1}, ...), decider, engine node (named
+     * after its engine: {@code prefill-0}), proxy and the dashboard; every host's link at {@link PipelineSpec#link}.
+     */
+    private void openHosts() {
+        if (spec.nodeWorker()) {
+            throw new IllegalArgumentException("--hosts netns: a node worker serves engines of one host; give each engine its own worker");
+        }
+        List<String> names = new ArrayList<>();
+        if (externalBootstrap == null) {
+            for (int n = 1; n <= spec.brokers(); n++) {
+                names.add("broker-" + n);
+            }
+        }
+        for (int i = 0; i < spec.deciders(); i++) {
+            names.add(i == 0 ? "decider" : "decider-" + (i + 1));
+        }
+        for (int i = 0; i < spec.prefillEngines(); i++) {
+            names.add("prefill-" + i);
+        }
+        for (int i = 0; i < spec.decodeEngines(); i++) {
+            names.add("decode-" + i);
+        }
+        for (int i = 1; i <= spec.proxies(); i++) {
+            names.add(i == 1 ? "proxy" : "proxy-" + i);
+        }
+        if (spec.dashboard()) {
+            names.add("dashboard");
+        }
+        rig = NetnsHosts.create(names);
+        for (NetnsHosts.Host h : rig.hosts()) {
+            if (spec.link() != null) {
+                rig.rate(h.name(), spec.link());
+            }
+            for (String child : List.of(h.name(), "engine-" + h.name(), "worker-" + h.name())) {
+                launchers.putIfAbsent(child, h.launcher());
+            }
+        }
+        say.accept("hosts: " + rig.hosts().size() + " network namespaces on a bridge (" + rig.harnessAddress() + " is this machine), "
+                + String.join(", ", rig.hosts().stream().map(h -> h.name() + " " + h.address()).toList())
+                + (spec.link() == null ? "" : "; every link at " + spec.link()));
+    }
+
+    /** The address the component or engine node {@code host} binds and advertises: its host's, or loopback. */
+    private String address(String host) {
+        return rig == null ? "127.0.0.1" : rig.address(host);
+    }
+
+    /** The hosts rig, when the pipeline runs on separate network hosts. */
+    public java.util.Optional<NetnsHosts> hosts() {
+        return java.util.Optional.ofNullable(rig);
     }
 
     /**
@@ -341,8 +422,10 @@ public final class Pipeline implements AutoCloseable {
             p.store(w, "python3 -m orbitkv_pd.sim_engine (written by the pipeline launcher)");
         }
         Path log = dir.resolve("logs").resolve(name + ".log");
-        ProcessBuilder pb = new ProcessBuilder("python3", "-m", spec.pythonModule(), "--config", config.toString(), "--parent-pid",
-                Long.toString(ProcessHandle.current().pid())).directory(pythonDir().toFile()).redirectErrorStream(true)
+        List<String> cmd = new ArrayList<>(launchers.getOrDefault(name, List.of()));
+        cmd.addAll(List.of("python3", "-m", spec.pythonModule(), "--config", config.toString(), "--parent-pid",
+                Long.toString(ProcessHandle.current().pid())));
+        ProcessBuilder pb = new ProcessBuilder(cmd).directory(pythonDir().toFile()).redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
         pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
         add(name, log, config, () -> {
@@ -384,7 +467,8 @@ public final class Pipeline implements AutoCloseable {
     private void launch(String name, String command, Map<String, String> props, String heap) throws IOException {
         Path config = writeConfig(name, command, props);
         Path log = dir.resolve("logs").resolve(name + ".log");
-        add(name, log, config, () -> startComponent(name, command, config, log, dir.resolve("config").resolve("classpath.args"), heap));
+        List<String> launcher = launchers.getOrDefault(name, List.of());
+        add(name, log, config, () -> startComponent(launcher, name, command, List.of(config), log, dir.resolve("config").resolve("classpath.args"), heap));
     }
 
     private Path writeConfig(String name, String command, Map<String, String> props) throws IOException {
@@ -408,11 +492,18 @@ public final class Pipeline implements AutoCloseable {
     /** As {@link #startComponent(String, String, Path, Path, Path, String)} with one {@code --config} per file. */
     public static Process startComponent(String name, String command, List<Path> configs, Path log, Path argfile, String heap, String... extra)
             throws IOException {
+        return startComponent(List.of(), name, command, configs, log, argfile, heap, extra);
+    }
+
+    /** As {@link #startComponent(String, String, List, Path, Path, String, String...)} under {@code launcher} (a host's prefix). */
+    public static Process startComponent(List<String> launcher, String name, String command, List<Path> configs, Path log, Path argfile, String heap,
+                                         String... extra) throws IOException {
         if (!Files.exists(argfile)) {
             String cp = ChildClasspath.join(ChildClasspath.current());
             Files.writeString(argfile, "-cp\n\"" + cp.replace("\\", "\\\\").replace("\"", "\\\"") + "\"\n", StandardCharsets.UTF_8);
         }
-        List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElse(
+        List<String> cmd = new ArrayList<>(launcher);
+        cmd.addAll(List.of(ProcessHandle.current().info().command().orElse(
                         Path.of(System.getProperty("java.home"), "bin", "java").toString()), heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5",
                 "--enable-native-access=ALL-UNNAMED", "-D" + ParentWatch.PROPERTY + "=" + ProcessHandle.current().pid(),
                 "-Dorbitkv.component=" + name, "@" + argfile, "io.orbitkv.pd.cli.Main", command));
@@ -618,6 +709,9 @@ public final class Pipeline implements AutoCloseable {
         }
         if (relay != null) {
             relay.close();
+        }
+        if (rig != null) {
+            rig.close();
         }
         for (Path p : poolFiles) {
             try {

@@ -12,10 +12,10 @@ import java.util.function.Consumer;
 public record PipelineSpec(int prefillEngines, int decodeEngines, ModelPreset preset, int poolBlocks, double prefillMsPerToken, double decodeMsPerToken,
                    String routing, Map<String, String> decider, Map<String, String> engine, Map<String, String> worker,
                    Map<String, String> proxy, boolean dashboard, Set<String> pythonEngines, String pythonModule, boolean nodeWorker,
-                   int proxies, int deciders, int brokers, String relayed, boolean engineApi) {
+                   int proxies, int deciders, int brokers, String relayed, boolean engineApi, boolean netns, String link) {
     public static PipelineSpec defaults() {
         return new PipelineSpec(1, 1, ModelPreset.LLAMA_8B, 384, 0.05, 2.0, "least_in_flight", Map.of(), Map.of(), Map.of(), Map.of(), false,
-                Set.of(), Pipeline.SIM_MODULE, false, 1, 1, 1, null, false);
+                Set.of(), Pipeline.SIM_MODULE, false, 1, 1, 1, null, false, false, null);
     }
 
     /** Run {@code n} proxies ({@code proxy}, {@code proxy-2}, ...), each on its own port, as behind a load balancer. */
@@ -78,6 +78,23 @@ public record PipelineSpec(int prefillEngines, int decodeEngines, ModelPreset pr
      */
     public PipelineSpec withEngineApi(boolean on) {
         return with(b -> b.engineApi = on);
+    }
+
+    /**
+     * Lay the pipeline over separate network hosts ({@link NetnsHosts}): each broker node, each decider, each engine node
+     * (the engine and its worker: their engine API stays a local socket), each proxy and the dashboard on a namespace
+     * of its own with its own address, every listener bound and advertised there. Needs root.
+     */
+    public PipelineSpec withNetns(boolean on) {
+        return with(b -> b.netns = on);
+    }
+
+    /** With {@link #withNetns}: every host's link limited to {@code rate} ({@code 10gbit}, {@code 500mbit}; null: the veth's own). */
+    public PipelineSpec withLink(String rate) {
+        if (rate != null) {
+            NetnsHosts.bitsPerSecond(rate);
+        }
+        return with(b -> b.link = rate);
     }
 
     /** Whether the Python engines bring their own pool (device memory) instead of sharing a pool file. */
@@ -145,6 +162,8 @@ public record PipelineSpec(int prefillEngines, int decodeEngines, ModelPreset pr
         int brokers;
         String relayed;
         boolean engineApi;
+        boolean netns;
+        String link;
 
         Changes(PipelineSpec s) {
             prefillEngines = s.prefillEngines;
@@ -167,11 +186,13 @@ public record PipelineSpec(int prefillEngines, int decodeEngines, ModelPreset pr
             brokers = s.brokers;
             relayed = s.relayed;
             engineApi = s.engineApi;
+            netns = s.netns;
+            link = s.link;
         }
 
         PipelineSpec spec() {
             return new PipelineSpec(prefillEngines, decodeEngines, preset, poolBlocks, prefillMsPerToken, decodeMsPerToken, routing, decider, engine, worker,
-                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed, engineApi);
+                    proxy, dashboard, pythonEngines, pythonModule, nodeWorker, proxies, deciders, brokers, relayed, engineApi, netns, link);
         }
     }
 }

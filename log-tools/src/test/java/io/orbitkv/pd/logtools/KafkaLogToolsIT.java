@@ -77,7 +77,7 @@ class KafkaLogToolsIT {
         long decisions = expected.stream().filter(r -> r.role() == TopicRole.DECISIONS).count();
         DeciderConfig config = new DeciderConfig(kafka.bootstrapServers(), topics.config().prefix() + "decider", topics.config(),
                 SerdeConfig.embedded(), DeciderConfig.Guarantee.EXACTLY_ONCE_V2, Duration.ofMillis(100), work.resolve("state"),
-                DeciderConfig.StoreKind.IN_MEMORY, DeciderConfig.DEFAULT_STORE_WRITE_BEHIND, 1, POLICY, Duration.ofMillis(200), "127.0.0.1", -1, Map.of());
+                DeciderConfig.StoreKind.IN_MEMORY, DeciderConfig.DEFAULT_STORE_WRITE_BEHIND, 1, POLICY, Duration.ofMillis(200), "127.0.0.1", "", -1, Map.of());
         try (DeciderApp decider = new DeciderApp(config).start();
              KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers(),
                      ConsumerConfig.GROUP_ID_CONFIG, topics.config().prefix() + "count", ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest",

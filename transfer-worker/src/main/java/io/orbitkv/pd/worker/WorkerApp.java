@@ -1,5 +1,7 @@
 package io.orbitkv.pd.worker;
 
+import io.orbitkv.pd.schemas.config.Addresses;
+
 import io.orbitkv.pd.tracing.Marks;
 import io.orbitkv.pd.events.PrefillFailed;
 import io.orbitkv.pd.events.PrefillCompleted;
@@ -306,6 +308,15 @@ public final class WorkerApp implements AutoCloseable {
                     log.atInfo().addKeyValue("engineId", config.engineId()).addKeyValue("instanceEpoch", hello.instanceEpoch())
                             .log("a new instance of the engine registered: rebuilding the data plane over its pool");
                     closeData();
+                }
+                if (hello.httpUrl() != null && !hello.httpUrl().isBlank()) {
+                    // The proxy connects to the URL the engine announces: a loopback URL with peers on other hosts is refused
+                    // here, where the engine hears why, instead of every request to it failing later.
+                    try {
+                        Addresses.requireReachableUrl("http_url (the engine's advertised URL)", hello.httpUrl(), config.bootstrapServers());
+                    } catch (IllegalArgumentException e) {
+                        throw new ApiException(ApiException.BAD_REQUEST, "http_url", e.getMessage());
+                    }
                 }
                 KvPool p = mapPool(hello);
                 engine = new Engine(hello.instanceEpoch(), hello.role(), hello.model(), hello.httpUrl(), hello.geometry(), hello.tpRank(),

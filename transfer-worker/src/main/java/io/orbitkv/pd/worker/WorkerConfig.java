@@ -7,6 +7,7 @@ import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.schemas.OrderTokens;
 import io.orbitkv.pd.schemas.SerdeConfig;
 import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.schemas.config.Addresses;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import io.orbitkv.pd.transport.KvTransportProvider;
 import io.orbitkv.pd.transport.tcp.TcpConfig;
@@ -99,6 +100,11 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
             }
         }
         transports = List.copyOf(transports);
+        if (transports.contains("tcp")) {
+            // Peers on other hosts push to what this worker advertises: loopback there is refused at start (docs/deploy.md).
+            Addresses.requireReachable(tcp.advertisedHost().equals(tcp.bindHost()) ? "transfer.tcp.host" : "transfer.tcp.advertised-host",
+                    tcp.advertisedHost(), bootstrapServers);
+        }
         ConfigProps.requireRange("worker.concurrency", concurrency, 1, 1024);
         ConfigProps.requireRange("worker.queue.limit", queueLimit, 1, 1_000_000);
         ConfigProps.requireRange("worker.dedupe.capacity", dedupeCapacity, 16, 10_000_000);

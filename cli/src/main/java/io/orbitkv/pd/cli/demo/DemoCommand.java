@@ -5,6 +5,7 @@ import static io.orbitkv.pd.harness.Samples.pct;
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.EngineJoin;
+import io.orbitkv.pd.harness.HostsOption;
 import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.harness.Samples;
@@ -89,6 +90,14 @@ public final class DemoCommand implements Callable<Integer> {
             + " embedded broker: the log outlives the demo, for trace, audit and replay.")
     String bootstrap;
 
+    @Option(names = "--hosts", description = {"Where the components run: loopback (default: every process on 127.0.0.1) or netns (each",
+            "broker, decider, engine node, proxy and the dashboard on a network namespace of its own with its own address; needs root;",
+            "docs/deploy.md, \"Several hosts on one machine\")."})
+    String hosts = "loopback";
+
+    @Option(names = "--link", description = "With --hosts netns: every host's link limited to this rate (tc: 10gbit, 1gbit, 500mbit).")
+    String link;
+
     @Override
     public Integer call() throws Exception {
         if (events) {
@@ -100,7 +109,7 @@ public final class DemoCommand implements Callable<Integer> {
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(prefillEngines, decodeEngines)
                 .withModel(ModelPreset.of(preset), 512, 0.05, 2.0).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines))
-                .withEngineApi(engines == EngineJoin.api);
+                .withEngineApi(engines == EngineJoin.api).withNetns(HostsOption.netns(hosts, link)).withLink(link);
         SimModel model = new SimModel(42);
         try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s), bootstrap);
              LoadClient client = new LoadClient(p.proxyUrl(), "orbitkv-sim-" + ModelPreset.of(preset).key())) {

@@ -78,7 +78,7 @@ public final class DashboardHttp implements AutoCloseable {
 
     /** host:port as other instances (and browsers) reach it: the Streams {@code application.server}. */
     public String advertised() {
-        return config.httpHost() + ":" + endpoint.port();
+        return config.httpAdvertisedHost() + ":" + endpoint.port();
     }
 
     public void start(KafkaStreams streams, DashboardMetrics metrics, AtomicLong streamTime, Lifecycle lifecycle) {

@@ -61,7 +61,7 @@ public final class DeciderHttp implements AutoCloseable {
 
     private final HttpEndpoint endpoint;
     private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
-    private final String host;
+    private final String advertisedHost;
     private KafkaStreams streams;
     private Topics topics;
     private ComponentMetrics metrics;
@@ -69,15 +69,15 @@ public final class DeciderHttp implements AutoCloseable {
     private Lifecycle lifecycle;
 
     /** Binds the port now (Streams needs its {@code application.server} before it starts); serves from {@link #start}. */
-    public DeciderHttp(String host, int port) {
-        this.host = host;
+    public DeciderHttp(String host, String advertisedHost, int port) {
+        this.advertisedHost = advertisedHost;
         this.endpoint = HttpEndpoint.bind("decider.http.port", host, port,
                 Executors.newFixedThreadPool(2, Thread.ofPlatform().daemon().name("decider-http-", 0).factory()), this::handle);
     }
 
     /** host:port as other instances reach it (the Streams {@code application.server}). */
     public String advertised() {
-        return host + ":" + endpoint.port();
+        return advertisedHost + ":" + endpoint.port();
     }
 
     /** Serves queries on {@code streams}, {@code metrics} at {@code /metrics}, and {@code lifecycle} in {@code /health}. */

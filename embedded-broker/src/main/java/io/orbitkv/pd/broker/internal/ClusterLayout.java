@@ -70,10 +70,10 @@ public record ClusterLayout(String clusterId, List<NodePorts> nodes) {
         return nodes.get(nodeId - 1);
     }
 
-    /** {@code controller.quorum.voters} for a static quorum of all nodes. */
-    public String quorumVoters() {
+    /** {@code controller.quorum.voters} for a static quorum of all nodes, each at the address {@code host} gives it. */
+    public String quorumVoters(java.util.function.IntFunction<String> host) {
         return String.join(",", nodes.stream()
-                .map(n -> n.nodeId() + "@" + Ports.HOST + ":" + n.controllerPort()).toList());
+                .map(n -> n.nodeId() + "@" + host.apply(n.nodeId()) + ":" + n.controllerPort()).toList());
     }
 
     public ClusterLayout withBrokerPort(int nodeId, int brokerPort) {

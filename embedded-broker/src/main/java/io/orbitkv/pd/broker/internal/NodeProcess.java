@@ -36,6 +36,7 @@ public final class NodeProcess {
     private final ClusterLayout.NodePorts ports;
     private final Path nodeDir;
     private final Path logFile;
+    private final io.orbitkv.pd.broker.NodeHost host;
     private volatile Process process;
 
     /**
@@ -43,14 +44,20 @@ public final class NodeProcess {
      * @param nodeDir directory owned by this node: config files plus {@code kafka-logs/}
      * @param logFile file that receives the child's stdout and stderr, appended across restarts
      */
-    public NodeProcess(ClusterLayout.NodePorts ports, Path nodeDir, Path logFile) {
+    public NodeProcess(ClusterLayout.NodePorts ports, Path nodeDir, Path logFile, io.orbitkv.pd.broker.NodeHost host) {
         this.ports = ports;
+        this.host = host;
         this.nodeDir = nodeDir;
         this.logFile = logFile;
     }
 
     public int id() {
         return ports.nodeId();
+    }
+
+    /** Where this node lives (its addresses and launch prefix). */
+    public io.orbitkv.pd.broker.NodeHost host() {
+        return host;
     }
 
     public ClusterLayout.NodePorts ports() {
@@ -74,7 +81,7 @@ public final class NodeProcess {
     }
 
     public String brokerAddress() {
-        return Ports.HOST + ":" + ports.brokerPort();
+        return host.advertised() + ":" + ports.brokerPort();
     }
 
     public boolean isAlive() {

@@ -7,6 +7,7 @@ import static io.orbitkv.pd.schemas.config.ConfigProps.requireRange;
 import io.orbitkv.pd.engine.client.EngineClientConfig;
 import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.kv.KvGeometry;
+import io.orbitkv.pd.schemas.config.Addresses;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -82,6 +83,15 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
             throw new IllegalArgumentException("engine.role: must be prefill, decode or both, got " + role);
         }
         requirePort("engine.http.port", httpPort, false);
+        if (advertisedUrl == null && Addresses.isWildcard(httpHost)) {
+            throw new IllegalArgumentException("engine.http.advertised-url: required when engine.http.host is a wildcard (" + httpHost
+                    + "): set the URL the proxy reaches this engine at (nothing is guessed from the host name or a route)");
+        }
+        if (control != null) {
+            // On Kafka itself the engine announces its URL; its worker checks it on the engine API.
+            Addresses.requireReachable(advertisedUrl != null ? "engine.http.advertised-url" : "engine.http.host",
+                    advertisedUrl != null ? Addresses.urlHost(advertisedUrl) : httpHost, control.bootstrapServers());
+        }
         requireRange("engine.max-batch", maxBatch, 1, 100_000);
         requireRange("engine.max-prompt-tokens", maxPromptTokens, 1, 10_000_000);
         requireRange("engine.http.max-body-bytes", maxBodyBytes, 1024, 1 << 30);

@@ -2,6 +2,7 @@ package io.orbitkv.pd.transport.tcp;
 
 import static io.orbitkv.pd.schemas.config.ConfigProps.requirePort;
 
+import io.orbitkv.pd.schemas.config.Addresses;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import java.time.Duration;
 
@@ -9,7 +10,8 @@ import java.time.Duration;
  * Settings of the tcp transport ({@code transfer.tcp.*} keys; every key and its default is in {@code docs/worker.md}).
  *
  * @param bindHost           address the receiver listens on
- * @param advertisedHost     host peers connect to (announced in the engine registration); the bind host if empty
+ * @param advertisedHost     host peers connect to (announced in the engine registration); the bind host if empty and the
+ *                           bind host is a concrete address (a wildcard bind needs it: {@link Addresses#advertised})
  * @param port               listening port; 0 picks a free one
  * @param connections        connections (stripes) one push uses at most; more only help when one stream cannot
  *                           fill the link (many cores, fast NICs)
@@ -37,7 +39,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
         if (bindHost == null || bindHost.isBlank()) {
             throw new IllegalArgumentException("transfer.tcp.host: required");
         }
-        advertisedHost = advertisedHost == null || advertisedHost.isBlank() ? bindHost : advertisedHost;
+        advertisedHost = Addresses.advertised("transfer.tcp.host", bindHost, "transfer.tcp.advertised-host", advertisedHost);
         requirePort("transfer.tcp.port", port, false);
         ConfigProps.requireRange("transfer.tcp.connections", connections, 1, 64);
         ConfigProps.requireRange("transfer.tcp.max-connections", maxConnections, 1, 65536);
