@@ -606,14 +606,24 @@ class _Handler(BaseHTTPRequestHandler):
         # engine.fault.no-heartbeat-prefix: a decode engine that stopped renewing its lease (tests of lease expiry).
         hung = bool(e.config.no_heartbeat_prefix and job.rid.startswith(e.config.no_heartbeat_prefix))
         keeper = None if hung else client.keep_lease(job.rid, lease_id, lease_epoch, lease_ms, e.config.heartbeat_s)
+        # The lease is renewed until the decode is over, not only until the KV is in: a generation longer than the lease
+        # would otherwise end TIMED_OUT with its pages released mid-decode (as the Java engine, heartbeats stop at the end).
+        try:
+            self.decode_on_lease(job, kv, blocks, t0)
+        finally:
+            if keeper is not None:
+                keeper.stop()
+
+    def decode_on_lease(self, job: Job, kv: "Future[KvSignal]", blocks: List[int], t0: float) -> None:
+        """Waits for the KV (``t0``: when the wait began) and decodes on it, or recomputes, or ends as the decider said."""
+        e = self.engine
+        client = e.client
+        assert client is not None
         try:
             signal_: KvSignal = kv.result(e.config.kv_timeout_s)
         except FutureTimeout:
             client.forget(job.rid)
             raise HttpError(504, f"the KV of request {job.rid} did not arrive within {e.config.kv_timeout_s:g}s", "timeout")
-        finally:
-            if keeper is not None:
-                keeper.stop()
         job.kv_wait_ms = (time.monotonic() - t0) * 1000
         if signal_.kind == "ready":
             job.kv_bytes = signal_.bytes

@@ -91,6 +91,15 @@ class ConfigTest(unittest.TestCase):
                                              "engine.fault.no-heartbeat-prefix": "h-"})
         self.assertEqual((c.stall_prefix, c.no_heartbeat_prefix), ("s-", "h-"))
 
+    def test_the_advertised_url_is_set_apart_from_the_bind_address(self) -> None:
+        # Before: no such key, so an engine bound to 0.0.0.0 announced http://0.0.0.0:port to the proxy.
+        with self.assertRaisesRegex(ValueError, r"engine.http.advertised-url: required when engine.http.host is a wildcard"):
+            SimEngineConfig.from_properties({"engine.id": "d-0", "engine.http.host": "0.0.0.0"})
+        c = SimEngineConfig.from_properties({"engine.id": "d-0", "engine.http.host": "0.0.0.0",
+                                             "engine.http.advertised-url": "http://10.244.1.17:8000"})
+        self.assertEqual(c.advertised_url, "http://10.244.1.17:8000")
+        self.assertIsNone(SimEngineConfig.from_properties({"engine.id": "d-0"}).advertised_url)
+
     def test_the_real_engine_refuses_what_it_cannot_use_naming_the_key(self) -> None:
         with self.assertRaisesRegex(ValueError, r"unknown keys \['engine.preset'\]"):
             RealEngineConfig.from_properties({"engine.id": "p-0", "engine.preset": "8b"})
@@ -108,3 +117,63 @@ class ConfigTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LeaseThroughDecodeTest(unittest.TestCase):
+    """A decode engine renews its lease until the decode is over, not only until the KV is in: a generation longer than
+    the lease must not end TIMED_OUT with its pages released mid-decode (before the fix the heartbeats stopped as soon as
+    the KV arrived)."""
+
+    class Keeper:
+        def __init__(self, log: list) -> None:
+            self.log = log
+
+        def stop(self) -> None:
+            self.log.append("lease stopped")
+
+    class FakeWorker:
+        """The engine API client's decode-side calls, recorded in order; the KV is there at once."""
+
+        def __init__(self) -> None:
+            self.log: list = []
+
+        def await_kv(self, rid: str):
+            from concurrent.futures import Future
+            from orbitkv_pd.client import KvSignal
+            f: Future = Future()
+            f.set_result(KvSignal("ready", order_id="o-1"))
+            return f
+
+        def decode_ready(self, *args, **kwargs) -> None:
+            self.log.append("decode ready")
+
+        def keep_lease(self, *args, **kwargs):
+            self.log.append("lease kept")
+            return LeaseThroughDecodeTest.Keeper(self.log)
+
+        def decode_completed(self, *args, **kwargs) -> None:
+            self.log.append("decode completed")
+
+        def close(self) -> None:
+            pass
+
+    def test_the_lease_is_renewed_until_the_decode_has_completed(self) -> None:
+        e = SimEngine(SimEngineConfig.from_properties({
+            "engine.id": "d-0", "engine.role": "decode", "engine.preset": "tiny", "engine.http.port": "0",
+            "engine.compute.prefill-ms-per-token": "0", "engine.compute.decode-ms-per-token": "5"})).start()
+        try:
+            worker = self.FakeWorker()
+            e.client = worker
+            c = http.client.HTTPConnection("127.0.0.1", e.server.server_address[1], timeout=10)
+            try:
+                c.request("POST", "/v1/completions", json.dumps({"prompt": "a long answer", "max_tokens": 8, "kv_transfer_params": {
+                    "do_remote_prefill": True, "request_id": "r-1"}}), {"content-type": "application/json"})
+                r = c.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+            finally:
+                c.close()
+            self.assertEqual(worker.log, ["decode ready", "lease kept", "decode completed", "lease stopped"])
+        finally:
+            e.client = None
+            e.close()

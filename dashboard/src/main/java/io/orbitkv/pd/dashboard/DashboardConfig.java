@@ -74,6 +74,7 @@ public record DashboardConfig(String bootstrapServers, String applicationId, Top
         }
         requirePort("dashboard.http.port", httpPort, false);
         httpAdvertisedHost = Addresses.advertised("dashboard.http.host", httpHost, "dashboard.http.advertised-host", httpAdvertisedHost);
+        Addresses.requireListening("dashboard.http.host", httpHost, "dashboard.http.advertised-host", httpAdvertisedHost);
         Addresses.requireReachable(httpAdvertisedHost.equals(httpHost) ? "dashboard.http.host" : "dashboard.http.advertised-host",
                 httpAdvertisedHost, bootstrapServers);
         if (pollInterval == null || pollInterval.toMillis() < 100) {

@@ -58,7 +58,7 @@ class DashboardTopologyTest {
 
     DashboardTopologyTest() throws Exception {
         Path state = Files.createTempDirectory("dashboard-ttd");
-        config = DashboardConfig.from(ConfigProps.empty().with("bootstrap.servers", "unused:9092").with("dashboard.order.ttl", "1m")
+        config = DashboardConfig.from(ConfigProps.empty().with("bootstrap.servers", "127.0.0.1:9").with("dashboard.order.ttl", "1m")
                 .with("dashboard.inflight.ttl", "2m").with("dashboard.failures.kept", "3")).with("dashboard-test", TopicsConfig.defaults(), state, 0);
         driver = new TopologyTestDriver(DashboardTopology.build(config, topics), DashboardApp.streamsProperties(config, "localhost:1"));
         decisions = driver.createInputTopic(topics.decisions().name(), new StringSerializer(), topics.decisions().valueSerde().serializer());

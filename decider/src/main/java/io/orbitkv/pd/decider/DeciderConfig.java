@@ -77,10 +77,39 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
             // Every instance answers queries for the keys it owns and forwards the rest to the owner's application.server:
             // a wildcard there makes every instance think every key is its own.
             httpAdvertisedHost = Addresses.advertised("decider.http.host", httpHost, "decider.http.advertised-host", httpAdvertisedHost);
+            Addresses.requireListening("decider.http.host", httpHost, "decider.http.advertised-host", httpAdvertisedHost);
             Addresses.requireReachable(httpAdvertisedHost.equals(httpHost) ? "decider.http.host" : "decider.http.advertised-host",
                     httpAdvertisedHost, bootstrapServers);
         }
         kafkaOverrides = Map.copyOf(kafkaOverrides);
+        requireHeartbeatInsideSession(kafkaOverrides);
+    }
+
+    /**
+     * The consumer refuses a heartbeat interval that is not shorter than its session timeout, but only when Streams
+     * starts, deep in a stack trace; a shortened {@code kafka.session.timeout.ms} (failover in seconds) needs a shorter
+     * {@code kafka.heartbeat.interval.ms} than the default 3 s, so say so here, naming the keys.
+     */
+    private static void requireHeartbeatInsideSession(Map<String, Object> overrides) {
+        long session = millis(overrides, "session.timeout.ms", 45_000);
+        long heartbeat = millis(overrides, "heartbeat.interval.ms", 3_000);
+        if (heartbeat >= session) {
+            throw new IllegalArgumentException("kafka.heartbeat.interval.ms: " + heartbeat + " ms must be shorter than kafka.session.timeout.ms ("
+                    + session + " ms; a third of it is usual)");
+        }
+    }
+
+    private static long millis(Map<String, Object> overrides, String key, long def) {
+        Object v = overrides.containsKey("main.consumer." + key) ? overrides.get("main.consumer." + key)
+                : overrides.containsKey("consumer." + key) ? overrides.get("consumer." + key) : overrides.get(key);
+        if (v == null) {
+            return def;
+        }
+        try {
+            return Long.parseLong(v.toString().strip());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("kafka." + key + ": a number of milliseconds, got " + v);
+        }
     }
 
     public static DeciderConfig from(ConfigProps p) {

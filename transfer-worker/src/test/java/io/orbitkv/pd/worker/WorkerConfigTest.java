@@ -88,4 +88,21 @@ class WorkerConfigTest {
         assertThatThrownBy(() -> WorkerConfig.from(base().with("worker.peer.wait", "soon")))
                 .hasMessage("worker.peer.wait: must be a duration like 250ms, 30s, 2m or 1h, got 'soon'");
     }
+
+    /**
+     * The data port peers push to: a wildcard bind used to be announced as it was ({@code 0.0.0.0}: every sender pushed
+     * to itself), and a worker listening on loopback while advertising its pod address was accepted (deploy/k8s did so).
+     */
+    @Test
+    void theDataPortAdvertisesWhatPeersOnOtherHostsCanReach() {
+        assertThatThrownBy(() -> WorkerConfig.from(base().with("transfer.tcp.host", "0.0.0.0")))
+                .hasMessageStartingWith("transfer.tcp.advertised-host: required when transfer.tcp.host is a wildcard (0.0.0.0)");
+        assertThatThrownBy(() -> WorkerConfig.from(base().with("transfer.tcp.advertised-host", "10.244.1.17")))
+                .hasMessageStartingWith("transfer.tcp.host: 127.0.0.1 listens on loopback only, but transfer.tcp.advertised-host tells peers 10.244.1.17");
+        assertThatThrownBy(() -> WorkerConfig.from(base().with("bootstrap.servers", "198.18.0.10:9092")))
+                .hasMessageStartingWith("transfer.tcp.host: 127.0.0.1 is advertised, but peers are on other hosts (Kafka at 198.18.0.10:9092)");
+        WorkerConfig c = WorkerConfig.from(base().with("bootstrap.servers", "kafka:9092").with("transfer.tcp.host", "0.0.0.0")
+                .with("transfer.tcp.advertised-host", "10.244.1.17"));
+        assertThat(c.tcp().advertisedHost()).isEqualTo("10.244.1.17");
+    }
 }

@@ -126,10 +126,12 @@ public final class K8sManifests {
                 decider.instance.id=${env:POD_NAME}
                 decider.state.dir=/var/lib/orbitkv/decider
                 decider.store=rocksdb
-                decider.http.host=${env:POD_NAME}.orbitkv-decider
+                decider.http.host=0.0.0.0
+                decider.http.advertised-host=${env:POD_NAME}.orbitkv-decider
                 decider.http.port=7070
                 kafka.num.standby.replicas=1
                 kafka.session.timeout.ms=2000
+                kafka.heartbeat.interval.ms=500
                 kafka.producer.transaction.timeout.ms=3000
                 auth.key=${env:ORBITKV_AUTH_KEY}
                 """;
@@ -158,6 +160,7 @@ public final class K8sManifests {
                 engine.id=${env:POD_NAME}
                 engine.role=%s
                 engine.http.host=0.0.0.0
+                engine.http.advertised-url=http://${env:POD_IP}:8000
                 engine.http.port=8000
                 engine.pool.path=/dev/shm/orbitkv-kv
                 """.formatted(role);
@@ -166,6 +169,7 @@ public final class K8sManifests {
                 worker.engine.role=%s
                 worker.pool.path=/dev/shm/orbitkv-kv
                 worker.transports=tcp
+                transfer.tcp.host=0.0.0.0
                 transfer.tcp.advertised-host=${env:POD_IP}
                 worker.http.host=0.0.0.0
                 worker.http.port=9100

@@ -69,6 +69,19 @@ public final class Addresses {
         return bind.strip();
     }
 
+    /**
+     * Refuses a listener bound to loopback while peers are told a non-loopback address: they would connect to an address
+     * nothing listens on (Dynamo #5309). Bind a wildcard or the advertised address itself.
+     *
+     * @throws IllegalArgumentException naming {@code bindKey}
+     */
+    public static void requireListening(String bindKey, String bind, String advertisedKey, String advertised) {
+        if (isLoopback(bind) && advertised != null && !isLoopback(advertised)) {
+            throw new IllegalArgumentException(bindKey + ": " + bind + " listens on loopback only, but " + advertisedKey + " tells peers "
+                    + advertised + ": bind 0.0.0.0 or " + advertised);
+        }
+    }
+
     /** The host part of each {@code host:port} of a {@code bootstrap.servers} list (IPv6 in brackets allowed). */
     public static List<String> bootstrapHosts(String bootstrapServers) {
         if (bootstrapServers == null || bootstrapServers.isBlank()) {

@@ -40,6 +40,7 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
             throw new IllegalArgumentException("transfer.tcp.host: required");
         }
         advertisedHost = Addresses.advertised("transfer.tcp.host", bindHost, "transfer.tcp.advertised-host", advertisedHost);
+        Addresses.requireListening("transfer.tcp.host", bindHost, "transfer.tcp.advertised-host", advertisedHost);
         requirePort("transfer.tcp.port", port, false);
         ConfigProps.requireRange("transfer.tcp.connections", connections, 1, 64);
         ConfigProps.requireRange("transfer.tcp.max-connections", maxConnections, 1, 65536);
