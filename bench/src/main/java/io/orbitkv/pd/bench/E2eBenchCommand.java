@@ -2,7 +2,9 @@ package io.orbitkv.pd.bench;
 
 import static io.orbitkv.pd.harness.Samples.pct;
 
+import io.orbitkv.pd.harness.HostsOption;
 import io.orbitkv.pd.harness.LoadClient;
+import io.orbitkv.pd.harness.RawStream;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.EngineJoin;
 import io.orbitkv.pd.harness.PipelineSpec;
@@ -82,6 +84,14 @@ public final class E2eBenchCommand implements Callable<Integer> {
             + " engine does) or kafka (Kafka clients of their own) (default: ${DEFAULT-VALUE}).")
     EngineJoin engines;
 
+    @Option(names = "--hosts", defaultValue = "loopback", description = {"loopback (every process on 127.0.0.1) or netns (each component on a",
+            "network namespace of its own: the push and every Kafka hop cross a link; needs root) (default: ${DEFAULT-VALUE})."})
+    String hosts;
+
+    @Option(names = "--link", description = {"With --hosts netns: every host's link limited to this rate (tc: 1gbit, 5gbit, 10gbit); the push",
+            "is compared with a raw TCP stream of the same bytes between the same hosts over it."})
+    String link;
+
     @Option(names = "--out", defaultValue = "docs/bench/e2e.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
     Path outFile;
 
@@ -92,7 +102,8 @@ public final class E2eBenchCommand implements Callable<Integer> {
     static final List<Hop> KAFKA_HOPS = List.of(Hop.FACT_TO_DECIDER, Hop.ORDER_TO_WORKER, Hop.REPORT_TO_DECIDER, Hop.KV_READY_TO_ENGINE);
 
     /** The physical references, measured once in the same run with the pipeline idle. */
-    record References(LatencyStats rawHop, double transportGbps, int pageBytes, long bytes, double prefillMsPerToken, double decodeMsPerToken) { }
+    record References(LatencyStats rawHop, double transportGbps, int pageBytes, long bytes, double prefillMsPerToken, double decodeMsPerToken,
+                      double rawLinkGbps) { }
 
     /** One level's numbers (latencies in ms, sorted). */
     record Level(int concurrency, int requests, double[] pd, double[] colocated, double[] handoff, double pdRps, double colocatedRps, long kvBytes,
@@ -107,8 +118,10 @@ public final class E2eBenchCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         Path work = Files.createTempDirectory("orbitkv-bench-e2e-");
         ModelPreset p = ModelPreset.of(preset);
-        PipelineSpec spec = PipelineSpec.defaults().withModel(p, 384, prefillMs, decodeMs).withExtra(deciderProps, engineProps, workerProps,
-                proxyProps).withEngineApi(engines == EngineJoin.api);
+        // Room for the longest prompt (about a token per word) on both sides, at least the default pool.
+        int blocks = Math.max(384, (words.get(1) * 2 + 64) / 16 * 2);
+        PipelineSpec spec = PipelineSpec.defaults().withModel(p, blocks, prefillMs, decodeMs).withExtra(deciderProps, engineProps, workerProps,
+                proxyProps).withEngineApi(engines == EngineJoin.api).withNetns(HostsOption.netns(hosts, link)).withLink(link);
         SimModel model = new SimModel(42);
         double load0 = loadAverage();
         List<Level> rows = new ArrayList<>();
@@ -230,7 +243,15 @@ public final class E2eBenchCommand implements Callable<Integer> {
         TransportBench.Result r = tb.run(page);
         System.out.printf(Locale.ROOT, "  raw hop p50 %.3f ms p99 %.3f ms; tcp transport %.2f GB/s for %.1f MiB in %d KiB pages%n", raw.p50ms(),
                 raw.p99ms(), r.transport().get(0), bytes / 1048576.0, page / 1024);
-        return new References(raw, r.transport().get(0), page, bytes, prefillMs, decodeMs);
+        double link = Double.NaN;
+        if (pipeline.hosts().isPresent()) {
+            // Across hosts the push crosses the prefill node's and the decode node's links: its reference is one plain TCP
+            // stream of the same bytes between the same two hosts over the same links, now.
+            link = RawStream.measure(pipeline.hosts().get(), "prefill-0", "decode-0", bytes) / 1e9;
+            System.out.printf(Locale.ROOT, "  raw stream prefill-0 -> decode-0 over the link%s: %.2f GB/s (%.1f Gbit/s)%n",
+                    this.link == null ? " (unlimited veth)" : " at " + this.link, link, link * 8);
+        }
+        return new References(raw, r.transport().get(0), page, bytes, prefillMs, decodeMs, link);
     }
 
     private Level level(int c, List<LoadClient.Result> pd, List<LoadClient.Result> col, double pdSecs, double colSecs, int wrong, PipelineLog log,
@@ -356,6 +377,14 @@ public final class E2eBenchCommand implements Callable<Integer> {
             }
             b.append('\n');
         }
+        if (!Double.isNaN(refs.rawLinkGbps)) {
+            b.append(String.format(Locale.ROOT, "| push over the link ≥ 90 %% of a raw stream over it, same run | %.2f GB/s |", 0.9 * refs.rawLinkGbps));
+            for (Level r : rows) {
+                double g = pct(r.transferGbps, 50);
+                b.append(String.format(Locale.ROOT, " %.2f GB/s (%.0f %%) %s |", g, 100 * g / refs.rawLinkGbps, mark(g >= 0.9 * refs.rawLinkGbps)));
+            }
+            b.append('\n');
+        }
         b.append(String.format(Locale.ROOT, "| transfer in situ ≥ 70 %% of the tcp transport | %.2f GB/s |", 0.7 * refs.transportGbps));
         for (Level r : rows) {
             double g = pct(r.transferGbps, 50);
@@ -432,7 +461,8 @@ public final class E2eBenchCommand implements Callable<Integer> {
         workerProps.forEach((k, v) -> extra.append(" --worker ").append(k).append('=').append(v));
         proxyProps.forEach((k, v) -> extra.append(" --proxy ").append(k).append('=').append(v));
         String cmd = "./orbitkv-pd bench e2e --engines " + engines + " --requests " + requests + " --concurrency " + join(levels) + " --warmup "
-                + warmup + " --preset " + p.key() + " --prompt-words " + join(words) + " --prefill-ms-per-token " + prefillMs + " --decode-ms-per-token " + decodeMs + extra;
+                + warmup + " --preset " + p.key() + " --prompt-words " + join(words) + " --prefill-ms-per-token " + prefillMs + " --decode-ms-per-token " + decodeMs + extra
+                + (hosts.equals("loopback") ? "" : " --hosts " + hosts) + (link == null ? "" : " --link " + link);
         Files.createDirectories(outFile.toAbsolutePath().getParent());
         Files.writeString(outFile, "# End-to-end benchmark: P/D TTFT against colocated, and the anatomy of a handoff\n\nMeasured " + LocalDate.now()
                 + " on " + Runtime.getRuntime().availableProcessors() + " cores with `" + cmd + "` (load average "
@@ -455,7 +485,8 @@ public final class E2eBenchCommand implements Callable<Integer> {
                 + "\",\"cores\":"
                 + Runtime.getRuntime().availableProcessors() + ",\"load_before\":" + num(load0) + ",\"load_after\":" + num(load1)
                 + ",\"references\":{\"raw_hop_ms\":{\"p50\":" + num(refs.rawHop.p50ms()) + ",\"p99\":" + num(refs.rawHop.p99ms())
-                + "},\"transport_gbps\":" + num(refs.transportGbps) + ",\"transport_bytes\":" + refs.bytes + ",\"page_bytes\":" + refs.pageBytes
+                + "},\"hosts\":\"" + hosts + "\",\"link\":" + (link == null ? "null" : "\"" + link + "\"") + ",\"raw_link_gbps\":" + num(refs.rawLinkGbps)
+                + ",\"transport_gbps\":" + num(refs.transportGbps) + ",\"transport_bytes\":" + refs.bytes + ",\"page_bytes\":" + refs.pageBytes
                 + ",\"prefill_ms_per_token\":" + num(refs.prefillMsPerToken) + ",\"decode_ms_per_token\":" + num(refs.decodeMsPerToken) + "},\"levels\":[");
         for (int i = 0; i < rows.size(); i++) {
             Level r = rows.get(i);

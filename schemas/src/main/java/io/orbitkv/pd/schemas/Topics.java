@@ -27,10 +27,14 @@ public final class Topics {
     public Topics(TopicsConfig config, EventSerdes serdes) {
         this.config = config;
         Serde<String> key = Serdes.String();
-        Map<String, String> log = Map.of("cleanup.policy", "delete", "retention.ms", Long.toString(config.retention().toMillis()));
-        Map<String, String> compacted = Map.of("cleanup.policy", "compact", "min.cleanable.dirty.ratio", "0.1",
-                "segment.ms", Long.toString(java.time.Duration.ofHours(1).toMillis()));
         short rf = config.replicationFactor();
+        // Every producer writes with acks=all; on three replicas or more a write is acknowledged only once two hold it, and
+        // a replica that fell out of sync never becomes leader: an isolated leader with a lagging ISR cannot lose an
+        // acknowledged fact (Jepsen's Kafka finding; KIP-966). One or two replicas keep writes available with one broker.
+        Map<String, String> durable = Map.of("min.insync.replicas", rf >= 3 ? "2" : "1", "unclean.leader.election.enable", "false");
+        Map<String, String> log = with(durable, "cleanup.policy", "delete", "retention.ms", Long.toString(config.retention().toMillis()));
+        Map<String, String> compacted = with(durable, "cleanup.policy", "compact", "min.cleanable.dirty.ratio", "0.1",
+                "segment.ms", Long.toString(java.time.Duration.ofHours(1).toMillis()));
         this.engines = new Topic<>(config.prefix() + "engines", "engine id", key, serdes.engineRegistration(),
                 new TopicSpec(1, rf, compacted),
                 "Engine registrations keyed by engine id (layout, endpoints, memory regions, instance epoch); read as a table.");
@@ -51,6 +55,14 @@ public final class Topics {
                 "What each client got from the proxy (status, route, TTFT, handoff), keyed by request id; observations, not read by the decider.");
     }
 
+
+    private static Map<String, String> with(Map<String, String> base, String... kv) {
+        Map<String, String> m = new java.util.TreeMap<>(base);
+        for (int i = 0; i < kv.length; i += 2) {
+            m.put(kv[i], kv[i + 1]);
+        }
+        return Map.copyOf(m);
+    }
 
     public TopicsConfig config() {
         return config;

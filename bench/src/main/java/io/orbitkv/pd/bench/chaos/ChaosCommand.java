@@ -1,5 +1,6 @@
 package io.orbitkv.pd.bench.chaos;
 
+import io.orbitkv.pd.harness.HostsOption;
 import io.orbitkv.pd.harness.LoadClient;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.PipelineSpec;
@@ -51,10 +52,18 @@ public final class ChaosCommand implements Callable<Integer> {
             "stall:relay:12s");
     /** A broker node of a 3-node KRaft cluster killed and hung (needs --brokers 3; the schedule sets it). */
     static final List<String> BROKERS = List.of("kill:broker-2", "hang:broker-3:5s");
+    /**
+     * Partitions on separate hosts (needs --hosts netns; the schedule sets it, with 3 broker nodes): the data plane between
+     * a prefill and a decode node cut silently and loudly, a decode node cut from the brokers for less than a lease, a
+     * decider host isolated from the brokers, the proxy cut from a decode node mid-stream, one broker (a minority)
+     * isolated.
+     */
+    static final List<String> PARTITIONS = List.of("drop:prefill-0/decode-0:5s", "refuse:prefill-0/decode-0:5s", "drop:decode-0/brokers:8s",
+            "drop:decider/brokers:8s", "drop:proxy/decode-0:5s", "drop:broker-3/*:10s");
     /** The short schedule CI runs. */
     static final List<String> CI = List.of("kill:decider", "kill:engine-decode-0", "kill:worker-decode-0");
 
-    @Option(names = "--schedule", defaultValue = "full", description = "full (every component kind), brokers (a node of a 3-node KRaft cluster"
+    @Option(names = "--schedule", defaultValue = "full", description = "full (every component kind), partitions (on separate hosts), brokers (a node of a 3-node KRaft cluster"
             + " killed and hung) or ci (a short one) (default: ${DEFAULT-VALUE}).")
     String schedule;
 
@@ -62,6 +71,13 @@ public final class ChaosCommand implements Callable<Integer> {
             + " decider, proxy, engine-prefill-0, worker-decode-1, broker-2, ...; hostile:doors (the hostile-input corpus); abandon:N (N streams"
             + " walked away from at once); cut:relay, stall:relay[:DURATION] (the data plane to decode-0, through a fault relay)")
     List<String> faults;
+
+    @Option(names = "--hosts", description = {"loopback (every process on 127.0.0.1; the default) or netns (each component on a network",
+            "namespace of its own: partitions become possible; the partitions schedule's default; needs root)."})
+    String hosts;
+
+    @Option(names = "--link", description = "With --hosts netns: every host's link limited to this rate (tc: 10gbit, 1gbit).")
+    String link;
 
     @Option(names = "--rate", defaultValue = "5", description = "Requests per second through the proxy (default: ${DEFAULT-VALUE}).")
     double rate;
@@ -121,7 +137,8 @@ public final class ChaosCommand implements Callable<Integer> {
             case "full" -> FULL;
             case "ci" -> CI;
             case "brokers" -> BROKERS;
-            default -> throw new IllegalArgumentException("--schedule: full, brokers or ci, got " + schedule);
+            case "partitions" -> PARTITIONS;
+            default -> throw new IllegalArgumentException("--schedule: full, brokers, partitions or ci, got " + schedule);
         };
         List<ChaosRun.Fault> plan = names.stream().map(f -> ChaosRun.Fault.parse(f, downFor)).toList();
         if (engines < 1 || engines > 4) {
@@ -135,7 +152,8 @@ public final class ChaosCommand implements Callable<Integer> {
         Path jsonFile = json != null ? json : faults == null && !schedule.equals("ci") ? Path.of("bench/results/" + stem + ".json") : null;
         Path work = Files.createTempDirectory("orbitkv-chaos-");
         ModelPreset preset = ModelPreset.TINY;
-        int nodes = brokers != null ? brokers : faults == null && schedule.equals("brokers") ? 3 : 1;
+        boolean netns = HostsOption.netns(faults == null && schedule.equals("partitions") && hosts == null ? "netns" : hosts, link);
+        int nodes = brokers != null ? brokers : faults == null && (schedule.equals("brokers") || schedule.equals("partitions")) ? 3 : 1;
         brokerNodes = nodes;
         if (nodes < 1 || nodes > 3) {
             throw new IllegalArgumentException("--brokers: 1..3, got " + nodes);
@@ -146,7 +164,7 @@ public final class ChaosCommand implements Callable<Integer> {
         if (proxies < 1 || proxies > 4) {
             throw new IllegalArgumentException("--proxies: 1..4, got " + proxies);
         }
-        PipelineSpec spec = PipelineSpec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withRelay("decode-0")
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(engines, engines).withProxies(proxies).withDeciders(deciders).withBrokers(nodes).withRelay(netns ? null : "decode-0").withNetns(netns).withLink(link)
                 .withPythonEngines(pythonEngines.contains("none") ? java.util.Set.of() : java.util.Set.copyOf(pythonEngines)).withModel(preset, 256, 0.05, 2.0)
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         List<ChaosRun.Window> windows = new ArrayList<>();

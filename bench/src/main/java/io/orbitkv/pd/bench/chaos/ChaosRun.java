@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.orbitkv.pd.bench.Pacer;
 import io.orbitkv.pd.harness.LoadClient;
+import io.orbitkv.pd.harness.NetnsHosts;
 import io.orbitkv.pd.harness.Pipeline;
 import java.io.IOException;
 import java.net.URI;
@@ -46,7 +47,15 @@ public final class ChaosRun {
         /** Every connection through the data-plane relay closed at once, mid-push (the target is {@code relay}). */
         CUT,
         /** The data-plane relay holds every byte back for the fault's duration, connections open (target {@code relay}). */
-        STALL
+        STALL,
+        /**
+         * A silent partition on the hosts rig ({@code --hosts netns}) for the fault's duration: packets between the two
+         * sides vanish (blackhole routes). The target is {@code A/B}: hosts ({@code prefill-0}, {@code decider}), {@code
+         * brokers} (every broker host) or {@code *} (every other host).
+         */
+        DROP,
+        /** As {@link #DROP}, but refused at once ({@code prohibit} routes: the sender gets an error). */
+        REFUSE
     }
 
     /** One fault of the schedule: {@code kind} done to the child {@code target} for {@code duration}. */
@@ -64,6 +73,11 @@ public final class ChaosRun {
             if (kind == Kind.STALL) {
                 return "data plane to decode-0 stalled " + duration.toSeconds() + " s";
             }
+            if (kind == Kind.DROP || kind == Kind.REFUSE) {
+                String[] ab = target.split("/", 2);
+                return ab[0] + " cut from " + ("*".equals(ab[1]) ? "every other host" : ab[1]) + " " + duration.toSeconds() + " s, "
+                        + (kind == Kind.DROP ? "silently (dropped)" : "loudly (refused)");
+            }
             return (kind == Kind.KILL ? "kill -9 " : "hang ") + target + (kind == Kind.HANG ? " " + duration.toSeconds() + " s" : "");
         }
 
@@ -77,10 +91,14 @@ public final class ChaosRun {
             try {
                 k = Kind.valueOf(p[0].toUpperCase(java.util.Locale.ROOT));
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("--fault: kind must be kill, hang, hostile, abandon, cut or stall, got " + p[0] + " in " + s);
+                throw new IllegalArgumentException("--fault: kind must be kill, hang, hostile, abandon, cut, stall, drop or refuse, got " + p[0]
+                        + " in " + s);
             }
             Duration d = p.length == 3 ? io.orbitkv.pd.schemas.config.ConfigProps.empty().with("d", p[2]).duration("d", defaultDuration)
                     : defaultDuration;
+            if ((k == Kind.DROP || k == Kind.REFUSE) && !p[1].matches("[A-Za-z0-9-]+/([A-Za-z0-9-]+|\\*)")) {
+                throw new IllegalArgumentException("--fault " + p[0] + ":A/B[:duration]: two hosts (or brokers, or * for every other), got " + p[1]);
+            }
             return new Fault(k, p[1], d);
         }
     }
@@ -228,6 +246,9 @@ public final class ChaosRun {
         if ((fault.kind() == Kind.CUT || fault.kind() == Kind.STALL) && pipeline.relay() == null) {
             throw new IllegalArgumentException("--fault " + fault.kind().name().toLowerCase() + ":relay: the pipeline has no data-plane relay");
         }
+        if ((fault.kind() == Kind.DROP || fault.kind() == Kind.REFUSE) && pipeline.hosts().isEmpty()) {
+            throw new IllegalArgumentException("--fault " + fault.kind().name().toLowerCase() + ": partitions need separate hosts (--hosts netns)");
+        }
         if (fault.kind() == Kind.KILL || fault.kind() == Kind.HANG) {
             if (!fault.target().startsWith("broker-")) {
                 pipeline.child(fault.target()); // fails early on an unknown target
@@ -269,6 +290,15 @@ public final class ChaosRun {
             pipeline.relay().stall(fault.duration().toMillis());
             sleep(fault.duration());
             ready = Double.NaN;
+        } else if (fault.kind() == Kind.DROP || fault.kind() == Kind.REFUSE) {
+            List<String[]> pairs = partition(fault.target());
+            NetnsHosts.Cut how = fault.kind() == Kind.DROP ? NetnsHosts.Cut.DROP : NetnsHosts.Cut.REFUSE;
+            NetnsHosts rig = pipeline.hosts().orElseThrow();
+            pairs.forEach(ab -> rig.cut(ab[0], ab[1], how));
+            faultDone = System.nanoTime();
+            sleep(fault.duration());
+            pairs.forEach(ab -> rig.heal(ab[0], ab[1]));
+            ready = Double.NaN; // nothing restarts: "served again after" says when service was whole again
         } else if (fault.kind() == Kind.KILL) {
             pipeline.kill(fault.target());
             faultDone = System.nanoTime();
@@ -306,6 +336,31 @@ public final class ChaosRun {
         long leaked = awaitPagesFree(pagesFrom + pagesTimeout.toNanos());
         double pagesBack = (System.nanoTime() - pagesFrom) / 1e9;
         return new Window(fault, faultAt, faultDone, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors, unroutable);
+    }
+
+    /** The host pairs a partition's target {@code A/B} cuts: {@code brokers} is every broker host, {@code *} every other host. */
+    private List<String[]> partition(String target) {
+        String[] ab = target.split("/", 2);
+        List<String> all = pipeline.hosts().orElseThrow().hosts().stream().map(NetnsHosts.Host::name).toList();
+        java.util.function.Function<String, List<String>> side = x -> switch (x) {
+            case "brokers" -> all.stream().filter(h -> h.startsWith("broker-")).toList();
+            case "*" -> all.stream().filter(h -> !h.equals(ab[0])).toList();
+            default -> {
+                if (!all.contains(x)) {
+                    throw new IllegalArgumentException("--fault: no host called " + x + "; have " + all);
+                }
+                yield List.of(x);
+            }
+        };
+        List<String[]> out = new ArrayList<>();
+        for (String a : side.apply(ab[0])) {
+            for (String b : side.apply(ab[1])) {
+                if (!a.equals(b)) {
+                    out.add(new String[] {a, b});
+                }
+            }
+        }
+        return out;
     }
 
     /**
