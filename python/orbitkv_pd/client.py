@@ -65,26 +65,47 @@ class KvSignal:
 
 
 class LeaseKeeper:
-    """Sends a lease's heartbeats on a timer until :meth:`stop` (see :meth:`EngineApiClient.keep_lease`)."""
+    """Sends a lease's heartbeats on a timer until :meth:`stop` (see :meth:`EngineApiClient.keep_lease`), and knows until
+    when the lease is surely still held (:meth:`lost`).
+
+    Self-fencing: the decider counts a lease from the time its fact reached the log, which is after the engine sent it;
+    so a lease asked for ``lease_ms`` by a fact sent at ``t`` cannot expire before ``t + lease_ms``. The keeper holds the
+    lease as valid until ``t + lease_ms - margin`` for the last fact it knows was written (the decode-ready fact, then
+    every acknowledged heartbeat), on this process's monotonic clock: an engine cut off from Kafka stops using the pages
+    before the decider can time the lease out, so a release that arrives after the partition heals never frees pages
+    still in use (docs/engine-api.md, "Leases and partitions")."""
 
     def __init__(self, client: "EngineApiClient", request_id: str, lease_id: str, lease_epoch: int, lease_ms: int,
-                 interval_s: float) -> None:
+                 interval_s: float, sent_at: Optional[float] = None, margin_s: Optional[float] = None) -> None:
         self._stop = threading.Event()
         self.sent = 0
         self.failed = 0
+        self.margin_s = margin_s if margin_s is not None else max(1.0, lease_ms / 10000.0)
+        self._lease_s = lease_ms / 1000.0
+        self._guard = threading.Lock()
+        self.valid_until = (sent_at if sent_at is not None else time.monotonic()) + self._lease_s - self.margin_s
 
         def run() -> None:
             while not self._stop.wait(interval_s):
                 self.sent += 1
+                at = time.monotonic()
                 f = client.heartbeat(request_id, lease_id, lease_epoch, int(time.time() * 1000) + lease_ms, self.sent)
-                f.add_done_callback(lambda fut: self._count(fut))
+                f.add_done_callback(lambda fut, at=at: self._count(fut, at))
 
         self._thread = threading.Thread(target=run, name=f"orbitkv-lease-{request_id}", daemon=True)
         self._thread.start()
 
-    def _count(self, fut: "Future[str]") -> None:
+    def _count(self, fut: "Future[str]", sent_at: float) -> None:
         if fut.exception() is not None:
             self.failed += 1
+            return
+        with self._guard:
+            self.valid_until = max(self.valid_until, sent_at + self._lease_s - self.margin_s)
+
+    def lost(self) -> bool:
+        """Whether the lease may already have run out at the decider: no acknowledged renewal covers now."""
+        with self._guard:
+            return time.monotonic() >= self.valid_until
 
     def stop(self) -> None:
         """Stops the heartbeats; once this returns, none is sent any more (one in the middle of being sent is waited for,
@@ -394,9 +415,12 @@ class EngineApiClient:
         return self._request(m)
 
     def keep_lease(self, request_id: str, lease_id: str, lease_epoch: int, lease_ms: int,
-                   interval_s: Optional[float] = None) -> LeaseKeeper:
-        """Heartbeats the lease every ``interval_s`` (a third of the lease by default) until the keeper is stopped."""
-        return LeaseKeeper(self, request_id, lease_id, lease_epoch, lease_ms, interval_s or max(0.05, lease_ms / 3000.0))
+                   interval_s: Optional[float] = None, sent_at: Optional[float] = None,
+                   margin_s: Optional[float] = None) -> LeaseKeeper:
+        """Heartbeats the lease every ``interval_s`` (a third of the lease by default) until the keeper is stopped;
+        ``sent_at`` is when the decode-ready fact was sent (``time.monotonic()``), ``margin_s`` how long before the
+        lease's earliest possible expiry the keeper calls it lost (a tenth of the lease, at least 1 s, by default)."""
+        return LeaseKeeper(self, request_id, lease_id, lease_epoch, lease_ms, interval_s or max(0.05, lease_ms / 3000.0), sent_at, margin_s)
 
     def decode_completed(self, request_id: str, output_tokens: int, recomputed: bool = False,
                          traceparent: Optional[str] = None, marks: Optional[Dict[str, int]] = None) -> "Future[str]":

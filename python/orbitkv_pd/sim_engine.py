@@ -33,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import sim_model as sm
-from .client import EngineApiClient, KvSignal, now_us
+from .client import EngineApiClient, KvSignal, LeaseKeeper, now_us
 from .pool import ShmKvPool
 from .protocol import ApiError, Decision, Layout, Registration, ShmPool
 
@@ -94,11 +94,12 @@ class SimEngineConfig:
     stall_prefix: Optional[str] = None
     no_heartbeat_prefix: Optional[str] = None
     advertised_url: Optional[str] = None
+    lease_margin_s: float = 3.0
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
             "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens",
-            "engine.lease.duration", "engine.lease.heartbeat", "engine.kv.timeout", "engine.kv.verify",
+            "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.verify",
             "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix")
 
     @classmethod
@@ -133,6 +134,12 @@ def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[
     role = p.get("engine.role", "both").lower()
     if role not in ("prefill", "decode", "both"):
         raise ValueError(f"engine.role: must be prefill, decode or both, got '{role}'")
+    lease_s = parse_duration("engine.lease.duration", p.get("engine.lease.duration", "30s"))
+    heartbeat_s = parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s"))
+    margin_s = parse_duration("engine.lease.margin", p.get("engine.lease.margin", f"{max(1.0, lease_s / 10):g}s"))
+    if heartbeat_s + margin_s >= lease_s:
+        raise ValueError(f"engine.lease.margin: heartbeat ({heartbeat_s:g}s) + margin ({margin_s:g}s) must be shorter than "
+                         f"engine.lease.duration ({lease_s:g}s), or every lease is given up before it is renewed")
     host = p.get("engine.http.host", "127.0.0.1")
     advertised = p.get("engine.http.advertised-url") or None
     if advertised is None and host.strip() in ("", "*", "0.0.0.0", "::", "[::]"):
@@ -143,8 +150,9 @@ def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[
             "instance_epoch": int(p.get("engine.instance-epoch", str(int(time.time() * 1000)))),
             "host": host, "port": int(p.get("engine.http.port", "8100")),
             "max_prompt_tokens": int(p.get("engine.max-prompt-tokens", "32768")),
-            "lease_s": parse_duration("engine.lease.duration", p.get("engine.lease.duration", "30s")),
-            "heartbeat_s": parse_duration("engine.lease.heartbeat", p.get("engine.lease.heartbeat", "10s")),
+            "lease_s": lease_s,
+            "heartbeat_s": heartbeat_s,
+            "lease_margin_s": margin_s,
             "kv_timeout_s": parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
             "stall_prefix": p.get("engine.fault.stall-prefill-prefix") or None,
             "no_heartbeat_prefix": p.get("engine.fault.no-heartbeat-prefix") or None}
@@ -328,7 +336,8 @@ class SimEngine:
         self.lease_epochs = 0
         self._lock = threading.Lock()
         self.counters = {k: 0 for k in ("prefill", "decode", "colocated", "recomputed", "completed", "verified_pages", "kv_corrupt",
-                                        "ended_before_kv", "client_gone", "rejected_no_blocks", "releases", "stalled")}
+                                        "ended_before_kv", "client_gone", "rejected_no_blocks", "releases", "stalled",
+                                        "lease_lost")}
         self._ended: Dict[str, threading.Event] = {}
         self.server: Optional[ThreadingHTTPServer] = None
         self.ready = False
@@ -435,6 +444,11 @@ class Job:
     prefill_ms: float = -1
     kv_wait_ms: float = -1
     kv_bytes: int = 0
+    lease: Optional[LeaseKeeper] = None
+
+
+class LeaseLost(Exception):
+    """The decode's lease may have run out at the decider (no acknowledged renewal covers now): stop using its pages."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -591,6 +605,7 @@ class _Handler(BaseHTTPRequestHandler):
         client = e.client
         assert client is not None
         job.mode = "decode"
+        self.headers_sent = False
         e.count("decode")
         blocks = self.allocate(job, "D:")
         if blocks is None:
@@ -602,14 +617,19 @@ class _Handler(BaseHTTPRequestHandler):
         lease_ms = int(e.config.lease_s * 1000)
         t0 = time.monotonic()
         kv = client.await_kv(job.rid)
+        sent_at = time.monotonic()
         client.decode_ready(job.rid, lease_id, lease_epoch, blocks, int(time.time() * 1000) + lease_ms, job.traceparent, dict(job.marks))
         # engine.fault.no-heartbeat-prefix: a decode engine that stopped renewing its lease (tests of lease expiry).
         hung = bool(e.config.no_heartbeat_prefix and job.rid.startswith(e.config.no_heartbeat_prefix))
-        keeper = None if hung else client.keep_lease(job.rid, lease_id, lease_epoch, lease_ms, e.config.heartbeat_s)
+        keeper = None if hung else client.keep_lease(job.rid, lease_id, lease_epoch, lease_ms, e.config.heartbeat_s, sent_at,
+                                                     e.config.lease_margin_s)
+        job.lease = keeper
         # The lease is renewed until the decode is over, not only until the KV is in: a generation longer than the lease
         # would otherwise end TIMED_OUT with its pages released mid-decode (as the Java engine, heartbeats stop at the end).
         try:
             self.decode_on_lease(job, kv, blocks, t0)
+        except LeaseLost:
+            self.fence(job)
         finally:
             if keeper is not None:
                 keeper.stop()
@@ -625,6 +645,8 @@ class _Handler(BaseHTTPRequestHandler):
             client.forget(job.rid)
             raise HttpError(504, f"the KV of request {job.rid} did not arrive within {e.config.kv_timeout_s:g}s", "timeout")
         job.kv_wait_ms = (time.monotonic() - t0) * 1000
+        if signal_.kind in ("ready", "recompute") and job.lease is not None and job.lease.lost():
+            raise LeaseLost()
         if signal_.kind == "ready":
             job.kv_bytes = signal_.bytes
             job.marks["kv"] = signal_.received_us
@@ -659,6 +681,25 @@ class _Handler(BaseHTTPRequestHandler):
             status = 504 if signal_.outcome == "timed_out" else 409 if signal_.outcome == "cancelled" else 502
             raise HttpError(status, f"request {job.rid} ended before its KV arrived: {signal_.outcome.upper()}: {signal_.reason}",
                             "request_cancelled" if signal_.outcome == "cancelled" else "handoff_failed")
+
+    def fence(self, job: Job) -> None:
+        """Self-fencing: the lease could not be renewed in time, so the decider may time it out and release the pages to
+        another request. Stop using them now (the answer breaks off), say why while Kafka may still be reachable, and keep
+        the pages held until the decider's release names them: they are freed then, never here."""
+        e = self.engine
+        e.count("lease_lost")
+        why = (f"lease of {job.rid} on {e.config.engine_id} not renewed in time (heartbeats unacknowledged; "
+               f"{e.config.lease_margin_s:g}s margin): stopped using its pages")
+        log.warning("%s", why)
+        if e.client is not None:
+            try:
+                e.client.cancel(job.rid, why, job.traceparent)
+            except (ApiError, OSError) as err:  # partitioned: the decider learns of it from the lease's expiry
+                log.warning("could not report the lost lease of %s: %s", job.rid, err)
+        if self.headers_sent:
+            self.close_connection = True  # a broken stream: the answer never ends well
+            return
+        raise HttpError(503, why, "lease_lost")
 
     def refuse_corrupt(self, job: Job, why: str) -> None:
         e = self.engine
@@ -713,7 +754,10 @@ class _Handler(BaseHTTPRequestHandler):
             start_check()
             out = list(produced)
             if step > 0 and len(out) > 1:
-                time.sleep(step * (len(out) - 1))
+                for _ in range(len(out) - 1):
+                    self.check_lease(job)
+                    time.sleep(step)
+            self.check_lease(job)
             why = verified.result()
             if why is not None:
                 self.refuse_corrupt(job, why)
@@ -725,7 +769,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_json(200, body, {**self.extra, "x-orbitkv-timing": _timing(job.marks)})
             self.finished(job, recomputed, blocks)
             return
+        self.check_lease(job)
         job.marks["first"] = now_us()
+        self.headers_sent = True
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -739,6 +785,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.sse(first)
         out = []
         for i, t in enumerate(produced):
+            self.check_lease(job)
             out.append(t)
             last = i == r.max_tokens - 1
             if last:
@@ -774,6 +821,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         log.debug("decoded %s in %.1f ms", job.rid, (time.monotonic() - t0) * 1000)
         self.finished(job, recomputed, blocks)
+
+    @staticmethod
+    def check_lease(job: Job) -> None:
+        """Raises :class:`LeaseLost` once the decode's lease is no longer surely held (a colocated job has none)."""
+        if job.lease is not None and job.lease.lost():
+            raise LeaseLost()
 
     def finished(self, job: Job, recomputed: bool, blocks: List[int]) -> None:
         e = self.engine

@@ -4,6 +4,7 @@ import http.client
 import json
 import os
 import tempfile
+import time
 import unittest
 
 from orbitkv_pd import sim_model as sm
@@ -131,6 +132,9 @@ class LeaseThroughDecodeTest(unittest.TestCase):
         def stop(self) -> None:
             self.log.append("lease stopped")
 
+        def lost(self) -> bool:
+            return False
+
     class FakeWorker:
         """The engine API client's decode-side calls, recorded in order; the KV is there at once."""
 
@@ -173,7 +177,88 @@ class LeaseThroughDecodeTest(unittest.TestCase):
                 self.assertEqual(r.status, 200)
             finally:
                 c.close()
+            # the handler reports the completion right after the answer is out: wait for it (a condition, not a sleep)
+            deadline = time.monotonic() + 5
+            while len(worker.log) < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.assertEqual(worker.log, ["decode ready", "lease kept", "decode completed", "lease stopped"])
+        finally:
+            e.client = None
+            e.close()
+
+
+class SelfFencingTest(unittest.TestCase):
+    """A decode engine cut off from Kafka (its heartbeats never acknowledged) stops using the lease's pages before the
+    decider could time the lease out (lease − margin after it sent its decode-ready fact), reports why, and keeps the
+    pages held until a release names them: a release arriving after the partition heals never frees pages in use."""
+
+    class PartitionedWorker:
+        def __init__(self) -> None:
+            self.log: list = []
+            self.keeper = None
+
+        def await_kv(self, rid: str):
+            from concurrent.futures import Future
+            from orbitkv_pd.client import KvSignal
+            f: Future = Future()
+            f.set_result(KvSignal("ready", order_id="o-1"))
+            return f
+
+        def decode_ready(self, *args, **kwargs) -> None:
+            self.log.append("decode ready")
+
+        def heartbeat(self, *args, **kwargs):
+            from concurrent.futures import Future
+            self.log.append("heartbeat")
+            return Future()  # written nowhere: the worker cannot reach Kafka
+
+        def keep_lease(self, rid, lease_id, epoch, lease_ms, interval_s=None, sent_at=None, margin_s=None):
+            from orbitkv_pd.client import LeaseKeeper
+            self.keeper = LeaseKeeper(self, rid, lease_id, epoch, lease_ms, interval_s, sent_at, margin_s)
+            return self.keeper
+
+        def cancel(self, rid, reason, traceparent=None):
+            self.log.append("cancel: " + reason)
+
+        def decode_completed(self, *args, **kwargs) -> None:
+            self.log.append("decode completed")
+
+    def test_an_unrenewed_lease_stops_the_decode_in_time_and_keeps_the_pages(self) -> None:
+        e = SimEngine(SimEngineConfig.from_properties({
+            "engine.id": "d-0", "engine.role": "decode", "engine.preset": "tiny", "engine.http.port": "0",
+            "engine.lease.duration": "1s", "engine.lease.heartbeat": "200ms", "engine.lease.margin": "300ms",
+            "engine.compute.prefill-ms-per-token": "0", "engine.compute.decode-ms-per-token": "20"})).start()
+        try:
+            worker = self.PartitionedWorker()
+            e.client = worker
+            t0 = time.monotonic()
+            c = http.client.HTTPConnection("127.0.0.1", e.server.server_address[1], timeout=10)
+            try:
+                c.request("POST", "/v1/completions", json.dumps({"prompt": "a long answer", "max_tokens": 100, "stream": True,
+                                                                  "kv_transfer_params": {"do_remote_prefill": True, "request_id": "r-2"}}),
+                          {"content-type": "application/json"})
+                r = c.getresponse()
+                self.assertEqual(r.status, 200)
+                body = b""
+                try:
+                    while True:
+                        chunk = r.read1(65536)
+                        if not chunk:
+                            break
+                        body += chunk
+                except (http.client.IncompleteRead, ConnectionError):
+                    pass
+            finally:
+                c.close()
+            stopped = time.monotonic() - t0
+            # 100 tokens at 20 ms would take 2 s; the lease is surely held for 1 s - 0.3 s after the decode-ready fact
+            self.assertLess(stopped, 1.0)
+            self.assertNotIn(b"[DONE]", body)
+            self.assertIn("heartbeat", worker.log)
+            self.assertNotIn("decode completed", worker.log)
+            self.assertTrue(any(x.startswith("cancel: lease of r-2 on d-0 not renewed in time") for x in worker.log), worker.log)
+            self.assertEqual(e.counters["lease_lost"], 1)
+            self.assertGreater(e.allocator.used, 0)  # the pages wait for the decider's release
         finally:
             e.client = None
             e.close()

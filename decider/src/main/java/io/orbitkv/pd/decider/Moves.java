@@ -200,8 +200,13 @@ final class Moves {
     }
 
     /** A lease's end: what the engine asked for, never more than the policy's lease duration from now. */
-    long leaseEnd(long requested, long now) {
-        long max = now + policy.leaseDuration().toMillis();
-        return requested > now ? Math.min(requested, max) : max;
+    long leaseEnd(long requested, long eventTime, long now) {
+        // The engine asks for a lease until `requested` on its own clock, stamped `eventTime` on the same clock: what it asks
+        // for is the difference, counted here from the fact's time in the log (the broker's append time), so an engine whose
+        // clock runs ahead or behind gets neither a longer nor a shorter lease. Its own bound (self-fencing) counts the
+        // same duration from when it sent the fact, which is before the append: it stops first (docs/decider.md, "Clocks").
+        long max = policy.leaseDuration().toMillis();
+        long asked = eventTime > 0 ? requested - eventTime : requested - now;
+        return now + (asked > 0 ? Math.min(asked, max) : max);
     }
 }

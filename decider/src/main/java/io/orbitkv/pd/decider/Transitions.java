@@ -413,7 +413,7 @@ final class Transitions {
         s.setDest(held);
         s.setLeaseId(dr.getLeaseId());
         s.setLeaseEpoch(dr.getLeaseEpoch());
-        s.setLeaseDeadlineMs(m.leaseEnd(dr.getLeaseDeadlineMs(), c.now));
+        s.setLeaseDeadlineMs(m.leaseEnd(dr.getLeaseDeadlineMs(), c.event.getEventTimeMs(), c.now));
         s.getTimings().setDecodeReadyMs(c.now);
         return true;
     }
@@ -465,7 +465,7 @@ final class Transitions {
     void heartbeat(StepContext c, LeaseHeartbeat hb) {
         DeciderState s = c.s;
         if (leaseMatches(c, hb) && !s.getDest().getReleased()) {
-            s.setLeaseDeadlineMs(Math.max(s.getLeaseDeadlineMs(), m.leaseEnd(hb.getExtendToMs(), c.now)));
+            s.setLeaseDeadlineMs(Math.max(s.getLeaseDeadlineMs(), m.leaseEnd(hb.getExtendToMs(), c.event.getEventTimeMs(), c.now)));
         }
     }
 

@@ -438,6 +438,37 @@ class RequestStateMachineTest {
         }
     }
 
+    // ------------------------------------------------------------------------------------------------ clocks
+
+    /** A decode-ready fact stamped {@code eventTime} on its engine's clock, asking for a lease of {@code askedMs} on that clock. */
+    private static RequestEvent decodeReadyAt(long eventTime, long askedMs) {
+        RequestEvent e = decodeReady(R, run(100, 4));
+        io.orbitkv.pd.events.DecodeReady dr = (io.orbitkv.pd.events.DecodeReady) e.getPayload();
+        dr.setLeaseDeadlineMs(eventTime + askedMs);
+        return RequestEvent.newBuilder(e).setEventTimeMs(eventTime).setPayload(dr).build();
+    }
+
+    /**
+     * A lease is the duration the engine asked for, counted from the fact's time in the log (the broker's append time):
+     * an engine whose clock is behind used to get a shorter lease than it holds itself to (it expired early at the
+     * decider while the engine still used the pages), one whose clock is ahead a longer one than it asked for.
+     */
+    @Test
+    void aLeaseIsTheAskedDurationCountedFromTheLogWhateverTheEnginesClock() {
+        RequestStateMachine m = new RequestStateMachine(POLICY); // 3 s leases at most
+        long now = 1_000_000;
+        Built behind = replay(m, now, admitted(R), now, decodeReadyAt(now - 1_000, 3_000));
+        assertThat(behind.state().getLeaseDeadlineMs()).as("engine clock 1 s behind, asking 3 s").isEqualTo(now + 3_000);
+        Built ahead = replay(m, now, admitted(R), now, decodeReadyAt(now + 60_000, 2_000));
+        assertThat(ahead.state().getLeaseDeadlineMs()).as("engine clock 60 s ahead, asking 2 s").isEqualTo(now + 2_000);
+        Built greedy = replay(m, now, admitted(R), now, decodeReadyAt(now, 600_000));
+        assertThat(greedy.state().getLeaseDeadlineMs()).as("asking more than decider.lease.duration").isEqualTo(now + 3_000);
+        // a heartbeat from the clock that is behind extends by what it asks, from its own append time
+        RequestEvent hb = RequestEvent.newBuilder(heartbeat(R, 1, now + 1_500 - 1_000 + 3_000)).setEventTimeMs(now + 1_500 - 1_000).build();
+        Step s = m.onEvent(behind.state(), hb, now + 1_500);
+        assertThat(s.state().getLeaseDeadlineMs()).isEqualTo(now + 1_500 + 3_000);
+    }
+
     // ------------------------------------------------------------------------------------------------ bugs
 
     /**

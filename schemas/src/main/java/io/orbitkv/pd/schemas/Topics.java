@@ -38,8 +38,10 @@ public final class Topics {
         this.engines = new Topic<>(config.prefix() + "engines", "engine id", key, serdes.engineRegistration(),
                 new TopicSpec(1, rf, compacted),
                 "Engine registrations keyed by engine id (layout, endpoints, memory regions, instance epoch); read as a table.");
+        // Facts carry the broker's clock, not their writer's: the decider's stream time (and with it every lease and timeout)
+        // then cannot run ahead because one host's clock does (docs/decider.md, "Clocks").
         this.requestEvents = new Topic<>(config.prefix() + "request-events", "request id", key, serdes.requestEvent(),
-                new TopicSpec(config.partitions(), rf, log),
+                new TopicSpec(config.partitions(), rf, with(log, "message.timestamp.type", "LogAppendTime")),
                 "Every fact about a request, keyed by request id: admitted, prefill, decode ready, heartbeats, transfer progress, cancels, ticks.");
         this.decisions = new Topic<>(config.prefix() + "decisions", "request id", key, serdes.decision(),
                 new TopicSpec(config.partitions(), rf, log),

@@ -33,6 +33,10 @@ final class Job {
     boolean computing;
     long heartbeatTimer = -1;
     long timeoutTimer = -1;
+    /** The self-fencing timer: fires when no acknowledged renewal covers the lease any more. */
+    long fenceTimer = -1;
+    /** Until when (System.nanoTime) the decode's lease is surely held: lease - margin after the last fact known written. */
+    long leaseUntilNanos;
     long leaseEpoch;
     String leaseId;
     int heartbeats;

@@ -61,6 +61,7 @@ final class JobFlow {
         final LongAdder clientGone = new LongAdder();
         final LongAdder rejected = new LongAdder();
         final LongAdder released = new LongAdder();
+        final LongAdder leaseLost = new LongAdder();
     }
 
     private final SimEngineConfig config;
@@ -134,6 +135,10 @@ final class JobFlow {
     }
 
     private void stopTimers(Job job) {
+        if (job.fenceTimer >= 0) {
+            vertx.cancelTimer(job.fenceTimer);
+            job.fenceTimer = -1;
+        }
         if (job.heartbeatTimer >= 0) {
             vertx.cancelTimer(job.heartbeatTimer);
             job.heartbeatTimer = -1;
@@ -245,9 +250,16 @@ final class JobFlow {
         }));
         long leaseMs = config.leaseDuration().toMillis();
         releases.announced(job.rid, job.leaseId, job.leaseEpoch);
+        // Self-fencing (docs/engine-api.md, "Leases and partitions"): the decider counts a lease from when its fact reached the
+        // log, after it was sent; the pages are surely ours until lease - margin after the last fact we know was written.
+        job.leaseUntilNanos = System.nanoTime() + leaseValidNanos();
+        armFence(job);
         c.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace, job.marks());
-        job.heartbeatTimer = vertx.setPeriodic(config.heartbeat().toMillis(), id -> c.heartbeat(job.rid, job.leaseId, job.leaseEpoch,
-                System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace, null));
+        job.heartbeatTimer = vertx.setPeriodic(config.heartbeat().toMillis(), id -> {
+            long sent = System.nanoTime();
+            c.heartbeat(job.rid, job.leaseId, job.leaseEpoch, System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace, null)
+                    .thenRun(() -> ctx.runOnContext(v -> renewed(job, sent)));
+        });
         job.timeoutTimer = vertx.setTimer(config.kvTimeout().toMillis(), id -> {
             job.timeoutTimer = -1;
             if (!job.finished && !job.gone) {
@@ -256,6 +268,55 @@ final class JobFlow {
                 error(job.response, 504, "the KV of request " + job.rid + " did not arrive within " + config.kvTimeout(), "timeout", null);
             }
         });
+    }
+
+    private long leaseValidNanos() {
+        return config.leaseDuration().minus(config.leaseMargin()).toNanos();
+    }
+
+    /** A heartbeat sent at {@code sentNanos} was written: the lease is surely held until lease - margin after that. */
+    private void renewed(Job job, long sentNanos) {
+        if (!job.finished && !job.gone && sentNanos + leaseValidNanos() > job.leaseUntilNanos) {
+            job.leaseUntilNanos = sentNanos + leaseValidNanos();
+            armFence(job);
+        }
+    }
+
+    private void armFence(Job job) {
+        if (job.fenceTimer >= 0) {
+            vertx.cancelTimer(job.fenceTimer);
+        }
+        long ms = Math.max(1, (job.leaseUntilNanos - System.nanoTime() + 999_999) / 1_000_000);
+        job.fenceTimer = vertx.setTimer(ms, id -> {
+            job.fenceTimer = -1;
+            if (job.finished || job.gone) {
+                return;
+            }
+            if (System.nanoTime() < job.leaseUntilNanos) {
+                armFence(job);
+            } else {
+                fence(job);
+            }
+        });
+    }
+
+    /**
+     * No acknowledged renewal covers now: the decider may time the lease out and release its pages to another request.
+     * Stop using them (the answer breaks off), say why while Kafka may still be reachable, and keep them held until a
+     * release names them: a release that arrives after the partition heals then frees pages no longer in use.
+     */
+    private void fence(Job job) {
+        counters.leaseLost.increment();
+        String why = "lease of " + job.rid + " on " + config.engineId() + " not renewed in time (heartbeats unacknowledged; "
+                + config.leaseMargin().toMillis() + " ms margin): stopped using its pages";
+        log.atWarn().addKeyValue("requestId", job.rid).log(why);
+        EngineControl c = client();
+        if (c != null) {
+            c.forget(job.rid);
+            c.cancel(job.rid, why, job.trace, null).exceptionally(e -> null); // partitioned: the lease's expiry tells the decider
+        }
+        finish(job);
+        error(job.response, 503, why, "lease_lost", null);
     }
 
     private void onKvSignal(Job job, int[] blocks, KvSignal signal) {

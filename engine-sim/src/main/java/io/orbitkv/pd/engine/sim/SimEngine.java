@@ -119,6 +119,16 @@ public final class SimEngine implements AutoCloseable {
         return url;
     }
 
+    /** Tests: the page allocator (what is held). */
+    BlockAllocator allocatorForTests() {
+        return allocator;
+    }
+
+    /** Tests: this engine's control plane from now on (a fake one: partitions, lost acknowledgements). */
+    void useControl(EngineControl control) {
+        this.client = control;
+    }
+
     public int port() {
         return server.actualPort();
     }

@@ -33,6 +33,8 @@ import java.time.Duration;
  * @param maxBodyBytes   largest request body ({@code engine.http.max-body-bytes})
  * @param leaseDuration  lease asked for on decode-ready / heartbeat ({@code engine.lease.duration})
  * @param heartbeat      heartbeat period while a lease is held and the request is served ({@code engine.lease.heartbeat})
+ * @param leaseMargin    self-fencing: a decode stops using its pages this long before its lease could run out at the decider
+ *                       ({@code engine.lease.margin}; a tenth of the lease, at least 1 s)
  * @param kvTimeout      how long a decode waits for its KV before answering 504 ({@code engine.kv.timeout})
  * @param verify         verify every received page beside the decode; the answer ends only on verified KV ({@code engine.kv.verify})
  * @param kvNice         CPU niceness of the simulated KV work (materialising a prompt's KV, checking received KV):
@@ -49,7 +51,7 @@ import java.time.Duration;
  */
 public record SimEngineConfig(String engineId, EngineRole role, String model, ModelPreset preset, KvGeometry geometry, int tpSize, Path poolPath,
                               String httpHost, int httpPort, String advertisedUrl, long seed, ComputeModel compute, int maxBatch,
-                              int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration kvTimeout,
+                              int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration leaseMargin, Duration kvTimeout,
                               boolean verify, int kvNice, String corruptKvPrefix, EngineClientConfig control,
                               ApiJoin api) {
 
@@ -99,6 +101,11 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
         requirePositive("engine.lease.heartbeat", heartbeat);
         requirePositive("engine.kv.timeout", kvTimeout);
         requireRange("engine.kv.nice", kvNice, 0, 19);
+        requirePositive("engine.lease.margin", leaseMargin);
+        if (heartbeat.plus(leaseMargin).compareTo(leaseDuration) >= 0) {
+            throw new IllegalArgumentException("engine.lease.margin: heartbeat (" + heartbeat + ") + margin (" + leaseMargin
+                    + ") must be shorter than engine.lease.duration (" + leaseDuration + "), or every lease is given up before it is renewed");
+        }
         if (heartbeat.compareTo(leaseDuration) >= 0) {
             throw new IllegalArgumentException("engine.lease.heartbeat: must be shorter than engine.lease.duration (" + leaseDuration + "), got "
                     + heartbeat);
@@ -160,13 +167,15 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
             p.serde();
             p.withPrefix("kafka.");
         }
+        Duration lease = p.duration("engine.lease.duration", Duration.ofSeconds(30));
         return new SimEngineConfig(id, p.enumValue("engine.role", EngineRole.class, EngineRole.BOTH),
                 p.string("engine.model", "orbitkv-sim-" + preset.key()), preset, g, tp, pool.isEmpty() ? null : Path.of(pool),
                 p.string("engine.http.host", "127.0.0.1"), p.integer("engine.http.port", 8100), url.isEmpty() ? null : url,
                 Long.parseLong(p.string("engine.model.seed", "42")),
                 new ComputeModel(dbl(p, "engine.compute.prefill-ms-per-token", 0.05), dbl(p, "engine.compute.decode-ms-per-token", 2.0)),
                 p.integer("engine.max-batch", 256), p.integer("engine.max-prompt-tokens", 32_768), p.integer("engine.http.max-body-bytes", 4 << 20),
-                p.duration("engine.lease.duration", Duration.ofSeconds(30)), p.duration("engine.lease.heartbeat", Duration.ofSeconds(10)),
+                lease, p.duration("engine.lease.heartbeat", Duration.ofSeconds(10)),
+                p.duration("engine.lease.margin", Duration.ofMillis(Math.max(1000, lease.toMillis() / 10))),
                 p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.bool("engine.kv.verify", true),
                 p.integer("engine.kv.nice", DEFAULT_KV_NICE), p.string("engine.fault.corrupt-kv-prefix", null), control, api);
     }
