@@ -25,6 +25,16 @@ public final class PeerConnectionPool<C extends PeerConnectionPool.Pooled> {
         boolean isOpen();
 
         void close();
+
+        /** How long since the connection last carried a push (0: not known). */
+        default long idleNanos() {
+            return 0;
+        }
+
+        /** How long since the connection was opened (0: not known). */
+        default long ageNanos() {
+            return 0;
+        }
     }
 
     /** A connection handed out, and whether it was reused (a reused one may have gone stale while idle). */
@@ -33,10 +43,26 @@ public final class PeerConnectionPool<C extends PeerConnectionPool.Pooled> {
     private final Map<String, ConcurrentLinkedDeque<C>> idle = new ConcurrentHashMap<>();
     private final Map<String, AtomicLong> generations = new ConcurrentHashMap<>();
     private final int maxIdlePerPeer;
+    private final long maxIdleNanos;
+    private final long maxAgeNanos;
     private volatile boolean closed;
 
     public PeerConnectionPool(int maxIdlePerPeer) {
+        this(maxIdlePerPeer, Long.MAX_VALUE, Long.MAX_VALUE);
+    }
+
+    /**
+     * @param maxIdleNanos a connection idle longer is closed instead of handed out (it may be half-open)
+     * @param maxAgeNanos  a connection older is closed instead of handed out or taken back
+     */
+    public PeerConnectionPool(int maxIdlePerPeer, long maxIdleNanos, long maxAgeNanos) {
         this.maxIdlePerPeer = maxIdlePerPeer;
+        this.maxIdleNanos = maxIdleNanos;
+        this.maxAgeNanos = maxAgeNanos;
+    }
+
+    private boolean fresh(C c) {
+        return c.idleNanos() <= maxIdleNanos && c.ageNanos() <= maxAgeNanos;
     }
 
     private static String key(PeerEndpoint p) {
@@ -53,7 +79,7 @@ public final class PeerConnectionPool<C extends PeerConnectionPool.Pooled> {
         long gen = generation(peer.engineId());
         if (q != null) {
             for (C c = q.pollFirst(); c != null; c = q.pollFirst()) {
-                if (c.isOpen() && c.generation() == gen) {
+                if (c.isOpen() && c.generation() == gen && fresh(c)) {
                     return new Lease<>(c, true);
                 }
                 c.close();
@@ -64,7 +90,7 @@ public final class PeerConnectionPool<C extends PeerConnectionPool.Pooled> {
 
     /** Takes a clean connection back, or closes it (pool closed, connection closed or stale, enough idle already). */
     public void release(C c) {
-        if (closed || !c.isOpen() || c.generation() != generation(c.peer().engineId())) {
+        if (closed || !c.isOpen() || c.generation() != generation(c.peer().engineId()) || c.ageNanos() > maxAgeNanos) {
             c.close();
             return;
         }

@@ -30,10 +30,19 @@ import java.time.Duration;
  * @param advertisedPort     port peers connect to (announced), when it is not the one listened on: behind a port
  *                           mapping, a NAT or a relay (0 = the listen port)
  * @param tls                TLS on every connection ({@code transfer.tcp.tls=true}, {@link TcpTls}); null: plaintext
+ * @param poolMaxIdle        a pooled connection idle longer than this is closed instead of reused: a long-idle connection
+ *                           may be half-open (a peer gone, a partition that dropped its FIN), and a push on it would wait
+ *                           out the io timeout before failing ({@code transfer.tcp.pool.max-idle})
+ * @param poolMaxAge         a connection older than this is closed instead of pooled again ({@code transfer.tcp.pool.max-age}):
+ *                           a peer restarted behind the same address, a route that changed, are picked up within it
+ * @param keepalive          TCP keepalive on every connection, both ends: probes after this much silence, then every third of
+ *                           it, three unanswered close it ({@code transfer.tcp.keepalive}; 0 = off): a receiver's thread
+ *                           blocked on a dead idle connection is freed
  */
 public record TcpConfig(String bindHost, String advertisedHost, int port, int connections, int maxConnections, int frameBytes,
                         int maxSegments, int maxPayloadBytes, Duration ioTimeout, Duration connectTimeout, long maxBytesPerSecond,
-                        int socketBufferBytes, int nice, int advertisedPort, TcpTls tls) {
+                        int socketBufferBytes, int nice, int advertisedPort, TcpTls tls, Duration poolMaxIdle, Duration poolMaxAge,
+                        Duration keepalive) {
 
     public TcpConfig {
         if (bindHost == null || bindHost.isBlank()) {
@@ -59,6 +68,11 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
         ConfigProps.requireRange("transfer.tcp.socket-buffer-bytes", socketBufferBytes, 0, 1 << 30);
         ConfigProps.requireRange("transfer.tcp.nice", nice, 0, 19);
         ConfigProps.requireRange("transfer.tcp.advertised-port", advertisedPort, 0, 65535);
+        ConfigProps.requirePositive("transfer.tcp.pool.max-idle", poolMaxIdle);
+        ConfigProps.requirePositive("transfer.tcp.pool.max-age", poolMaxAge);
+        if (keepalive == null || keepalive.isNegative() || (!keepalive.isZero() && keepalive.toSeconds() < 1)) {
+            throw new IllegalArgumentException("transfer.tcp.keepalive: 0 (off) or at least 1s, got " + keepalive);
+        }
     }
 
     /**
@@ -66,7 +80,8 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
      * docs/bench/transport.md, even on 2 cores), 4 MiB frames of at most 1,024 runs.
      */
     public static TcpConfig defaults() {
-        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0, 0, 0, null);
+        return new TcpConfig("127.0.0.1", "", 0, 2, 1024, 4 << 20, 1024, 64 << 20, Duration.ofSeconds(10), Duration.ofSeconds(3), 0, 0, 0, 0, null,
+                Duration.ofSeconds(30), Duration.ofMinutes(10), Duration.ofSeconds(15));
     }
 
     public static TcpConfig from(ConfigProps p) {
@@ -77,42 +92,44 @@ public record TcpConfig(String bindHost, String advertisedHost, int port, int co
                 p.integer("transfer.tcp.max-segments", d.maxSegments()), p.integer("transfer.tcp.max-payload-bytes", d.maxPayloadBytes()),
                 p.duration("transfer.tcp.io-timeout", d.ioTimeout()), p.duration("transfer.tcp.connect-timeout", d.connectTimeout()),
                 p.longValue("transfer.tcp.max-bytes-per-second", 0), p.integer("transfer.tcp.socket-buffer-bytes", 0),
-                p.integer("transfer.tcp.nice", d.nice()), p.integer("transfer.tcp.advertised-port", 0), TcpTls.from(p));
+                p.integer("transfer.tcp.nice", d.nice()), p.integer("transfer.tcp.advertised-port", 0), TcpTls.from(p),
+                p.duration("transfer.tcp.pool.max-idle", d.poolMaxIdle()), p.duration("transfer.tcp.pool.max-age", d.poolMaxAge()),
+                p.duration("transfer.tcp.keepalive", d.keepalive()));
     }
 
     public TcpConfig withPort(int p) {
         return new TcpConfig(bindHost, advertisedHost, p, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls, poolMaxIdle, poolMaxAge, keepalive);
     }
 
     public TcpConfig withConnections(int c) {
         return new TcpConfig(bindHost, advertisedHost, port, c, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls, poolMaxIdle, poolMaxAge, keepalive);
     }
 
     public TcpConfig withFrame(int bytes, int segments) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, bytes, segments, Math.max(bytes, maxPayloadBytes),
-                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls);
+                ioTimeout, connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls, poolMaxIdle, poolMaxAge, keepalive);
     }
 
     public TcpConfig withMaxBytesPerSecond(long rate) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, rate, socketBufferBytes, nice, advertisedPort, tls);
+                connectTimeout, rate, socketBufferBytes, nice, advertisedPort, tls, poolMaxIdle, poolMaxAge, keepalive);
     }
 
     public TcpConfig withIoTimeout(Duration t) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, t,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, tls, poolMaxIdle, poolMaxAge, keepalive);
     }
 
     /** The same settings with TLS on ({@code tls} not null) or off. */
     public TcpConfig withTls(TcpTls t) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, t);
+                connectTimeout, maxBytesPerSecond, socketBufferBytes, nice, advertisedPort, t, poolMaxIdle, poolMaxAge, keepalive);
     }
 
     public TcpConfig withSocketBuffer(int bytes) {
         return new TcpConfig(bindHost, advertisedHost, port, connections, maxConnections, frameBytes, maxSegments, maxPayloadBytes, ioTimeout,
-                connectTimeout, maxBytesPerSecond, bytes, nice, advertisedPort, tls);
+                connectTimeout, maxBytesPerSecond, bytes, nice, advertisedPort, tls, poolMaxIdle, poolMaxAge, keepalive);
     }
 }

@@ -94,7 +94,7 @@ public final class TcpTransport implements KvTransport {
         // by default): one that is closed instead of pooled costs the next push a connect, a HELLO round trip and a new
         // receiver thread on the peer — measured as connection churn at 4 requests in flight with 2 × stripes kept. An
         // idle connection costs the peer one receiver thread blocked in read.
-        this.pool = new PeerConnectionPool<>(Math.max(16, config.connections() * 8));
+        this.pool = new PeerConnectionPool<>(Math.max(16, config.connections() * 8), config.poolMaxIdle().toNanos(), config.poolMaxAge().toNanos());
         this.senderId = senderId;
         this.gate = gate;
         this.watchdog = new Watchdog(config.ioTimeout(), "kv-tcp-watchdog");
@@ -187,6 +187,7 @@ public final class TcpTransport implements KvTransport {
             }
             try {
                 ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+                keepalive(ch, config);
                 if (config.socketBufferBytes() > 0) {
                     ch.setOption(StandardSocketOptions.SO_SNDBUF, config.socketBufferBytes());
                 }
@@ -242,6 +243,26 @@ public final class TcpTransport implements KvTransport {
     }
 
     // ---- sending -----------------------------------------------------------------------------------------------
+
+    /**
+     * TCP keepalive on {@code ch} per {@link TcpConfig#keepalive()}: probes after that much silence, then every third of
+     * it, three unanswered close the connection, so a receiver's thread blocked on a dead idle connection is freed and a
+     * sender's pooled one is found dead.
+     */
+    public static void keepalive(java.nio.channels.NetworkChannel ch, TcpConfig config) throws IOException {
+        if (config.keepalive().isZero()) {
+            return;
+        }
+        ch.setOption(StandardSocketOptions.SO_KEEPALIVE, true);
+        int idle = (int) Math.max(1, config.keepalive().toSeconds());
+        try {
+            ch.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, idle);
+            ch.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, Math.max(1, idle / 3));
+            ch.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, 3);
+        } catch (UnsupportedOperationException e) {
+            // not Linux/macOS: the system's keepalive timers (hours) still apply
+        }
+    }
 
     @Override
     public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer) {

@@ -37,6 +37,7 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
     private ByteBuffer reply = ByteBuffer.allocateDirect(8192);
     /** When the connection last finished a push ({@link System#nanoTime()}); its opening counts as one. */
     private volatile long lastUsedNanos = System.nanoTime();
+    private final long openedNanos = System.nanoTime();
 
     private SenderConnection(SocketChannel ch, Link link, PeerEndpoint peer, long generation, Watchdog watchdog, TcpConfig config) {
         this.ch = ch;
@@ -59,6 +60,7 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
         try {
             ch = SocketChannel.open();
             ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+            io.orbitkv.pd.transport.tcp.TcpTransport.keepalive(ch, config);
             if (config.socketBufferBytes() > 0) {
                 ch.setOption(StandardSocketOptions.SO_SNDBUF, config.socketBufferBytes());
                 ch.setOption(StandardSocketOptions.SO_RCVBUF, config.socketBufferBytes());
@@ -158,8 +160,14 @@ public final class SenderConnection implements AutoCloseable, io.orbitkv.pd.tran
     }
 
     /** How long since the connection was last known alive (opened, or finished a push). */
+    @Override
     public long idleNanos() {
         return System.nanoTime() - lastUsedNanos;
+    }
+
+    @Override
+    public long ageNanos() {
+        return System.nanoTime() - openedNanos;
     }
 
     /** Announces a stripe; refused stripes throw the receiver's reason. */
