@@ -130,7 +130,8 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
                 p.integer("decider.max-runs", d.maxRuns()),
                 p.integer("decider.history.limit", d.historyLimit()),
                 keyBytes,
-                p.bool("decider.order-ahead", d.orderAhead()));
+                p.bool("decider.order-ahead", d.orderAhead()),
+                p.longValue("decider.transfer.min-rate", d.transferMinRate()));
         return new DeciderConfig(
                 p.required("bootstrap.servers"),
                 p.string("decider.application.id", "orbitkv-decider"),

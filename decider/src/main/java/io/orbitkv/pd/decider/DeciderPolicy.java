@@ -8,7 +8,8 @@ import java.time.Duration;
  *
  * @param prefillTimeout     admitted → prefill completed (or failed), else TIMED_OUT
  * @param decodeReadyTimeout admitted → decode ready (or rejected), else TIMED_OUT
- * @param transferTimeout    order issued → transfer completed; a late attempt counts as a retriable failure
+ * @param transferTimeout    order issued → transfer completed, on top of the time the order's bytes take at
+ *                           {@code transferMinRate}; a late attempt counts as a retriable failure
  * @param leaseDuration      a lease lives this long after decode-ready or its last heartbeat
  * @param admissionGrace     facts may precede their RequestAdmitted by this much; then their pages are released
  * @param drainGrace         after an abort, how long a push may still be in flight before the pages are freed
@@ -23,11 +24,25 @@ import java.time.Duration;
  *                           ({@code TransferOrder.await_prefill}): a worker that hears its engine's prefill fact itself
  *                           (the engine API) pushes the moment the engine reports, with no Kafka hop in between; the
  *                           decider sends the order again with the source pages once PrefillCompleted reaches it
+ * @param transferMinRate    bytes per second the slowest link is expected to carry one push at: an attempt gets
+ *                           {@code transferTimeout} plus its bytes at this rate ({@code decider.transfer.min-rate}), so a
+ *                           large KV on a slow link is not failed for its size (docs/decider.md, "Transfer deadlines")
  */
 public record DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout, Duration transferTimeout,
                             Duration leaseDuration, Duration admissionGrace, Duration drainGrace, Duration retention,
                             int maxAttempts, Duration backoffBase, Duration backoffMax, int maxRuns, int historyLimit,
-                            byte[] authKey, boolean orderAhead) {
+                            byte[] authKey, boolean orderAhead, long transferMinRate) {
+
+    /** 50 MB/s: 400 Mbit/s, below any link a push of KV runs over (1 GiB gets 21 s on top of the transfer timeout). */
+    public static final long DEFAULT_TRANSFER_MIN_RATE = 50_000_000L;
+
+    /** A policy with the default {@link #transferMinRate()}. */
+    public DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout, Duration transferTimeout, Duration leaseDuration,
+                         Duration admissionGrace, Duration drainGrace, Duration retention, int maxAttempts, Duration backoffBase,
+                         Duration backoffMax, int maxRuns, int historyLimit, byte[] authKey, boolean orderAhead) {
+        this(prefillTimeout, decodeReadyTimeout, transferTimeout, leaseDuration, admissionGrace, drainGrace, retention, maxAttempts,
+                backoffBase, backoffMax, maxRuns, historyLimit, authKey, orderAhead, DEFAULT_TRANSFER_MIN_RATE);
+    }
 
     /** A policy with {@code orderAhead} on (the default). */
     public DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout, Duration transferTimeout, Duration leaseDuration,
@@ -60,6 +75,14 @@ public record DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout
             throw new IllegalArgumentException("auth.key: must be at least 16 bytes");
         }
         authKey = authKey.clone();
+        if (transferMinRate < 1_000_000) {
+            throw new IllegalArgumentException("decider.transfer.min-rate: bytes per second, at least 1000000 (1 MB/s), got " + transferMinRate);
+        }
+    }
+
+    /** How long one transfer attempt of {@code bytes} may take: the transfer timeout plus the bytes at the minimum rate. */
+    public long transferBudgetMs(long bytes) {
+        return transferTimeout.toMillis() + Math.max(0, bytes) * 1000 / transferMinRate;
     }
 
     /** Defaults: 60 s prefill and decode-ready, 10 s transfer, 30 s lease, 3 attempts from 50 ms backoff, orders ahead. */
@@ -74,7 +97,7 @@ public record DeciderPolicy(Duration prefillTimeout, Duration decodeReadyTimeout
     /** This policy with {@link #orderAhead()} set to {@code on}. */
     public DeciderPolicy withOrderAhead(boolean on) {
         return new DeciderPolicy(prefillTimeout, decodeReadyTimeout, transferTimeout, leaseDuration, admissionGrace, drainGrace, retention,
-                maxAttempts, backoffBase, backoffMax, maxRuns, historyLimit, authKey, on);
+                maxAttempts, backoffBase, backoffMax, maxRuns, historyLimit, authKey, on, transferMinRate);
     }
 
     /** Backoff before {@code nextAttempt} (2, 3, ...): base · 2^(nextAttempt-2), capped. */

@@ -72,7 +72,23 @@ final class Moves {
     }
 
     private long transferDeadline(DeciderState s, long now) {
-        return Math.min(now + policy.transferTimeout().toMillis(), Math.max(now + 1, s.getLeaseDeadlineMs()));
+        return Math.min(now + policy.transferBudgetMs(destBytes(s)), Math.max(now + 1, s.getLeaseDeadlineMs()));
+    }
+
+    /** The bytes an order moves: every destination page, every layer (0 when unknown). */
+    static long destBytes(DeciderState s) {
+        if (s.getDest() == null || s.getDest().getLayout() == null) {
+            return 0;
+        }
+        long blocks = 0;
+        for (io.orbitkv.pd.events.BlockRun r : s.getDest().getBlocks()) {
+            blocks += r.getCount();
+        }
+        try {
+            return blocks * io.orbitkv.pd.kv.KvGeometry.of(s.getDest().getLayout()).bytesPerBlock();
+        } catch (IllegalArgumentException e) {
+            return 0; // a layout the validator refuses: no order goes out on it anyway
+        }
     }
 
     /**
@@ -83,7 +99,7 @@ final class Moves {
         DeciderState s = c.s;
         int attempt = s.getAttempt() + 1;
         long deadline = s.getSource() != null ? transferDeadline(s, c.now)
-                : Math.max(c.now, s.getTimings().getAdmittedMs() + policy.prefillTimeout().toMillis()) + policy.transferTimeout().toMillis();
+                : Math.max(c.now, s.getTimings().getAdmittedMs() + policy.prefillTimeout().toMillis()) + policy.transferBudgetMs(destBytes(s));
         s.setAttempt(attempt);
         s.setAttemptOpen(true);
         s.setOrderDeadlineMs(deadline);

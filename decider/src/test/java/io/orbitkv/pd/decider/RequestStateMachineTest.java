@@ -469,6 +469,22 @@ class RequestStateMachineTest {
         assertThat(s.state().getLeaseDeadlineMs()).isEqualTo(now + 1_500 + 3_000);
     }
 
+    /**
+     * An attempt's deadline grows with the bytes it moves: 1 GiB of KV on a 1 Gbit/s link takes ~9 s, which used to fail
+     * against the fixed 10 s transfer timeout with the push's own overhead (bench links: every attempt of an 8K-token
+     * prompt failed at 1 Gbit/s). Now it gets the timeout plus its bytes at decider.transfer.min-rate (50 MB/s).
+     */
+    @Test
+    void aLargeTransferGetsTimeForItsBytes() {
+        DeciderPolicy p = Facts.policy(); // 10 s transfer timeout, 30 s lease
+        RequestStateMachine m = new RequestStateMachine(p.withOrderAhead(false));
+        Built b = replay(m, 1000L, admitted(R), 1001L, prefillCompleted(R, run(0, 512)));
+        Step s = m.onEvent(b.state(), decodeReady(R, run(0, 512)), 1002);
+        TransferOrder order = (TransferOrder) payloads(s).stream().filter(x -> x instanceof TransferOrder).findFirst().orElseThrow();
+        long bytes = 512L * 4 * 2 * 32768; // 128 MiB in the test layout
+        assertThat(order.getDeadlineMs()).isEqualTo(1002 + 10_000 + bytes * 1000 / 50_000_000);
+    }
+
     // ------------------------------------------------------------------------------------------------ bugs
 
     /**
@@ -594,7 +610,8 @@ class RequestStateMachineTest {
         assertThat(ahead.getSourceEngineId()).isEqualTo(PREFILL);
         assertThat(ahead.getSourceInstanceEpoch()).isEqualTo(-1);
         assertThat(ahead.getLayout()).isEqualTo(layout());
-        assertThat(ahead.getDeadlineMs()).as("covers the prefill timeout and the transfer").isEqualTo(1000 + 2000 + 1000);
+        // the prefill timeout, the transfer timeout, and the order's 1 MiB (4 blocks x 4 layers x K/V x 32 KiB) at 50 MB/s
+        assertThat(ahead.getDeadlineMs()).as("covers the prefill timeout and the transfer").isEqualTo(1000 + 2000 + 1000 + (4L << 18) * 1000 / 50_000_000);
 
         RequestEvent pc = prefillCompleted(R, run(0, 4));
         ((io.orbitkv.pd.events.PrefillCompleted) pc.getPayload()).setFirstToken(7);
@@ -607,7 +624,7 @@ class RequestStateMachineTest {
         assertThat(again.getSourceInstanceEpoch()).isEqualTo(1);
         assertThat(again.getFirstToken()).isEqualTo(7);
         assertThat(again.getAuthToken()).as("the token covers the destination only").isEqualTo(ahead.getAuthToken());
-        assertThat(again.getDeadlineMs()).isEqualTo(1500 + 1000);
+        assertThat(again.getDeadlineMs()).isEqualTo(1500 + 1000 + (4L << 18) * 1000 / 50_000_000);
         assertThat(done.state().getAttempt()).isEqualTo(1);
 
         Step kv = m.onEvent(done.state(), completed(R, 1), 1510);

@@ -82,7 +82,7 @@ public final class WorkerApp implements AutoCloseable {
     private EventReporter reporter;
     private EngineDirectory directory;
     private volatile OrderRunner runner;
-    private CommandLoop commands;
+    private volatile CommandLoop commands;
     private Thread commandThread;
     private EngineApiServer api;
     private volatile Engine engine;
@@ -144,7 +144,9 @@ public final class WorkerApp implements AutoCloseable {
                         () -> "{\"engine\":\"" + config.engineId() + "\",\"lifecycle\":\"" + lifecycle.state().label() + "\",\"status\":\""
                                 + (pool == null ? "waiting for the engine" : "ok") + "\",\"completed\":" + completedOrders() + ",\"failed\":"
                                 + failedOrders() + "}",
-                        lifecycle, () -> pool == null ? "no engine registered yet (the engine API waits for its hello)" : null).start();
+                        lifecycle, () -> pool == null ? "no engine registered yet (the engine API waits for its hello)"
+                                : commands != null && commands.failure() != null ? "the engine command loop stopped: " + commands.failure()
+                                : null).start();
                 log.atInfo().addKeyValue("url", "http://" + http.address() + "/metrics").log("worker metrics listening");
             }
             if (api != null) {

@@ -21,7 +21,7 @@ import java.util.List;
 import java.util.Map;
 import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
@@ -47,7 +47,7 @@ public final class CommandLoop implements Runnable, AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(CommandLoop.class);
 
-    private final KafkaConsumer<byte[], byte[]> consumer;
+    private final Consumer<byte[], byte[]> consumer;
     private final Topic<String, Decision> topic;
     private final String engineId;
     private final OrderRunner runner;
@@ -60,6 +60,10 @@ public final class CommandLoop implements Runnable, AutoCloseable {
     private TopicPartition partition;
     private volatile boolean running = true;
     private volatile boolean positioned;
+    /** Why the loop stopped taking commands, or null while it runs. */
+    private volatile String failure;
+    /** Whether the last offset commit failed (logged once per outage, not once per interval). */
+    private volatile boolean commitFailing;
 
     /** Where the engine's own decisions go when the engine is on the worker's engine API (after the worker acted on them). */
     @FunctionalInterface
@@ -67,13 +71,13 @@ public final class CommandLoop implements Runnable, AutoCloseable {
         void publish(Decision decision, TraceContext trace, Marks marks, long receivedMicros);
     }
 
-    public CommandLoop(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, OrderRunner runner, PushGate gate,
+    public CommandLoop(Consumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, OrderRunner runner, PushGate gate,
                        EventReporter reporter, int queueLimit, Duration commitInterval) {
         this(consumer, topic, engineId, runner, gate, reporter, queueLimit, commitInterval, null);
     }
 
     /** {@code engineSink}: the engine API's, or null when the engine reads its decisions from Kafka itself. */
-    public CommandLoop(KafkaConsumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, OrderRunner runner, PushGate gate,
+    public CommandLoop(Consumer<byte[], byte[]> consumer, Topic<String, Decision> topic, String engineId, OrderRunner runner, PushGate gate,
                        EventReporter reporter, int queueLimit, Duration commitInterval, EngineSink engineSink) {
         this.engineSink = engineSink;
         this.consumer = consumer;
@@ -133,10 +137,14 @@ public final class CommandLoop implements Runnable, AutoCloseable {
         } catch (WakeupException e) {
             // closing
         } catch (RuntimeException e) {
+            failure = e.toString();
             log.atError().setCause(e).log("engine command loop stopped: this worker takes no more orders");
         } finally {
             try {
-                commit();
+                long next = offsets.committable();
+                if (next >= 0) {
+                    consumer.commitSync(Map.of(partition, new OffsetAndMetadata(next)), Duration.ofSeconds(5));
+                }
             } catch (RuntimeException e) {
                 log.atWarn().log("final offset commit failed: " + e.getMessage());
             }
@@ -144,12 +152,32 @@ public final class CommandLoop implements Runnable, AutoCloseable {
         }
     }
 
+    /**
+     * Commits what is done, without waiting: a Kafka outage must not end the loop (a synchronous commit used to throw a
+     * TimeoutException after 60 s and stop this worker's orders for good while it still said ready). A failed commit is
+     * retried by the next one; until then a restart re-reads at most the uncommitted orders, which it dedupes.
+     */
     private void commit() {
         long next = offsets.committable();
         if (next >= 0) {
-            consumer.commitSync(Map.of(partition, new OffsetAndMetadata(next)));
-            offsets.committed(next);
+            consumer.commitAsync(Map.of(partition, new OffsetAndMetadata(next)), (committed, e) -> {
+                if (e == null) {
+                    offsets.committed(next);
+                    if (commitFailing) {
+                        commitFailing = false;
+                        log.atInfo().addKeyValue("offset", next).log("engine command offsets committed again");
+                    }
+                } else if (!commitFailing) {
+                    commitFailing = true;
+                    log.atWarn().addKeyValue("offset", next).log("committing engine command offsets failed (retried at the next commit): " + e);
+                }
+            });
         }
+    }
+
+    /** Why the loop stopped taking commands, or null while it runs (the worker is not ready without it). */
+    public String failure() {
+        return failure;
     }
 
     private void handle(ConsumerRecord<byte[], byte[]> r, long receivedMicros) {
