@@ -70,8 +70,10 @@ public final class LinksBenchCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         ModelPreset p = ModelPreset.of(preset);
         int maxTokens = tokens.stream().mapToInt(Integer::intValue).max().orElse(1000);
-        // One request at a time: room for the longest prompt on each side, twice over.
-        int blocks = Math.max(384, (maxTokens / p.geometry(1, 1).blockSizeTokens() + 8) * 2);
+        // Prompts are made of words, some of several tokens: the words that give each length, from the engines' tokenizer.
+        double tokensPerWord = tokensPerWord();
+        // One request at a time, but a finished request's pages come back a moment after its answer: room for three.
+        int blocks = Math.max(384, (maxTokens / p.geometry(1, 1).blockSizeTokens() + 8) * 3);
         PipelineSpec spec = PipelineSpec.defaults().withModel(p, blocks, prefillMs, 2.0).withEngineApi(true).withNetns(true)
                 .withExtra(deciderProps, Map.of(), Map.of(), Map.of());
         SimModel model = new SimModel(42);
@@ -90,7 +92,8 @@ public final class LinksBenchCommand implements Callable<Integer> {
                     rig.rate(h.name(), link.equals("none") ? null : link);
                 }
                 for (int t : tokens) {
-                    List<LoadClient.Request> work1 = LoadClient.workload(seed++, requests, t, t, 8, true);
+                    int words = (int) Math.round(t / tokensPerWord);
+                    List<LoadClient.Request> work1 = LoadClient.workload(seed++, requests, words, words, 8, true);
                     System.out.printf(Locale.ROOT, "link %s, %d-token prompts: %d P/D requests, then colocated ...%n", link, t, requests);
                     List<LoadClient.Result> pd = client.run(work1, 1, () -> { });
                     List<LoadClient.Result> col = client.run(work1.stream().map(LoadClient.Request::colocatedTwin).toList(), 1, () -> { });
@@ -176,6 +179,12 @@ public final class LinksBenchCommand implements Callable<Integer> {
         Files.writeString(jsonFile, j.append("]}\n").toString());
         System.out.println("results written to " + outFile + " and " + jsonFile);
         return rows.stream().allMatch(r -> r.wrong == 0) ? 0 : 1;
+    }
+
+    /** Tokens per word of the load's prompts, as the simulated engines tokenize them (a 20,000-word sample). */
+    private static double tokensPerWord() {
+        LoadClient.Request sample = LoadClient.workload(1, 1, 20_000, 20_000, 1, true).get(0);
+        return SimModel.tokenize(sample.prompt()).length / 20_000.0;
     }
 
     private static String table(List<Row> rows) {

@@ -109,6 +109,37 @@ class AuditorTest {
         });
     }
 
+    /**
+     * A request whose facts came first and whose admission came only after the admission grace (a partition leader moving
+     * while the proxy's write waited): the decider closed it FAILED with no engines and refused the late admission. That
+     * outcome is consistent with what the decider had read when it decided; the audit used to judge it against the
+     * admission that arrived later (OUTCOME_INCONSISTENT, TIMINGS_INCONSISTENT: seen in the partitions chaos run).
+     */
+    @Test
+    void anOutcomeDecidedBeforeALateAdmissionIsJudgedByWhatTheDeciderHadRead() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("decode-rejected");
+        LogRecord admission = run.fact(id, io.orbitkv.pd.events.RequestAdmitted.class);
+        RequestEvent admitted = fact(admission);
+        run.remove(admission);
+        run.editDecision(run.decision(id, RequestOutcome.class), d -> {
+            RequestOutcome o = RequestOutcome.newBuilder((RequestOutcome) d.getPayload()).setPrefillEngineId(null).setDecodeEngineId(null)
+                    .setTimings(io.orbitkv.pd.events.PhaseTimings.newBuilder(((RequestOutcome) d.getPayload()).getTimings()).setAdmittedMs(null)
+                            .build()).build();
+            d.setPayload(o);
+            return d;
+        });
+        // as the decider writes it: the grace timer refuses the admission that never came, then closes the request
+        Decision outcome = decision(run.decision(id, RequestOutcome.class));
+        run.insertDecision(id, outcome.getSeq(), outcome.getStreamTimeMs(), io.orbitkv.pd.events.InputRejected.newBuilder().setEventId(id)
+                .setEventType("RequestAdmitted").setState("AWAITING_ADMISSION").setReason("facts arrived but the request was never admitted"
+                        + " within 5000 ms; releasing their pages").build(), null);
+        long late = run.lastDecision(id).getStreamTimeMs() + 100;
+        run.addFact(RequestEvent.newBuilder(admitted).setEventTimeMs(late).build());
+        AuditReport r = audit(run);
+        assertThat(r.violations()).as(text(r)).noneMatch(v -> v.requestId().equals(id));
+    }
+
     @Test
     void outcomeThatContradictsTheLog() {
         SyntheticRun run = SyntheticRun.copy();
