@@ -54,12 +54,12 @@ public final class ChaosCommand implements Callable<Integer> {
     static final List<String> BROKERS = List.of("kill:broker-2", "hang:broker-3:5s");
     /**
      * Partitions on separate hosts (needs --hosts netns; the schedule sets it, with 3 broker nodes): the data plane between
-     * a prefill and a decode node cut silently and loudly, a decode node cut from the brokers for less than a lease, a
-     * decider host isolated from the brokers, the proxy cut from a decode node mid-stream, one broker (a minority)
-     * isolated.
+     * a prefill and a decode node cut silently and loudly, a decode node cut from the brokers for less and for more than a
+     * lease (30 s), a decider host isolated from the brokers, the proxy cut from a decode node mid-stream, a prefill node
+     * cut from every other host for 40 s, one broker (a minority) isolated.
      */
     static final List<String> PARTITIONS = List.of("drop:prefill-0/decode-0:5s", "refuse:prefill-0/decode-0:5s", "drop:decode-0/brokers:8s",
-            "drop:decider/brokers:8s", "drop:proxy/decode-0:5s", "drop:broker-3/*:10s");
+            "drop:decode-1/brokers:35s", "drop:decider/brokers:8s", "drop:proxy/decode-0:5s", "drop:prefill-1/*:40s", "drop:broker-3/*:10s");
     /** The short schedule CI runs. */
     static final List<String> CI = List.of("kill:decider", "kill:engine-decode-0", "kill:worker-decode-0");
 
