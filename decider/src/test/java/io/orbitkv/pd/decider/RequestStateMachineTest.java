@@ -485,6 +485,38 @@ class RequestStateMachineTest {
         assertThat(order.getDeadlineMs()).isEqualTo(1002 + 10_000 + bytes * 1000 / 50_000_000);
     }
 
+    /**
+     * Seen in the partitions chaos run (PUSH_ACK_STALE_EPOCH, under load): attempt 1's report is late, the attempt times
+     * out and attempt 2 goes out; the decode engine, handed its KV as attempt 1's bytes landed, completes; then attempt 1's
+     * report arrives. No decode page may be released while attempt 2 can still land: only after it reports or the drain
+     * window has passed.
+     */
+    @Test
+    void aLateReportOfAnEarlierAttemptReleasesTheDecodePagesOnlyOnceTheNewerAttemptCanNoLongerLand() {
+        RequestStateMachine m = new RequestStateMachine(POLICY); // transfer 1 s, drain 500 ms, backoff 100 ms
+        Built b = replay(m, 1000L, admitted(R), 1001L, decodeReady(R, run(100, 4)), 1002L, prefillCompleted(R, run(0, 4)),
+                1003L, started(R, 1));
+        Step timedOut = m.onTimer(b.state(), b.state().getOrderDeadlineMs());
+        assertThat(timedOut.emits()).extracting(RequestStateMachineTest::code).contains("Abort");
+        long retry = timedOut.state().getRetryAtMs();
+        Step second = m.onTimer(timedOut.state(), retry);
+        assertThat(second.emits()).extracting(RequestStateMachineTest::code).contains("Order");
+        Step decoded = m.onEvent(second.state(), decodeCompleted(R), retry + 10);
+        List<String> all = new ArrayList<>(decoded.emits().stream().map(RequestStateMachineTest::code).toList());
+        Step late = m.onEvent(decoded.state(), completed(R, 1), retry + 20);
+        all.addAll(late.emits().stream().map(RequestStateMachineTest::code).toList());
+        assertThat(all).as("attempt 2 may still land: decode pages held").doesNotContain("RelD");
+        // attempt 2 reports (it was aborted): now nothing can land, the pages go
+        Step settled = m.onEvent(late.state(), failed(R, 2, false), retry + 30);
+        DeciderState after = settled.state();
+        List<String> rest = new ArrayList<>(settled.emits().stream().map(RequestStateMachineTest::code).toList());
+        if (!rest.contains("RelD")) {
+            rest.addAll(m.onTimer(after, Math.max(after.getDrainUntilMs(), after.getNextTimerMs())).emits().stream()
+                    .map(RequestStateMachineTest::code).toList());
+        }
+        assertThat(rest).contains("RelD");
+    }
+
     // ------------------------------------------------------------------------------------------------ bugs
 
     /**

@@ -172,6 +172,7 @@ public final class ChaosCommand implements Callable<Integer> {
         Map<String, Double> stops;
         AuditReport audit;
         ReplayReport replay;
+        java.io.ByteArrayOutputStream traces;
         List<LoadClient> clients = new ArrayList<>();
         EventSerdes serdes = null;
         try (Pipeline p = Pipeline.start(spec, work, s -> System.out.println("  " + s))) {
@@ -218,6 +219,16 @@ public final class ChaosCommand implements Callable<Integer> {
             try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS))) {
                 replay = Replayer.replay(log, dc.policy(), topics, 20, Progress.NONE);
             }
+            // The log goes with the pipeline: keep the story of the first requests the audit flagged, for whoever reads why.
+            traces = new java.io.ByteArrayOutputStream();
+            for (String id : audit.violations().stream().map(io.orbitkv.pd.logtools.audit.Violation::requestId).distinct().limit(3)
+                    .toList()) {
+                try (LogSource log = open(dc, topics, EnumSet.of(TopicRole.ENGINES, TopicRole.REQUEST_EVENTS, TopicRole.DECISIONS,
+                        TopicRole.DEAD_LETTERS, TopicRole.ANSWERS))) {
+                    io.orbitkv.pd.logtools.trace.RequestTrace.collect(log, id, serdes, false, Progress.NONE)
+                            .writeText(new java.io.PrintStream(traces, true, java.nio.charset.StandardCharsets.UTF_8), true, 160);
+                }
+            }
             System.out.println("stopping: the broker first (kill -9), then SIGTERM to every component ...");
             stops = stopAll(p);
         } finally {
@@ -237,6 +248,8 @@ public final class ChaosCommand implements Callable<Integer> {
         }
         if (!audit.clean()) {
             audit.writeText(System.out);
+            System.out.println("the story of the first flagged requests, from the log:");
+            System.out.println(traces.toString(java.nio.charset.StandardCharsets.UTF_8));
         }
         if (!replay.identical()) {
             replay.writeText(System.out);

@@ -17,10 +17,11 @@ import org.slf4j.LoggerFactory;
  * Which engines the proxy should not route to now. The decider's engine table says which engines registered and did
  * not leave; it cannot say that one died a moment ago (its registration stays until it deregisters or comes back) or
  * hangs. So the proxy checks for itself: an engine it cannot connect to is marked down at once, and every
- * {@code proxy.engines.probe} each engine's {@code /health} is asked with a {@code probe-timeout}: no answer in time
- * (a hung or stopped process keeps its socket open, so only a deadline notices it), a refused connection or a status
- * other than 200 marks it down, a 200 marks it up. A dead engine is thus out of routing on the first failed call, a
- * hung one within probe + probe-timeout.
+ * {@code proxy.engines.probe} each engine's {@code /health} is asked with a {@code probe-timeout}: a refused connection
+ * or a status other than 200 marks it down at once, {@value #MISSES} checks in a row not answered in time (a hung or
+ * stopped process keeps its socket open, so only a deadline notices it) mark it down, a 200 marks it up. A dead engine is
+ * thus out of routing on the first failed call, a hung one within {@value #MISSES} × probe-timeout. One late answer
+ * alone (a GC pause, a busy core, a slow link) no longer takes a healthy engine out of routing.
  */
 public final class EngineHealth {
 
@@ -32,6 +33,14 @@ public final class EngineHealth {
     private final Map<String, Down> down = new ConcurrentHashMap<>();
     /** Engines whose last check has not answered yet: no second check piles on. */
     private final java.util.Set<String> probing = ConcurrentHashMap.newKeySet();
+    /** Checks in a row not answered in time, per engine. */
+    private final Map<String, Integer> misses = new ConcurrentHashMap<>();
+
+    /** Checks in a row not answered in time that mark an engine down. */
+    public static final int MISSES = 3;
+
+    /** What one check of an engine's {@code /health} found. */
+    public enum Probe { HEALTHY, UNHEALTHY, UNREACHABLE, TIMED_OUT }
 
     /** Whether requests may be routed to {@code engineId} now. */
     public boolean usable(String engineId) {
@@ -76,12 +85,40 @@ public final class EngineHealth {
         RequestOptions o = new RequestOptions().setMethod(HttpMethod.GET).setAbsoluteURI(e.httpUrl() + "/health").setTimeout(timeout.toMillis());
         client.request(o).compose(r -> r.send()).compose(r -> r.body().map(b -> r.statusCode())).onComplete(ar -> {
             probing.remove(e.engineId());
-            if (ar.succeeded() && ar.result() == 200) {
-                markUp(e.engineId());
-            } else {
-                markDown(e.engineId(), ar.succeeded() ? "/health answered " + ar.result()
-                        : "/health not answered within " + timeout.toMillis() + " ms: " + ar.cause().getMessage());
-            }
+            Probe p = ar.succeeded() ? (ar.result() == 200 ? Probe.HEALTHY : Probe.UNHEALTHY)
+                    : timedOut(ar.cause()) ? Probe.TIMED_OUT : Probe.UNREACHABLE;
+            probed(e.engineId(), p, ar.succeeded() ? "/health answered " + ar.result()
+                    : "/health not answered within " + timeout.toMillis() + " ms: " + ar.cause().getMessage());
         });
+    }
+
+    /** What one check found: up on a 200, down on a definite failure or on the {@value #MISSES}th check in a row not answered. */
+    public void probed(String engineId, Probe p, String why) {
+        switch (p) {
+            case HEALTHY -> {
+                misses.remove(engineId);
+                markUp(engineId);
+            }
+            case TIMED_OUT -> {
+                int n = misses.merge(engineId, 1, Integer::sum);
+                if (n >= MISSES) {
+                    markDown(engineId, why + " (" + n + " checks in a row)");
+                }
+            }
+            default -> {
+                misses.remove(engineId);
+                markDown(engineId, why);
+            }
+        }
+    }
+
+    private static boolean timedOut(Throwable t) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof java.util.concurrent.TimeoutException || c.getClass().getSimpleName().contains("Timeout")
+                    || String.valueOf(c.getMessage()).contains("timeout")) {
+                return true;
+            }
+        }
+        return false;
     }
 }
