@@ -192,36 +192,20 @@ class SelfFencingTest(unittest.TestCase):
     decider could time the lease out (lease − margin after it sent its decode-ready fact), reports why, and keeps the
     pages held until a release names them: a release arriving after the partition heals never frees pages in use."""
 
-    class PartitionedWorker:
-        def __init__(self) -> None:
-            self.log: list = []
-            self.keeper = None
-
-        def await_kv(self, rid: str):
-            from concurrent.futures import Future
-            from orbitkv_pd.client import KvSignal
-            f: Future = Future()
-            f.set_result(KvSignal("ready", order_id="o-1"))
-            return f
-
-        def decode_ready(self, *args, **kwargs) -> None:
-            self.log.append("decode ready")
+    class PartitionedWorker(LeaseThroughDecodeTest.FakeWorker):
+        """The same decode-side calls, but no heartbeat is ever acknowledged: the worker cannot reach Kafka."""
 
         def heartbeat(self, *args, **kwargs):
             from concurrent.futures import Future
             self.log.append("heartbeat")
-            return Future()  # written nowhere: the worker cannot reach Kafka
+            return Future()  # written nowhere
 
         def keep_lease(self, rid, lease_id, epoch, lease_ms, interval_s=None, sent_at=None, margin_s=None):
             from orbitkv_pd.client import LeaseKeeper
-            self.keeper = LeaseKeeper(self, rid, lease_id, epoch, lease_ms, interval_s, sent_at, margin_s)
-            return self.keeper
+            return LeaseKeeper(self, rid, lease_id, epoch, lease_ms, interval_s, sent_at, margin_s)
 
         def cancel(self, rid, reason, traceparent=None):
             self.log.append("cancel: " + reason)
-
-        def decode_completed(self, *args, **kwargs) -> None:
-            self.log.append("decode completed")
 
     def test_an_unrenewed_lease_stops_the_decode_in_time_and_keeps_the_pages(self) -> None:
         e = SimEngine(SimEngineConfig.from_properties({

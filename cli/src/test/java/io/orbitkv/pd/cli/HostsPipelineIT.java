@@ -12,8 +12,6 @@ import io.orbitkv.pd.harness.NetnsHosts;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.harness.PipelineSpec;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -82,10 +80,10 @@ class HostsPipelineIT {
             });
             assertThat(log[0].outcomes).containsOnlyKeys(OutcomeKind.COMPLETED);
 
-            Run audit = cli("audit", "--config", deciderConfig);
+            CliRun audit = cli("audit", "--config", deciderConfig);
             assertThat(audit.exit()).as(audit.out() + audit.err()).isZero();
             assertThat(audit.out()).contains("CLEAN");
-            Run replay = cli("replay", "--config", deciderConfig);
+            CliRun replay = cli("replay", "--config", deciderConfig);
             assertThat(replay.exit()).as(replay.out() + replay.err()).isZero();
             assertThat(replay.out()).contains("IDENTICAL");
         }
@@ -97,22 +95,7 @@ class HostsPipelineIT {
         assertThat(list).doesNotContain("okv-" + "0".repeat(5 - pid36.length()) + pid36);
     }
 
-    private record Run(int exit, String out, String err) { }
-
-    private static Run cli(String... args) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        ByteArrayOutputStream err = new ByteArrayOutputStream();
-        PrintStream o = System.out;
-        PrintStream e = System.err;
-        int exit;
-        try {
-            System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-            System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
-            exit = Main.commandLine().execute(args);
-        } finally {
-            System.setOut(o);
-            System.setErr(e);
-        }
-        return new Run(exit, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+    private static CliRun cli(String... args) {
+        return CliRun.of(args);
     }
 }

@@ -25,9 +25,6 @@ import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import io.orbitkv.pd.testsupport.kafka.WithKafka;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -105,23 +102,8 @@ class LogToolsIT {
         }
     }
 
-    private record Run(int exit, String out, String err) { }
-
-    private static Run cli(String... args) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        ByteArrayOutputStream err = new ByteArrayOutputStream();
-        PrintStream o = System.out;
-        PrintStream e = System.err;
-        int exit;
-        try {
-            System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-            System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
-            exit = Main.commandLine().execute(args);
-        } finally {
-            System.setOut(o);
-            System.setErr(e);
-        }
-        return new Run(exit, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+    private static CliRun cli(String... args) {
+        return CliRun.of(args);
     }
 
     private static String config() {
@@ -130,10 +112,10 @@ class LogToolsIT {
 
     @Test
     void theRunAuditsClean() throws Exception {
-        Run r = cli("audit", "--config", config());
+        CliRun r = cli("audit", "--config", config());
         assertThat(r.exit()).as(r.out() + r.err()).isZero();
         assertThat(r.out()).contains("CLEAN").contains(admitted + " admitted").contains("CANCELLED");
-        Run json = cli("audit", "--config", config(), "--json");
+        CliRun json = cli("audit", "--config", config(), "--json");
         JsonNode report = new ObjectMapper().readTree(json.out());
         assertThat(report.get("clean").asBoolean()).isTrue();
         assertThat(report.get("requests").get("admitted").asLong()).isEqualTo(admitted);
@@ -142,14 +124,14 @@ class LogToolsIT {
 
     @Test
     void replayingTheRunReproducesEveryDecision() {
-        Run r = cli("replay", "--config", config());
+        CliRun r = cli("replay", "--config", config());
         assertThat(r.exit()).as(r.out() + r.err()).isZero();
         assertThat(r.out()).contains("IDENTICAL: " + admitted + " request(s) compared").contains(admitted + " reproduced exactly");
     }
 
     @Test
     void traceTellsTheStoryOfACompletedAndOfAWalkedAwayRequest() {
-        Run r = cli("trace", completedId, "--config", config());
+        CliRun r = cli("trace", completedId, "--config", config());
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out()).contains("request " + completedId + " — COMPLETED").contains("proxy").contains("engine:").contains("worker")
                 .contains("decider").contains("TransferOrder").contains("phases").contains("transfer")
@@ -158,7 +140,7 @@ class LogToolsIT {
                 // the decode engine, on its worker's engine API, has its KV from the worker as the pages land (or, should the
                 // decider's KvReady reach it first on a loaded machine, from the decider)
                 .containsPattern("landed_to_engine|kv_ready_to_engine").contains("first_token_to_proxy").contains("TTFT at the proxy").contains("RequestAnswered");
-        Run c = cli("trace", cancelledMidTransferId, "--config", config(), "--progress");
+        CliRun c = cli("trace", cancelledMidTransferId, "--config", config(), "--progress");
         assertThat(c.exit()).isZero();
         assertThat(c.out()).contains("CANCELLED").contains("CancelRequested").contains("AbortTransfer").contains("ReleaseDecided");
         assertThat(c.err()).contains("reading"); // --progress draws the bar on stderr
@@ -168,25 +150,25 @@ class LogToolsIT {
     @Test
     void anExportReplaysTheSameAndACorruptedOneIsRefused() throws Exception {
         Path all = dir.resolve("run.okvlog");
-        Run e = cli("export", "--config", config(), "--out", all.toString());
+        CliRun e = cli("export", "--config", config(), "--out", all.toString());
         assertThat(e.exit()).as(e.err()).isZero();
         assertThat(e.out()).contains("SHA-256 ok");
         assertThat(cli("audit", "--config", config(), "--file", all.toString()).out()).contains("CLEAN");
 
         Path one = dir.resolve("one.okvlog");
         assertThat(cli("export", "--config", config(), "--request", cancelledMidTransferId, "--out", one.toString()).exit()).isZero();
-        Run replay = cli("replay", "--config", config(), "--file", one.toString());
+        CliRun replay = cli("replay", "--config", config(), "--file", one.toString());
         assertThat(replay.exit()).as(replay.out()).isZero();
         assertThat(replay.out()).contains("IDENTICAL: 1 request(s) compared");
         // the export keeps every record's timing marks, and the proxy's answer
-        Run traced = cli("trace", cancelledMidTransferId, "--config", config(), "--file", one.toString());
+        CliRun traced = cli("trace", cancelledMidTransferId, "--config", config(), "--file", one.toString());
         assertThat(traced.out()).contains("hops (wall clock").contains("order_to_worker").contains("RequestAnswered");
 
         byte[] bytes = Files.readAllBytes(all);
         bytes[bytes.length / 2] ^= 0x10;
         Path bad = dir.resolve("bad.okvlog");
         Files.write(bad, bytes);
-        Run refused = cli("audit", "--config", config(), "--file", bad.toString());
+        CliRun refused = cli("audit", "--config", config(), "--file", bad.toString());
         assertThat(refused.exit()).isEqualTo(2);
         assertThat(refused.out()).isEmpty();
         assertThat(refused.err()).contains("audit: ").contains("bad.okvlog").contains("checksum mismatch").contains("at file offset");
@@ -194,7 +176,7 @@ class LogToolsIT {
 
     @Test
     void aMissingClusterIsOneClearLine() {
-        Run r = cli("audit", "--bootstrap", "127.0.0.1:1", "--timeout", "2s");
+        CliRun r = cli("audit", "--bootstrap", "127.0.0.1:1", "--timeout", "2s");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("cannot reach Kafka at 127.0.0.1:1");
     }

@@ -7,6 +7,8 @@ import java.nio.ByteBuffer;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -26,37 +28,45 @@ public final class RawStream {
     public static double measure(NetnsHosts rig, String from, String to, long bytes) throws IOException, InterruptedException {
         int port = 39_000 + (int) (System.nanoTime() % 1000);
         String cp = ChildClasspath.join(ChildClasspath.current());
-        List<String> java = List.of(ProcessHandle.current().info().command().orElse("java"), "-Xmx128m", "-cp", cp, RawStream.class.getName());
+        List<String> jvm = List.of(ProcessHandle.current().info().command().orElse("java"), "-Xmx128m", "-cp", cp, RawStream.class.getName());
+        Path result = Files.createTempFile("orbitkv-raw-stream-", ".txt");
+        Path ready = Path.of(result + ".ready");
         List<String> recv = new ArrayList<>(rig.host(to).launcher());
-        recv.addAll(java);
-        recv.addAll(List.of("recv", rig.address(to), Integer.toString(port), Long.toString(bytes)));
-        Process r = new ProcessBuilder(recv).redirectErrorStream(true).start();
+        recv.addAll(jvm);
+        recv.addAll(List.of("recv", rig.address(to), Integer.toString(port), Long.toString(bytes), result.toString()));
+        Process r = new ProcessBuilder(recv).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         try {
-            // the receiver prints "listening" once bound: no sleep, no race
-            var in = new java.io.BufferedReader(new java.io.InputStreamReader(r.getInputStream(), StandardCharsets.UTF_8));
-            String first = in.readLine();
-            if (first == null || !first.equals("listening")) {
-                throw new IOException("raw stream receiver on " + to + ": " + first);
+            // the receiver makes the ready file once bound: wait for it, not for a time
+            long until = System.nanoTime() + 30_000_000_000L;
+            while (!Files.exists(ready)) {
+                if (!r.isAlive() || System.nanoTime() > until) {
+                    throw new IOException("raw stream receiver on " + to + " did not start listening (exit " + (r.isAlive() ? "-" : r.exitValue()) + ")");
+                }
+                Thread.sleep(10);
             }
             List<String> send = new ArrayList<>(rig.host(from).launcher());
-            send.addAll(java);
+            send.addAll(jvm);
             send.addAll(List.of("send", rig.address(to), Integer.toString(port), Long.toString(bytes)));
             Process s = new ProcessBuilder(send).redirectErrorStream(true).start();
             String sent = new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
             if (!s.waitFor(10, TimeUnit.MINUTES) || s.exitValue() != 0) {
                 throw new IOException("raw stream sender on " + from + ": " + sent);
             }
-            String result = in.readLine();
-            if (!r.waitFor(1, TimeUnit.MINUTES) || result == null || !result.startsWith("nanos ")) {
-                throw new IOException("raw stream receiver on " + to + ": " + result);
+            if (!r.waitFor(1, TimeUnit.MINUTES) || r.exitValue() != 0) {
+                throw new IOException("raw stream receiver on " + to + " did not finish");
             }
-            return bytes / (Long.parseLong(result.substring(6).strip()) / 1e9);
+            return bytes / (Long.parseLong(Files.readString(result).strip()) / 1e9);
         } finally {
             r.destroyForcibly();
+            Files.deleteIfExists(ready);
+            Files.deleteIfExists(result);
         }
     }
 
-    /** {@code recv HOST PORT BYTES} prints {@code listening}, then {@code nanos N}; {@code send HOST PORT BYTES}. */
+    /**
+     * {@code recv HOST PORT BYTES FILE}: makes {@code FILE.ready} once listening, then writes into {@code FILE} the nanoseconds
+     * from the first byte to the last; {@code send HOST PORT BYTES}.
+     */
     public static void main(String[] args) throws IOException {
         String host = args[1];
         int port = Integer.parseInt(args[2]);
@@ -65,8 +75,7 @@ public final class RawStream {
         if (args[0].equals("recv")) {
             try (ServerSocketChannel server = ServerSocketChannel.open()) {
                 server.bind(new InetSocketAddress(host, port));
-                System.out.println("listening");
-                System.out.flush();
+                Files.writeString(Path.of(args[4] + ".ready"), "listening");
                 try (SocketChannel c = server.accept()) {
                     long got = 0;
                     long t0 = 0;
@@ -81,7 +90,7 @@ public final class RawStream {
                         }
                         got += n;
                     }
-                    System.out.println("nanos " + (System.nanoTime() - t0));
+                    Files.writeString(Path.of(args[4]), Long.toString(System.nanoTime() - t0));
                 }
             }
         } else {

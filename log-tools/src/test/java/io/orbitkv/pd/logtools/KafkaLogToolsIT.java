@@ -61,7 +61,10 @@ class KafkaLogToolsIT {
     static void aRealRun(KraftCluster kafka) throws Exception {
         cluster = kafka;
         work = Files.createDirectories(Path.of("target", "it", "KafkaLogToolsIT-" + System.nanoTime()));
-        topics = new Topics(new TopicsConfig("lt" + System.nanoTime() % 100000 + ".", RUN.partitions(), (short) 1, Duration.ofHours(1)), SERDES);
+        // A recorded log imported into a cluster keeps its writers' times (topics.facts.timestamp=producer): the live
+        // decider must see the very timestamps the test driver saw.
+        topics = new Topics(new TopicsConfig("lt" + System.nanoTime() % 100000 + ".", RUN.partitions(), (short) 1, Duration.ofHours(1), false),
+                SERDES);
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", kafka.bootstrapServers()))) {
             TopicAdmin.ensureTopics(admin, topics);
         }

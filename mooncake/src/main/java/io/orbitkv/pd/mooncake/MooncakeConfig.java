@@ -55,6 +55,11 @@ public record MooncakeConfig(String library, String protocol, String metadata, S
         if (host == null || host.isBlank() || host.contains(" ")) {
             throw new IllegalArgumentException(PREFIX + "host: must be a host name or IP address, got '" + host + "'");
         }
+        if (io.orbitkv.pd.schemas.config.Addresses.isWildcard(host)) {
+            // Mooncake's engine binds and announces one address (its local server name): a wildcard would be announced.
+            throw new IllegalArgumentException(PREFIX + "host: " + host + " is a wildcard, but Mooncake announces this address to its peers:"
+                    + " set the address they reach this host at");
+        }
         requirePort(PREFIX + "control-port", controlPort, false);
         nicPriorityMatrix = nicPriorityMatrix == null ? "" : nicPriorityMatrix.strip();
         if (location == null || location.isBlank()) {

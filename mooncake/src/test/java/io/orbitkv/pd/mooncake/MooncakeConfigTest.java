@@ -41,6 +41,9 @@ class MooncakeConfigTest {
 
     @Test
     void badValuesNameTheirKey() {
+        // Mooncake's engine announces the address it binds: a wildcard used to be accepted and announced to peers
+        assertThatThrownBy(() -> MooncakeConfig.parse(Map.of("host", "0.0.0.0")))
+                .hasMessageContaining("host: 0.0.0.0 is a wildcard, but Mooncake announces this address to its peers");
         assertThatThrownBy(() -> MooncakeConfig.parse(Map.of("protocol", "ucx")))
                 .hasMessage("transfer.mooncake.protocol: must be rdma or tcp, got 'ucx'");
         assertThatThrownBy(() -> MooncakeConfig.parse(Map.of("batch-size", "3")))

@@ -41,7 +41,7 @@ public final class Topics {
         // Facts carry the broker's clock, not their writer's: the decider's stream time (and with it every lease and timeout)
         // then cannot run ahead because one host's clock does (docs/decider.md, "Clocks").
         this.requestEvents = new Topic<>(config.prefix() + "request-events", "request id", key, serdes.requestEvent(),
-                new TopicSpec(config.partitions(), rf, with(log, "message.timestamp.type", "LogAppendTime")),
+                new TopicSpec(config.partitions(), rf, config.brokerTime() ? with(log, "message.timestamp.type", "LogAppendTime") : log),
                 "Every fact about a request, keyed by request id: admitted, prefill, decode ready, heartbeats, transfer progress, cancels, ticks.");
         this.decisions = new Topic<>(config.prefix() + "decisions", "request id", key, serdes.decision(),
                 new TopicSpec(config.partitions(), rf, log),

@@ -12,8 +12,21 @@ import java.time.Duration;
  * @param partitions        partitions of the per-request topics (request events, decisions) and engine commands
  * @param replicationFactor replicas of every topic (3 in production, 1 on a development broker)
  * @param retention         retention of the event log topics (the log is the product's memory: keep it)
+ * @param brokerTime        facts ({@code request-events}) carry the broker's append time, not their writer's
+ *                          ({@code topics.facts.timestamp=broker}, the default; {@code producer} keeps each writer's time:
+ *                          only for importing a recorded log whose times must stay as they were; docs/decider.md, "Clocks")
  */
-public record TopicsConfig(String prefix, int partitions, short replicationFactor, Duration retention) {
+public record TopicsConfig(String prefix, int partitions, short replicationFactor, Duration retention, boolean brokerTime) {
+
+    /** Facts stamped by the broker (the default). */
+    public TopicsConfig(String prefix, int partitions, short replicationFactor, Duration retention) {
+        this(prefix, partitions, replicationFactor, retention, true);
+    }
+
+    /** The same topics with facts stamped by the broker ({@code true}) or by their writers. */
+    public TopicsConfig withBrokerTime(boolean on) {
+        return new TopicsConfig(prefix, partitions, replicationFactor, retention, on);
+    }
 
     public static final String DEFAULT_PREFIX = "orbitkv.";
 

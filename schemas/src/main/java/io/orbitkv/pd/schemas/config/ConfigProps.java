@@ -227,8 +227,13 @@ public final class ConfigProps {
     /** {@code topics.prefix}, {@code topics.partitions}, {@code topics.replication.factor}, {@code topics.retention}. */
     public TopicsConfig topics() {
         TopicsConfig d = TopicsConfig.defaults();
+        String stamp = string("topics.facts.timestamp", "broker");
+        if (!stamp.equals("broker") && !stamp.equals("producer")) {
+            throw new IllegalArgumentException("topics.facts.timestamp: broker or producer, got " + stamp);
+        }
         return new TopicsConfig(string("topics.prefix", d.prefix()), integer("topics.partitions", d.partitions()),
-                (short) integer("topics.replication.factor", d.replicationFactor()), duration("topics.retention", d.retention()));
+                (short) integer("topics.replication.factor", d.replicationFactor()), duration("topics.retention", d.retention()),
+                stamp.equals("broker"));
     }
 
     /** {@code serde.mode} (embedded|registry), {@code serde.registry.url}, {@code serde.max.record.bytes}. */
