@@ -337,8 +337,9 @@ class SimEngine:
         self._lock = threading.Lock()
         self.counters = {k: 0 for k in ("prefill", "decode", "colocated", "recomputed", "completed", "verified_pages", "kv_corrupt",
                                         "ended_before_kv", "client_gone", "rejected_no_blocks", "releases", "stalled",
-                                        "lease_lost")}
+                                        "lease_lost", "releases_refused")}
         self._ended: Dict[str, threading.Event] = {}
+        self._leases: Dict[str, Tuple[str, int]] = {}
         self.server: Optional[ThreadingHTTPServer] = None
         self.ready = False
         # As the Java components' Lifecycle: new, starting, running, stopping, stopped (reported by /health/*).
@@ -383,8 +384,27 @@ class SimEngine:
         if d.kind != "release" or d.fields.get("engine_id") != self.config.engine_id:
             return
         owner = ("P:" if d.fields.get("side") == "prefill" else "D:") + d.request_id
+        if d.fields.get("side") != "prefill":
+            # A decode release must name the lease this engine announced for the request (as the Java engine checks): a
+            # stale one (an earlier lease, arriving after a partition healed) would free pages a decode still uses.
+            with self._lock:
+                mine = self._leases.get(d.request_id)
+            theirs = (d.fields.get("lease_id"), d.fields.get("lease_epoch"))
+            if mine is not None and mine != theirs:
+                self.count("releases_refused")
+                log.warning("release for %s names lease %s@%s but %s announced %s@%s: its pages stay held", d.request_id,
+                            theirs[0], theirs[1], self.config.engine_id, mine[0], mine[1])
+                return
         if self.allocator.free(owner):
             self.count("releases")
+            if d.fields.get("side") != "prefill":
+                with self._lock:
+                    self._leases.pop(d.request_id, None)
+
+    def announced(self, rid: str, lease_id: str, lease_epoch: int) -> None:
+        """This engine announced ``lease_id`` at ``lease_epoch`` for the decode pages of ``rid``."""
+        with self._lock:
+            self._leases[rid] = (lease_id, lease_epoch)
 
     def stats(self) -> Dict[str, Any]:
         c = self.counters
@@ -617,6 +637,7 @@ class _Handler(BaseHTTPRequestHandler):
         lease_ms = int(e.config.lease_s * 1000)
         t0 = time.monotonic()
         kv = client.await_kv(job.rid)
+        e.announced(job.rid, lease_id, lease_epoch)
         sent_at = time.monotonic()
         client.decode_ready(job.rid, lease_id, lease_epoch, blocks, int(time.time() * 1000) + lease_ms, job.traceparent, dict(job.marks))
         # engine.fault.no-heartbeat-prefix: a decode engine that stopped renewing its lease (tests of lease expiry).

@@ -246,3 +246,26 @@ class SelfFencingTest(unittest.TestCase):
         finally:
             e.client = None
             e.close()
+
+
+class ReleaseOwnershipTest(unittest.TestCase):
+    """A decode release frees pages only when it names the lease the engine announced for that request: a stale release
+    (an earlier lease of the same request, delivered after a partition healed) leaves a decode's pages alone. The Python
+    engine used to free ``D:<request>`` for any decode release."""
+
+    def test_only_the_announced_lease_frees_the_decode_pages(self) -> None:
+        from orbitkv_pd.protocol import Decision
+        e = SimEngine(SimEngineConfig.from_properties({"engine.id": "d-0", "engine.role": "decode", "engine.preset": "tiny",
+                                                       "engine.http.port": "0"}))
+        e.allocator.allocate("D:r-3", 4)
+        e.announced("r-3", "lease/d-0/r-3", 7)
+
+        def release(epoch: int) -> Decision:
+            return Decision(1, "r-3/9", "r-3", "release", {"engine_id": "d-0", "side": "decode", "blocks": [[0, 4]],
+                                                          "lease_id": "lease/d-0/r-3", "lease_epoch": epoch, "reason": "test"})
+        e.on_decision(release(6))
+        self.assertEqual(e.allocator.used, 4)
+        self.assertEqual(e.counters["releases_refused"], 1)
+        e.on_decision(release(7))
+        self.assertEqual(e.allocator.used, 0)
+        self.assertEqual(e.counters["releases"], 1)
