@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from . import sim_model as sm
 from .client import EngineApiClient, KvSignal, LeaseKeeper, now_us
 from .pool import ShmKvPool
-from .protocol import ApiError, Decision, Layout, Registration, ShmPool
+from .protocol import UNAVAILABLE, ApiError, Decision, Layout, Registration, ShmPool
 
 log = logging.getLogger("orbitkv_pd.sim_engine")
 
@@ -340,6 +340,7 @@ class SimEngine:
                                         "lease_lost", "releases_refused")}
         self._ended: Dict[str, threading.Event] = {}
         self._leases: Dict[str, Tuple[str, int]] = {}
+        self._unsure: set = set()
         self.server: Optional[ThreadingHTTPServer] = None
         self.ready = False
         # As the Java components' Lifecycle: new, starting, running, stopping, stopped (reported by /health/*).
@@ -380,6 +381,8 @@ class SimEngine:
                 ended = self._ended.get(d.request_id)
             if ended is not None:
                 ended.set()
+            # The decider releases a request's pages before its outcome: prefill pages still held now it never knew of.
+            self.give_up(d.request_id)
             return
         if d.kind != "release" or d.fields.get("engine_id") != self.config.engine_id:
             return
@@ -395,11 +398,34 @@ class SimEngine:
                 log.warning("release for %s names lease %s@%s but %s announced %s@%s: its pages stay held", d.request_id,
                             theirs[0], theirs[1], self.config.engine_id, mine[0], mine[1])
                 return
+        if d.fields.get("side") == "prefill":
+            with self._lock:
+                self._unsure.discard(d.request_id)
         if self.allocator.free(owner):
             self.count("releases")
             if d.fields.get("side") != "prefill":
                 with self._lock:
                     self._leases.pop(d.request_id, None)
+
+    UNSURE_FALLBACK_S = 600.0
+    """Beyond every deadline a request can have at the decider: the pages of a report still unsure are freed then."""
+
+    def unsure(self, rid: str) -> None:
+        """The prefill report of ``rid`` may be in the log although unacknowledged: hold its pages (see :meth:`give_up`)."""
+        with self._lock:
+            self._unsure.add(rid)
+        t = threading.Timer(self.UNSURE_FALLBACK_S, self.give_up, args=(rid,))
+        t.daemon = True
+        t.start()
+
+    def give_up(self, rid: str) -> None:
+        """Frees the prefill pages of an unsure report (its outcome came without a release, or the fallback passed)."""
+        with self._lock:
+            if rid not in self._unsure:
+                return
+            self._unsure.discard(rid)
+        if self.allocator.free("P:" + rid):
+            self.count("releases")
 
     def announced(self, rid: str, lease_id: str, lease_epoch: int) -> None:
         """This engine announced ``lease_id`` at ``lease_epoch`` for the decode pages of ``rid``."""
@@ -607,7 +633,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             e.client.prefill_completed(job.rid, blocks, len(job.tokens), first, job.traceparent, dict(job.marks)).result(60)
         except (ApiError, FutureTimeout) as err:
-            e.allocator.free("P:" + job.rid)  # the fact never reached the log: nobody will release these pages
+            if isinstance(err, ApiError) and err.code != UNAVAILABLE:
+                e.allocator.free("P:" + job.rid)  # the worker refused the fact: it never reached the log
+            else:
+                # No acknowledgement: the fact may be in the log and an order may read these pages. They stay until a
+                # release or the request's outcome says what the decider knew (or, at the latest, the fallback below).
+                e.unsure(job.rid)
             raise HttpError(503, f"cannot report the prefill of {job.rid}: {err}", "service_unavailable")
         out = self.completion_json(job, [first])
         out["kv_transfer_params"] = {"request_id": job.rid, "do_remote_prefill": True, "do_remote_decode": False,

@@ -269,3 +269,60 @@ class ReleaseOwnershipTest(unittest.TestCase):
         e.on_decision(release(7))
         self.assertEqual(e.allocator.used, 0)
         self.assertEqual(e.counters["releases"], 1)
+
+
+class UnsureReportTest(unittest.TestCase):
+    """A prefill report whose acknowledgement never came may still be in the log and an order may read its pages: they
+    stay until a release or the request's outcome (the engine used to free them at once). A refused report frees them."""
+
+    class Reporting(LeaseThroughDecodeTest.FakeWorker):
+        def __init__(self, failure: Exception) -> None:
+            super().__init__()
+            self.failure = failure
+
+        def prefill_completed(self, *args, **kwargs):
+            from concurrent.futures import Future
+            f: Future = Future()
+            f.set_exception(self.failure)
+            return f
+
+    def prefill(self, e: SimEngine) -> int:
+        c = http.client.HTTPConnection("127.0.0.1", e.server.server_address[1], timeout=10)
+        try:
+            c.request("POST", "/v1/completions", json.dumps({"prompt": "a prompt of some words", "max_tokens": 4,
+                                                              "kv_transfer_params": {"do_remote_decode": True, "request_id": "r-4"}}),
+                      {"content-type": "application/json"})
+            r = c.getresponse()
+            r.read()
+            return r.status
+        finally:
+            c.close()
+
+    def engine(self) -> SimEngine:
+        return SimEngine(SimEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", "engine.preset": "tiny",
+                                                          "engine.http.port": "0", "engine.compute.prefill-ms-per-token": "0"})).start()
+
+    def test_an_unacknowledged_report_keeps_its_pages_until_the_outcome(self) -> None:
+        from concurrent.futures import TimeoutError as FutureTimeout
+        from orbitkv_pd.protocol import Decision
+        e = self.engine()
+        try:
+            e.client = self.Reporting(FutureTimeout())
+            self.assertEqual(self.prefill(e), 503)
+            self.assertGreater(e.allocator.used, 0)
+            e.on_decision(Decision(2, "r-4/2", "r-4", "outcome", {"outcome": "failed"}))
+            self.assertEqual(e.allocator.used, 0)
+        finally:
+            e.client = None
+            e.close()
+
+    def test_a_refused_report_frees_its_pages_at_once(self) -> None:
+        from orbitkv_pd.protocol import ApiError
+        e = self.engine()
+        try:
+            e.client = self.Reporting(ApiError("bad_request", "num_tokens: must be >= 1", "num_tokens"))
+            self.assertEqual(self.prefill(e), 503)
+            self.assertEqual(e.allocator.used, 0)
+        finally:
+            e.client = None
+            e.close()

@@ -176,8 +176,15 @@ final class JobFlow {
             c.prefillCompleted(job.rid, blocks, job.tokens.length, first, job.trace, job.marks()).whenComplete((v, err) -> ctx.runOnContext(x -> {
                 finish(job);
                 if (err != null) {
-                    // The fact did not reach the log, so the decider will never release these pages: free them here.
-                    allocator.free("P:" + job.rid);
+                    if (definitelyRefused(err)) {
+                        // The worker refused the fact: it never reached the log, nobody will release these pages.
+                        allocator.free("P:" + job.rid);
+                    } else {
+                        // No acknowledgement (a timeout, a lost connection): the fact may be in the log and an order may
+                        // read these pages; they stay until a release or the outcome says what the decider knew.
+                        releases.unsure(job.rid);
+                        vertx.setTimer(UNSURE_FALLBACK_MS, id -> releases.giveUp(job.rid));
+                    }
                     error(job.response, 503, "cannot report the prefill of " + job.rid + ": " + err.getMessage(), "service_unavailable", null);
                     return;
                 }
@@ -268,6 +275,19 @@ final class JobFlow {
                 error(job.response, 504, "the KV of request " + job.rid + " did not arrive within " + config.kvTimeout(), "timeout", null);
             }
         });
+    }
+
+    /** Beyond every deadline a request can have at the decider (prefill 60 s, lease 30 s, retries): unsure pages go then. */
+    private static final long UNSURE_FALLBACK_MS = 600_000;
+
+    /** Whether a failed report surely did not reach the log: the worker's engine API refused it (other than unavailable). */
+    static boolean definitelyRefused(Throwable err) {
+        for (Throwable t = err; t != null; t = t.getCause()) {
+            if (t instanceof io.orbitkv.pd.engine.client.api.ApiException a) {
+                return !io.orbitkv.pd.engine.client.api.ApiException.UNAVAILABLE.equals(a.code());
+            }
+        }
+        return false;
     }
 
     private long leaseValidNanos() {

@@ -26,6 +26,11 @@ final class PageReleases implements DecisionListener {
      * name exactly that one (a recompute bumps the job's epoch for its own writes, not this).
      */
     private final Map<String, String> announcedLeases = new ConcurrentHashMap<>();
+    /**
+     * Requests whose prefill report may or may not have reached the log (its acknowledgement timed out or the connection
+     * went): their pages are held until a release or the request's outcome says what the decider knew.
+     */
+    private final java.util.Set<String> unsure = ConcurrentHashMap.newKeySet();
 
     /** @param released counts the releases that freed pages */
     PageReleases(String engineId, BlockAllocator allocator, LongAdder released) {
@@ -37,6 +42,29 @@ final class PageReleases implements DecisionListener {
     /** This engine announced {@code leaseId} at {@code epoch} for the decode pages of {@code rid}. */
     void announced(String rid, String leaseId, long epoch) {
         announcedLeases.put(rid, leaseId + "#" + epoch);
+    }
+
+    /**
+     * The prefill report of {@code rid} may have been written although its acknowledgement never came: keep its pages.
+     * Freed by a release naming them (the decider read the report), or by the request's outcome without one (it did not:
+     * no push can read them), or by {@link #giveUp} once every deadline of the request is surely past.
+     */
+    void unsure(String rid) {
+        unsure.add(rid);
+    }
+
+    /** After the fallback delay: pages of a report still unsure are freed (no decider deadline reaches this far). */
+    void giveUp(String rid) {
+        if (unsure.remove(rid) && !allocator.blocksOf("P:" + rid).isEmpty()) {
+            allocator.free("P:" + rid);
+            released.increment();
+        }
+    }
+
+    @Override
+    public void onOutcome(Decision d, io.orbitkv.pd.events.RequestOutcome outcome) {
+        // The decider releases a request's pages before its outcome: prefill pages still held now are ones it never knew.
+        giveUp(d.getRequestId());
     }
 
     @Override
@@ -61,6 +89,9 @@ final class PageReleases implements DecisionListener {
         }
         allocator.free(owner);
         released.increment();
+        if (rel.getSide() == ReleaseSide.PREFILL) {
+            unsure.remove(rid);
+        }
         if (rel.getSide() == ReleaseSide.DECODE) {
             announcedLeases.remove(rid);
         }

@@ -119,6 +119,11 @@ public final class SimEngine implements AutoCloseable {
         return url;
     }
 
+    /** Tests: where the engine's decisions arrive (releases, outcomes). */
+    io.orbitkv.pd.engine.client.DecisionListener decisionsForTests() {
+        return flow.decisions();
+    }
+
     /** Tests: the page allocator (what is held). */
     BlockAllocator allocatorForTests() {
         return allocator;

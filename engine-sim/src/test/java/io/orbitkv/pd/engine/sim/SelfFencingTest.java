@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Test;
 class SelfFencingTest {
 
     /** The engine's control plane; heartbeats acknowledged or never, as asked. */
-    static final class Control implements EngineControl {
+    static class Control implements EngineControl {
         final boolean partitioned;
         final List<String> log = new CopyOnWriteArrayList<>();
 
