@@ -69,6 +69,11 @@ class HostsPipelineIT {
             results.addAll(caught.get());
             results.addAll(client.run(LoadClient.workload(5, 8, 40, 120, 8, true), 4, () -> { }));
 
+            // The proxy's host cut from the decode node mid-answer: the silent stream is broken off within
+            // proxy.timeout.stream-idle (10 s), not held until the 120 s request timeout.
+            double brokenAfter = streamCutMidAnswer(p, hosts);
+            assertThat(brokenAfter).as("seconds from the cut until the client's stream ended").isLessThan(15);
+
             assertThat(results).hasSize(26).allSatisfy(r -> {
                 assertThat(r.ok()).as("request %s: status %s %s", r.requestId(), r.status(), r.error()).isTrue();
                 assertThat(r.text()).isEqualTo(r.request().expected(model));
@@ -76,9 +81,13 @@ class HostsPipelineIT {
             PipelineLog[] log = new PipelineLog[1];
             await("every request has its outcome").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(500)).until(() -> {
                 log[0] = PipelineLog.read(bootstrap);
-                return log[0].admitted() >= 26 && log[0].outcomeCount() >= log[0].admitted();
+                return log[0].admitted() >= 27 && log[0].outcomeCount() >= log[0].admitted();
             });
-            assertThat(log[0].outcomes).containsOnlyKeys(OutcomeKind.COMPLETED);
+            // every answered request completed; the one broken off mid-answer ended COMPLETED if its engine finished before
+            // the proxy's cancel was read, else CANCELLED: one outcome either way
+            assertThat(log[0].outcomes.keySet()).isSubsetOf(OutcomeKind.COMPLETED, OutcomeKind.CANCELLED);
+            assertThat(log[0].outcomes.values().stream().mapToInt(Integer::intValue).sum()).isEqualTo(27);
+            assertThat(log[0].outcomes.get(OutcomeKind.COMPLETED)).isGreaterThanOrEqualTo(26);
 
             CliRun audit = cli("audit", "--config", deciderConfig);
             assertThat(audit.exit()).as(audit.out() + audit.err()).isZero();
@@ -93,6 +102,36 @@ class HostsPipelineIT {
         ns.waitFor();
         String pid36 = Long.toString(ProcessHandle.current().pid(), 36);
         assertThat(list).doesNotContain("okv-" + "0".repeat(5 - pid36.length()) + pid36);
+    }
+
+    /** Starts a long streamed answer, cuts the proxy from the decode node after its first chunk, heals; seconds until it ended. */
+    private static double streamCutMidAnswer(Pipeline p, NetnsHosts hosts) throws Exception {
+        java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+        java.net.http.HttpRequest req = java.net.http.HttpRequest.newBuilder(java.net.URI.create(p.proxyUrl() + "/v1/completions"))
+                .header("content-type", "application/json").POST(java.net.http.HttpRequest.BodyPublishers.ofString("{\"model\":"
+                        + " \"orbitkv-sim-tiny\", \"prompt\": \"a long story please\", \"max_tokens\": 4000, \"stream\": true}")).build();
+        java.net.http.HttpResponse<java.io.InputStream> r = http.send(req, java.net.http.HttpResponse.BodyHandlers.ofInputStream());
+        assertThat(r.statusCode()).isEqualTo(200);
+        long cutAt;
+        StringBuilder body = new StringBuilder();
+        try (java.io.InputStream in = r.body()) {
+            byte[] buf = new byte[4096];
+            int n = in.read(buf);
+            assertThat(n).as("a first chunk").isPositive();
+            hosts.cut("proxy", "decode-0", NetnsHosts.Cut.DROP);
+            cutAt = System.nanoTime();
+            try {
+                for (; (n = in.read(buf)) > 0; ) {
+                    body.append(new String(buf, 0, n, StandardCharsets.UTF_8));
+                }
+            } catch (java.io.IOException broken) {
+                // the proxy broke the stream off: the honest signal mid-answer
+            }
+        } finally {
+            hosts.heal("proxy", "decode-0");
+        }
+        assertThat(body.toString()).doesNotContain("[DONE]");
+        return (System.nanoTime() - cutAt) / 1e9;
     }
 
     private static CliRun cli(String... args) {

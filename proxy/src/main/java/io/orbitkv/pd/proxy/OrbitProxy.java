@@ -358,7 +358,7 @@ public final class OrbitProxy implements AutoCloseable {
                 localLoad.computeIfAbsent(prefill.engineId(), k -> new AtomicInteger()).incrementAndGet();
             }
             java.time.Duration left = java.time.Duration.ofNanos(Math.max(1_000_000, deadlineNanos - System.nanoTime()));
-            ProxiedRequest pr = new ProxiedRequest(vertx, client, admissions, rid, r, path, req.response(), left, how -> {
+            ProxiedRequest pr = new ProxiedRequest(vertx, client, admissions, rid, r, path, req.response(), left, config.streamIdle(), how -> {
                 inFlight.decrementAndGet();
                 localLoad.get(decode.engineId()).decrementAndGet();
                 if (prefill != null) {

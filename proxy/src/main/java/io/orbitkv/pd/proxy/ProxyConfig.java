@@ -47,6 +47,9 @@ import java.util.Map;
  *                         stalled inside a request head) is closed after this ({@code proxy.timeout.client-idle})
  * @param clientBodyTimeout a request body not complete within this of its head: 408, connection closed
  *                         ({@code proxy.timeout.client-body})
+ * @param streamIdle       an answer that has started streaming and then sends nothing for this long is broken off and the
+ *                         request cancelled ({@code proxy.timeout.stream-idle}): a decode engine streams a token per step,
+ *                         so silence mid-stream is a dead or partitioned engine, not a slow one
  * @param topics           topic names (must match the other components')
  * @param serde            wire format of the events
  * @param kafkaOverrides   extra producer properties ({@code kafka.*})
@@ -55,7 +58,7 @@ import java.util.Map;
 public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, List<URI> deciderUrls,
                           List<EngineInfo> staticEngines, Duration refresh, String routing, int maxBodyBytes, int maxPromptChars, int maxTokens,
                           Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, Duration probe,
-                          Duration probeTimeout, int redispatch, Duration clientIdleTimeout, Duration clientBodyTimeout, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides,
+                          Duration probeTimeout, int redispatch, Duration clientIdleTimeout, Duration clientBodyTimeout, Duration streamIdle, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides,
                           ApiKeys apiKeys) {
 
     public ProxyConfig {
@@ -70,6 +73,7 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
         requireRange("proxy.max-body-bytes", maxBodyBytes, 1024, 1 << 30);
         requireRange("proxy.max-prompt-chars", maxPromptChars, 1, Integer.MAX_VALUE);
         requireRange("proxy.max-tokens", maxTokens, 1, 1_000_000);
+        requirePositive("proxy.timeout.stream-idle", streamIdle);
         requirePositive("proxy.engines.refresh", refresh);
         requirePositive("proxy.timeout.request", requestTimeout);
         requirePositive("proxy.timeout.connect", connectTimeout);
@@ -117,7 +121,8 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
                 p.duration("proxy.timeout.request", Duration.ofSeconds(120)), p.duration("proxy.timeout.connect", Duration.ofSeconds(2)),
                 p.bool("proxy.fallback.recompute", false), model.isEmpty() ? null : model, p.duration("proxy.engines.probe", Duration.ofMillis(500)),
                 p.duration("proxy.engines.probe-timeout", Duration.ofSeconds(1)), p.integer("proxy.redispatch.max", 2),
-                p.duration("proxy.timeout.client-idle", Duration.ofSeconds(30)), p.duration("proxy.timeout.client-body", Duration.ofSeconds(30)), p.topics(), p.serde(),
+                p.duration("proxy.timeout.client-idle", Duration.ofSeconds(30)), p.duration("proxy.timeout.client-body", Duration.ofSeconds(30)),
+                p.duration("proxy.timeout.stream-idle", Duration.ofSeconds(10)), p.topics(), p.serde(),
                 p.withPrefix("kafka."), keys(p.string("proxy.auth.keys-file", "")));
     }
 

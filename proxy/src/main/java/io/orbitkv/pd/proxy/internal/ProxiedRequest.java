@@ -57,6 +57,9 @@ public final class ProxiedRequest {
     private final String path;
     private final HttpServerResponse response;
     private final Duration timeout;
+    private final Duration streamIdle;
+    /** The stream-idle timer, re-armed by every chunk of a started answer; -1 when none. */
+    private long idleTimer = -1;
     private final Consumer<End> onEnd;
     private final long startNanos = System.nanoTime();
     private boolean pd;
@@ -88,7 +91,7 @@ public final class ProxiedRequest {
     private Redispatch redispatch;
 
     public ProxiedRequest(Vertx vertx, HttpClient client, Admissions admissions, String requestId, CompletionRequest request, String path,
-                          HttpServerResponse response, Duration timeout, Consumer<End> onEnd) {
+                          HttpServerResponse response, Duration timeout, Duration streamIdle, Consumer<End> onEnd) {
         this.vertx = vertx;
         this.client = client;
         this.admissions = admissions;
@@ -97,6 +100,7 @@ public final class ProxiedRequest {
         this.path = path;
         this.response = response;
         this.timeout = timeout;
+        this.streamIdle = streamIdle;
         this.onEnd = onEnd;
     }
 
@@ -339,6 +343,7 @@ public final class ProxiedRequest {
                 }
             }
             response.write(buf);
+            armIdle();
             if (response.writeQueueFull()) {
                 r.pause();
                 response.drainHandler(v -> r.resume());
@@ -356,6 +361,25 @@ public final class ProxiedRequest {
                 status = r.statusCode();
                 finish(End.ANSWERED);
                 response.end();
+            }
+        });
+    }
+
+    /**
+     * A started answer that goes silent for {@code proxy.timeout.stream-idle} is broken off and the request cancelled: a
+     * decode engine emits a token per step, so the silence is an engine that died or was cut off mid-stream (a silent
+     * partition used to hold the client until the 120 s request timeout).
+     */
+    private void armIdle() {
+        if (idleTimer >= 0) {
+            vertx.cancelTimer(idleTimer);
+        }
+        idleTimer = vertx.setTimer(streamIdle.toMillis(), id -> {
+            idleTimer = -1;
+            if (!ended) {
+                cancelFact("decode stream silent for " + streamIdle.toMillis() + " ms (proxy.timeout.stream-idle)");
+                fail(new UpstreamErrors.Mapped(504, "timeout", "decode engine " + decode.engineId() + " went silent mid-answer for "
+                        + streamIdle.toMillis() + " ms"), End.TIMEOUT);
             }
         });
     }
@@ -409,6 +433,10 @@ public final class ProxiedRequest {
         if (timer >= 0) {
             vertx.cancelTimer(timer);
             timer = -1;
+        }
+        if (idleTimer >= 0) {
+            vertx.cancelTimer(idleTimer);
+            idleTimer = -1;
         }
         answered(how);
         onEnd.accept(how);
