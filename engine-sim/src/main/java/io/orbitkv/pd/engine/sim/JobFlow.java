@@ -398,10 +398,14 @@ final class JobFlow {
         counters.corrupt.increment();
         log.atError().addKeyValue("requestId", job.rid).addKeyValue("orderId", ready.orderId())
                 .log("refusing to decode: the received KV does not verify: " + why);
-        client().cancel(job.rid, "KV verification failed on " + config.engineId() + ": " + why, job.trace, null);
         finish(job);
-        error(job.response, 502, "the KV received for request " + job.rid + " does not verify (" + why + "); not decoding",
-                "kv_verification_failed", null);
+        // The answer breaks only once the engine's own reason is in the log: the proxy reports the broken answer as a
+        // cancel of its own, and the decider must read this one first (as the Python engine does; PipelineE2EIT saw the
+        // proxy's cancel win the race when the answer broke at once).
+        client().cancel(job.rid, "KV verification failed on " + config.engineId() + ": " + why, job.trace, null)
+                .orTimeout(10, java.util.concurrent.TimeUnit.SECONDS)
+                .whenComplete((v, err) -> ctx.runOnContext(x -> error(job.response, 502, "the KV received for request " + job.rid
+                        + " does not verify (" + why + "); not decoding", "kv_verification_failed", null)));
     }
 
     /**
