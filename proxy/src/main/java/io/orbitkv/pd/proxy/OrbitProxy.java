@@ -73,6 +73,8 @@ public final class OrbitProxy implements AutoCloseable {
     private final RoutingPolicy policy;
     private final EngineList engines;
     private final EngineHealth health = new EngineHealth();
+    /** Requests in flight: told when an engine they wait on is marked down. */
+    private final java.util.Set<ProxiedRequest> live = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final ClientDeadlines deadlines;
     /** Client-named request ids admitted recently (a reuse is refused with 409). */
     private final RequestIds requestIds = new RequestIds(200_000);
@@ -121,6 +123,7 @@ public final class OrbitProxy implements AutoCloseable {
         admissions = new Admissions(config.bootstrapServers(), config.kafkaOverrides(), topics, config.proxyId(), metrics.registry());
         HttpClient pollClient = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout(2000));
         engines.start(vertx, pollClient, config.refresh());
+        health.onDown((engineId, reason) -> live.forEach(pr -> pr.engineDown(engineId, reason)));
         health.start(vertx, pollClient, engines::current, config.probe(), config.probeTimeout());
         // Listen only once the engine list is known (10 s at most): a proxy restarted behind a load balancer otherwise
         // takes requests in the moment before its first refresh and answers them 503 "no engine" (seen in chaos).
@@ -358,7 +361,9 @@ public final class OrbitProxy implements AutoCloseable {
                 localLoad.computeIfAbsent(prefill.engineId(), k -> new AtomicInteger()).incrementAndGet();
             }
             java.time.Duration left = java.time.Duration.ofNanos(Math.max(1_000_000, deadlineNanos - System.nanoTime()));
+            ProxiedRequest[] self = new ProxiedRequest[1];
             ProxiedRequest pr = new ProxiedRequest(vertx, client, admissions, rid, r, path, req.response(), left, config.streamIdle(), how -> {
+                live.remove(self[0]);
                 inFlight.decrementAndGet();
                 localLoad.get(decode.engineId()).decrementAndGet();
                 if (prefill != null) {
@@ -367,6 +372,8 @@ public final class OrbitProxy implements AutoCloseable {
                 count(how.name().toLowerCase());
             }).traced(trace, req.getHeader(TraceHeaders.TRACESTATE)).metered(meters).receivedAt(inMicros)
                     .failingOver(health, config.redispatch() >= number ? this::next : null);
+            self[0] = pr;
+            live.add(pr);
             count(colocated ? "colocated" : "pd");
             if (colocated) {
                 pr.dispatchColocated(decode);

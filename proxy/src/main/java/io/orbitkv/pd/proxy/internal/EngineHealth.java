@@ -55,7 +55,17 @@ public final class EngineHealth {
     public void markDown(String engineId, String reason) {
         if (down.putIfAbsent(engineId, new Down(System.currentTimeMillis(), reason)) == null) {
             log.atWarn().addKeyValue("engineId", engineId).log("engine marked down, routing around it until its /health answers: " + reason);
+            for (java.util.function.BiConsumer<String, String> l : downListeners) {
+                l.accept(engineId, reason);
+            }
         }
+    }
+
+    private final java.util.List<java.util.function.BiConsumer<String, String>> downListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    /** Told (engine id, reason) each time an engine is newly marked down: requests waiting on it need not wait on. */
+    public void onDown(java.util.function.BiConsumer<String, String> listener) {
+        downListeners.add(listener);
     }
 
     public void markUp(String engineId) {

@@ -60,6 +60,8 @@ public final class ProxiedRequest {
     private final Duration streamIdle;
     /** The stream-idle timer, re-armed by every chunk of a started answer; -1 when none. */
     private long idleTimer = -1;
+    /** The event loop this request runs on: anything from elsewhere (a health check) is handed to it. */
+    private io.vertx.core.Context context;
     private final Consumer<End> onEnd;
     private final long startNanos = System.nanoTime();
     private boolean pd;
@@ -193,6 +195,7 @@ public final class ProxiedRequest {
     }
 
     private void arm() {
+        context = vertx.getOrCreateContext();
         response.closeHandler(v -> clientGone());
         timer = vertx.setTimer(timeout.toMillis(), id -> {
             timer = -1;
@@ -241,6 +244,30 @@ public final class ProxiedRequest {
             return;
         }
         redispatchOrFail(m, "prefill failed: " + m.message(), Set.of(prefill.engineId()));
+    }
+
+    /**
+     * {@code engineId} was marked down (its health check failed, or a call to it did): a prefill still waiting on it, or
+     * an answer it has not started, will not come — fail over now instead of waiting for the decider's prefill timeout or
+     * the request timeout (a prefill node cut off mid-request used to hold its clients past 30 s).
+     */
+    public void engineDown(String engineId, String reason) {
+        io.vertx.core.Context c = context;
+        if (c == null) {
+            return;
+        }
+        c.runOnContext(v -> {
+            if (ended) {
+                return;
+            }
+            if (pd && prefill != null && prefill.engineId().equals(engineId) && prefillDoneNanos < 0 && !prefillFailed) {
+                prefillFailed(new UpstreamErrors.Mapped(503, "service_unavailable", "prefill engine " + engineId
+                        + " was marked down while the prefill was in flight: " + reason));
+            } else if (decode != null && decode.engineId().equals(engineId) && !firstByte) {
+                redispatchOrFail(new UpstreamErrors.Mapped(503, "service_unavailable", "decode engine " + engineId
+                        + " was marked down before it answered: " + reason), "decode engine marked down: " + reason, Set.of(engineId));
+            }
+        });
     }
 
     /** A connection that could not be made, or broke: the engine is routed around until its health check answers again. */
