@@ -35,6 +35,13 @@ public final class Admissions implements AutoCloseable {
     private final Topics topics;
     private final String source;
     private final MeterRegistry registry;
+    /**
+     * Every write is handed to this one thread, in call order (an admission before its cancel): a producer's {@code send}
+     * blocks its caller while it has no metadata for the topic (up to {@code max.block.ms}, 60 s) — a Kafka outage must not
+     * hold the proxy's event loops, which serve every other request, health check and stream.
+     */
+    private final java.util.concurrent.ExecutorService sends = java.util.concurrent.Executors.newSingleThreadExecutor(
+            Thread.ofPlatform().daemon().name("proxy-kafka-send").factory());
 
     /** @param registry where writes the broker did not take are counted ({@link KafkaWrites}) */
     public Admissions(String bootstrapServers, Map<String, Object> overrides, Topics topics, String proxyId, MeterRegistry registry) {
@@ -74,12 +81,8 @@ public final class Admissions implements AutoCloseable {
         byte[] value = topics.answers().valueSerde().serializer().serialize(topics.answers().name(), answer);
         ProducerRecord<String, byte[]> record = new ProducerRecord<>(topics.answers().name(), answer.getRequestId(), value);
         marks.writeOut(record.headers());
-        producer.send(record, (md, err) -> {
-            if (err != null) {
-                log.atWarn().addKeyValue("requestId", answer.getRequestId()).log("could not write the answer's record: "
-                        + KafkaWrites.failed(registry, record.topic(), err));
-            }
-        });
+        send(record, err -> log.atWarn().addKeyValue("requestId", answer.getRequestId()).log("could not write the answer's record: "
+                + KafkaWrites.failed(registry, record.topic(), err)), () -> { });
     }
 
     /** The proxy id this writes as (the {@code source} of its facts). */
@@ -106,20 +109,43 @@ public final class Admissions implements AutoCloseable {
             TraceHeaders.write(record.headers(), trace);
         }
         (marks == null ? Marks.empty() : marks).writeOut(record.headers());
-        producer.send(record, (md, err) -> {
-            if (err != null) {
-                log.atError().addKeyValue("requestId", requestId).log("could not write to " + record.topic() + ": "
-                        + KafkaWrites.failed(registry, record.topic(), err));
-                done.completeExceptionally(err);
-            } else {
-                done.complete(null);
-            }
-        });
+        send(record, err -> {
+            log.atError().addKeyValue("requestId", requestId).log("could not write to " + record.topic() + ": "
+                    + KafkaWrites.failed(registry, record.topic(), err));
+            done.completeExceptionally(err);
+        }, () -> done.complete(null));
         return done;
+    }
+
+    /** Sends on the writer thread; {@code failed} or {@code ok} once the broker answered (or the send could not start). */
+    private void send(ProducerRecord<String, byte[]> record, java.util.function.Consumer<Exception> failed, Runnable ok) {
+        try {
+            sends.execute(() -> {
+                try {
+                    producer.send(record, (md, err) -> {
+                        if (err != null) {
+                            failed.accept(err);
+                        } else {
+                            ok.run();
+                        }
+                    });
+                } catch (RuntimeException e) {
+                    failed.accept(e);
+                }
+            });
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            failed.accept(e); // closing
+        }
     }
 
     @Override
     public void close() {
+        sends.shutdown();
+        try {
+            sends.awaitTermination(5, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
         producer.close(Duration.ofSeconds(5));
     }
 }

@@ -30,9 +30,9 @@ class ProxyTraceTest {
         Admissions a = new Admissions(producer, new Topics(TopicsConfig.defaults(), EventSerdes.embedded()), "proxy-1", null);
         TraceContext client = TraceContext.parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").orElseThrow();
         TraceContext proxy = TraceHeaders.continueOrStart(TraceHeaders.fromHttp(Map.of(TraceHeaders.TRACEPARENT, client.format())::get));
-        a.admitted("r1", "m", 10, 5, "p", "d", false, null, proxy, Marks.receivedAt(1_700_000_000_000_000L));
-        a.cancelled("r1", "client disconnected", proxy);
-        a.admitted("r2", "m", 10, 5, "p", "d", false, null);
+        a.admitted("r1", "m", 10, 5, "p", "d", false, null, proxy, Marks.receivedAt(1_700_000_000_000_000L)).join();
+        a.cancelled("r1", "client disconnected", proxy).join();
+        a.admitted("r2", "m", 10, 5, "p", "d", false, null).join();
         assertEquals(3, producer.history().size());
         for (ProducerRecord<String, byte[]> r : producer.history().subList(0, 2)) {
             TraceContext t = TraceHeaders.read(r.headers()).orElseThrow();
