@@ -272,9 +272,9 @@ public final class E2eBenchCommand implements Callable<Integer> {
             }
         }
         Map<String, Double> cpu = perRequest(cpu0, cpu1, (int) pd.stream().filter(LoadClient.Result::ok).count());
-        return new Level(c, requests, ttfts(pd), ttfts(col), pd.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs()))
-                .mapToDouble(LoadClient.Result::handoffMs).sorted().toArray(), requests / pdSecs, requests / colSecs,
-                pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, Samples.hops(handoffs), sort(transfer), sort(gbps), cpu, cpuColocated);
+        return new Level(c, requests, Samples.ttftMs(pd), Samples.ttftMs(col), Samples.handoffMs(pd), requests / pdSecs, requests / colSecs,
+                pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, Samples.hops(handoffs), Samples.ascending(transfer),
+                Samples.ascending(gbps), cpu, cpuColocated);
     }
 
     /** CPU ms per request of each process between two readings of {@link #cpuMillis}. */
@@ -300,18 +300,10 @@ public final class E2eBenchCommand implements Callable<Integer> {
         return m;
     }
 
-    private static double[] sort(List<Double> v) {
-        return v.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-    }
-
     private static List<LoadClient.Result> concat(List<LoadClient.Result> a, List<LoadClient.Result> b) {
         List<LoadClient.Result> out = new ArrayList<>(a);
         out.addAll(b);
         return out;
-    }
-
-    private static double[] ttfts(List<LoadClient.Result> rs) {
-        return rs.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
     }
 
 

@@ -13,6 +13,7 @@ import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.PipelineLog;
 import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.harness.RawStream;
+import io.orbitkv.pd.harness.Samples;
 import io.orbitkv.pd.logtools.trace.HandoffAnatomy;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -141,9 +142,9 @@ public final class LinksBenchCommand implements Callable<Integer> {
                         }
                     }
                     double raw = kv == 0 ? Double.NaN : RawStream.measure(rig, "prefill-0", "decode-0", kv) / 1e9;
-                    Row row = new Row(link, t, raw, pct(sorted(gbps), 50), pct(sorted(transferMs), 50), pct(ttfts(pd), 50), pct(ttfts(col), 50),
-                            pct(pd.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs).sorted()
-                                    .toArray(), 50), kv, failures, recomputes, notCompleted, wrong);
+                    Row row = new Row(link, t, raw, pct(Samples.ascending(gbps), 50), pct(Samples.ascending(transferMs), 50),
+                            pct(Samples.ttftMs(pd), 50), pct(Samples.ttftMs(col), 50), pct(Samples.handoffMs(pd), 50), kv, failures, recomputes,
+                            notCompleted, wrong);
                     rows.add(row);
                     System.out.println("  " + line(row));
                 }
@@ -204,14 +205,6 @@ public final class LinksBenchCommand implements Callable<Integer> {
         return String.format(Locale.ROOT, "raw %.2f GB/s, push %.2f GB/s (%.0f %%), transfer %.1f ms, TTFT P/D %.1f vs colocated %.1f ms, handoff"
                 + " %.1f ms, %d failures, %d recomputes, %d not completed, %d wrong", r.rawGbps, r.pushGbps, 100 * r.pushGbps / r.rawGbps,
                 r.transferMs, r.pdTtft, r.colocatedTtft, r.handoff, r.transferFailures, r.recomputes, r.notCompleted, r.wrong);
-    }
-
-    private static double[] sorted(List<Double> v) {
-        return v.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-    }
-
-    private static double[] ttfts(List<LoadClient.Result> rs) {
-        return rs.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
     }
 
     private static String num(double v) {

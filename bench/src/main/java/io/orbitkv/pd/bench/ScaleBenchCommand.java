@@ -105,7 +105,7 @@ public final class ScaleBenchCommand implements Callable<Integer> {
                 int errors = (int) results.stream().filter(r -> !r.ok()).count();
                 results.stream().filter(r -> !r.ok()).limit(3).forEach(r -> System.out.println("  error: status " + r.status() + " "
                         + (r.error() != null ? r.error() : r.text() == null ? "" : r.text().substring(0, Math.min(200, r.text().length())))));
-                double[] ttft = results.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
+                double[] ttft = io.orbitkv.pd.harness.Samples.ttftMs(results);
                 double[] hand = results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs)
                         .sorted().toArray();
                 Row row = new Row(l, results.size(), errors, secs, ttft, hand, startSeconds);

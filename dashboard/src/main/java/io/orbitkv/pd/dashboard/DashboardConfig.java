@@ -73,10 +73,8 @@ public record DashboardConfig(String bootstrapServers, String applicationId, Top
             throw new IllegalArgumentException("dashboard.http.host: required");
         }
         requirePort("dashboard.http.port", httpPort, false);
-        httpAdvertisedHost = Addresses.advertised("dashboard.http.host", httpHost, "dashboard.http.advertised-host", httpAdvertisedHost);
-        Addresses.requireListening("dashboard.http.host", httpHost, "dashboard.http.advertised-host", httpAdvertisedHost);
-        Addresses.requireReachable(httpAdvertisedHost.equals(httpHost) ? "dashboard.http.host" : "dashboard.http.advertised-host",
-                httpAdvertisedHost, bootstrapServers);
+        httpAdvertisedHost = Addresses.listener("dashboard.http.host", httpHost, "dashboard.http.advertised-host", httpAdvertisedHost,
+                bootstrapServers);
         if (pollInterval == null || pollInterval.toMillis() < 100) {
             throw new IllegalArgumentException("dashboard.poll.interval: must be >= 100ms, got " + pollInterval);
         }

@@ -76,10 +76,8 @@ public record DeciderConfig(String bootstrapServers, String applicationId, Topic
         if (httpPort >= 0) {
             // Every instance answers queries for the keys it owns and forwards the rest to the owner's application.server:
             // a wildcard there makes every instance think every key is its own.
-            httpAdvertisedHost = Addresses.advertised("decider.http.host", httpHost, "decider.http.advertised-host", httpAdvertisedHost);
-            Addresses.requireListening("decider.http.host", httpHost, "decider.http.advertised-host", httpAdvertisedHost);
-            Addresses.requireReachable(httpAdvertisedHost.equals(httpHost) ? "decider.http.host" : "decider.http.advertised-host",
-                    httpAdvertisedHost, bootstrapServers);
+            httpAdvertisedHost = Addresses.listener("decider.http.host", httpHost, "decider.http.advertised-host", httpAdvertisedHost,
+                    bootstrapServers);
         }
         kafkaOverrides = Map.copyOf(kafkaOverrides);
         requireHeartbeatInsideSession(kafkaOverrides);

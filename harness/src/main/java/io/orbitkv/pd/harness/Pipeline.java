@@ -74,8 +74,6 @@ public final class Pipeline implements AutoCloseable {
     private String dashboardUrl;
     /** The hosts rig ({@link PipelineSpec#withNetns}), or null: everything on loopback. */
     private NetnsHosts rig;
-    /** Each child's command prefix (its host's {@code ip netns exec}); none on loopback. */
-    private final Map<String, List<String>> launchers = new java.util.HashMap<>();
     private volatile boolean closed;
 
     private final String externalBootstrap;
@@ -228,11 +226,6 @@ public final class Pipeline implements AutoCloseable {
             worker.put("worker.http.port", Integer.toString(ports.next()));
             worker.put("transfer.tcp.host", address(id));
             readyUrls.put("worker-" + id, "http://" + address(id) + ":" + worker.get("worker.http.port") + "/health");
-            if (rig != null) {
-                // The engine node: the engine and its worker on one host (their engine API a local socket, their pool a file).
-                launchers.put("engine-" + id, rig.host(id).launcher());
-                launchers.put("worker-" + id, rig.host(id).launcher());
-            }
             if (id.equals(spec.relayed())) {
                 if (rig != null) {
                     throw new IllegalArgumentException("a fault relay in front of a worker is for loopback layouts; on hosts, cut links instead");
@@ -354,17 +347,27 @@ public final class Pipeline implements AutoCloseable {
             names.add("dashboard");
         }
         rig = NetnsHosts.create(names);
-        for (NetnsHosts.Host h : rig.hosts()) {
-            if (spec.link() != null) {
+        if (spec.link() != null) {
+            for (NetnsHosts.Host h : rig.hosts()) {
                 rig.rate(h.name(), spec.link());
-            }
-            for (String child : List.of(h.name(), "engine-" + h.name(), "worker-" + h.name())) {
-                launchers.putIfAbsent(child, h.launcher());
             }
         }
         say.accept("hosts: " + rig.hosts().size() + " network namespaces on a bridge (" + rig.harnessAddress() + " is this machine), "
                 + String.join(", ", rig.hosts().stream().map(h -> h.name() + " " + h.address()).toList())
                 + (spec.link() == null ? "" : "; every link at " + spec.link()));
+    }
+
+    /**
+     * The command prefix child {@code name} starts under: its host's {@code ip netns exec} (an engine node's engine and
+     * worker, {@code engine-prefill-0} and {@code worker-prefill-0}, share host {@code prefill-0}: their engine API is a
+     * local socket, their pool a file), or none on loopback.
+     */
+    private List<String> launcher(String name) {
+        if (rig == null) {
+            return List.of();
+        }
+        String host = name.startsWith("engine-") || name.startsWith("worker-") ? name.substring(7) : name;
+        return rig.host(host).launcher();
     }
 
     /** The address the component or engine node {@code host} binds and advertises: its host's, or loopback. */
@@ -422,7 +425,7 @@ public final class Pipeline implements AutoCloseable {
             p.store(w, "python3 -m orbitkv_pd.sim_engine (written by the pipeline launcher)");
         }
         Path log = dir.resolve("logs").resolve(name + ".log");
-        List<String> cmd = new ArrayList<>(launchers.getOrDefault(name, List.of()));
+        List<String> cmd = new ArrayList<>(launcher(name));
         cmd.addAll(List.of("python3", "-m", spec.pythonModule(), "--config", config.toString(), "--parent-pid",
                 Long.toString(ProcessHandle.current().pid())));
         ProcessBuilder pb = new ProcessBuilder(cmd).directory(pythonDir().toFile()).redirectErrorStream(true)
@@ -467,7 +470,7 @@ public final class Pipeline implements AutoCloseable {
     private void launch(String name, String command, Map<String, String> props, String heap) throws IOException {
         Path config = writeConfig(name, command, props);
         Path log = dir.resolve("logs").resolve(name + ".log");
-        List<String> launcher = launchers.getOrDefault(name, List.of());
+        List<String> launcher = launcher(name);
         add(name, log, config, () -> startComponent(launcher, name, command, List.of(config), log, dir.resolve("config").resolve("classpath.args"), heap));
     }
 

@@ -21,6 +21,21 @@ public final class Samples {
         return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
     }
 
+    /** {@code values} ascending, as {@link #pct} takes them. */
+    public static double[] ascending(List<Double> values) {
+        return values.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+    }
+
+    /** The TTFTs (ms) of the answered requests among {@code results}, ascending. */
+    public static double[] ttftMs(List<LoadClient.Result> results) {
+        return results.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
+    }
+
+    /** The handoffs at the proxy (ms) of the answered requests among {@code results} that had one, ascending. */
+    public static double[] handoffMs(List<LoadClient.Result> results) {
+        return results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs).sorted().toArray();
+    }
+
     /**
      * The hops of {@code measured} requests' handoffs, each request on its own path ({@link HandoffAnatomy}): per hop its
      * samples in ms, ascending, in hop order.

@@ -102,8 +102,7 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
         transports = List.copyOf(transports);
         if (transports.contains("tcp")) {
             // Peers on other hosts push to what this worker advertises: loopback there is refused at start (docs/deploy.md).
-            Addresses.requireReachable(tcp.advertisedHost().equals(tcp.bindHost()) ? "transfer.tcp.host" : "transfer.tcp.advertised-host",
-                    tcp.advertisedHost(), bootstrapServers);
+            Addresses.requireReachable("transfer.tcp.host", tcp.bindHost(), "transfer.tcp.advertised-host", tcp.advertisedHost(), bootstrapServers);
         }
         ConfigProps.requireRange("worker.concurrency", concurrency, 1, 1024);
         ConfigProps.requireRange("worker.queue.limit", queueLimit, 1, 1_000_000);

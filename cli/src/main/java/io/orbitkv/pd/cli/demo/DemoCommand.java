@@ -223,8 +223,8 @@ public final class DemoCommand implements Callable<Integer> {
         out.printf("%-5s %-9s %-8s %-11s %-11s %-11s %-13s %-13s %-10s%n", "conc", "requests", "req/s", "TTFT p50", "TTFT p99", "coloc p50",
                 "handoff p50", "handoff p99", "KV MiB");
         for (Level l : levels) {
-            double[] ttft = l.results.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
-            double[] col = l.colocated.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
+            double[] ttft = Samples.ttftMs(l.results);
+            double[] col = Samples.ttftMs(l.colocated);
             double[] hand = l.results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs).sorted()
                     .toArray();
             long kv = l.results.stream().mapToLong(LoadClient.Result::kvBytes).sum();

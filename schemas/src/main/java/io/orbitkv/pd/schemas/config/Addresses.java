@@ -1,6 +1,5 @@
 package io.orbitkv.pd.schemas.config;
 
-import java.net.InetAddress;
 import java.net.URI;
 import java.util.Arrays;
 import java.util.List;
@@ -116,6 +115,25 @@ public final class Addresses {
         }
     }
 
+    /**
+     * As {@link #requireReachable(String, String, String)} for a listener's {@code advertised} address, naming the key that
+     * set it: {@code bindKey} when it is the bind address itself, else {@code advertisedKey}.
+     */
+    public static void requireReachable(String bindKey, String bind, String advertisedKey, String advertised, String bootstrapServers) {
+        requireReachable(advertised.equals(bind) ? bindKey : advertisedKey, advertised, bootstrapServers);
+    }
+
+    /**
+     * A listener's advertised address, checked: {@link #advertised}, {@link #requireListening} and
+     * {@link #requireReachable(String, String, String, String, String)} against {@code bootstrapServers}.
+     */
+    public static String listener(String bindKey, String bind, String advertisedKey, String advertised, String bootstrapServers) {
+        String a = advertised(bindKey, bind, advertisedKey, advertised);
+        requireListening(bindKey, bind, advertisedKey, a);
+        requireReachable(bindKey, bind, advertisedKey, a, bootstrapServers);
+        return a;
+    }
+
     /** As {@link #requireReachable(String, String, String)} for the host of a URL ({@code http://host:port/...}). */
     public static void requireReachableUrl(String key, String url, String bootstrapServers) {
         requireReachable(key, urlHost(url), bootstrapServers);
@@ -128,22 +146,6 @@ public final class Addresses {
             throw new IllegalArgumentException("not a URL with a host: " + url);
         }
         return strip(host);
-    }
-
-    /** Whether {@code host} is a literal IP address (no name lookup is made). */
-    public static boolean isLiteral(String host) {
-        String h = strip(host);
-        if (h.matches("\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}")) {
-            return true;
-        }
-        if (h.contains(":")) {
-            try {
-                return InetAddress.ofLiteral(h) != null;
-            } catch (IllegalArgumentException e) {
-                return false;
-            }
-        }
-        return false;
     }
 
     private static String hostOf(String hostPort) {

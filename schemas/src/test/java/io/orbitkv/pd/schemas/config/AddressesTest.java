@@ -43,12 +43,9 @@ class AddressesTest {
     }
 
     @Test
-    void bootstrapHostsAndLiterals() {
+    void bootstrapHosts() {
         assertThat(Addresses.bootstrapHosts(" a:1, [::1]:2 ,c")).containsExactly("a", "::1", "c");
         assertThat(Addresses.multiHost("127.0.0.1:9092")).isFalse();
         assertThat(Addresses.multiHost("127.0.0.1:9092,198.18.0.10:9092")).isTrue();
-        assertThat(Addresses.isLiteral("198.18.0.10")).isTrue();
-        assertThat(Addresses.isLiteral("fd00::1")).isTrue();
-        assertThat(Addresses.isLiteral("kafka-0")).isFalse();
     }
 }
