@@ -76,31 +76,59 @@ class LeaseKeeper:
     still in use (docs/engine-api.md, "Leases and partitions")."""
 
     def __init__(self, client: "EngineApiClient", request_id: str, lease_id: str, lease_epoch: int, lease_ms: int,
-                 interval_s: float, sent_at: Optional[float] = None, margin_s: Optional[float] = None) -> None:
+                 interval_s: float, sent_at: Optional[float] = None, margin_s: Optional[float] = None,
+                 first: "Optional[Future[str]]" = None, waiting_interval_s: Optional[float] = None) -> None:
         self._stop = threading.Event()
         self.sent = 0
         self.failed = 0
         self.margin_s = margin_s if margin_s is not None else max(1.0, lease_ms / 10000.0)
         self._lease_s = lease_ms / 1000.0
         self._guard = threading.Lock()
-        self.valid_until = (sent_at if sent_at is not None else time.monotonic()) + self._lease_s - self.margin_s
+        start = sent_at if sent_at is not None else time.monotonic()
+        self.valid_until = start + self._lease_s - self.margin_s
+        # Send times of lease facts not yet acknowledged, oldest first (the decode-ready fact, then heartbeats).
+        self._unacked: List[float] = []
+        self._interval_s = waiting_interval_s if waiting_interval_s is not None else interval_s
+        if first is not None:
+            self._unacked.append(start)
+            first.add_done_callback(lambda fut: self._confirmed(fut, start))
 
         def run() -> None:
-            while not self._stop.wait(interval_s):
+            while not self._stop.wait(self._interval_s):
                 self.sent += 1
                 at = time.monotonic()
+                with self._guard:
+                    self._unacked.append(at)
                 f = client.heartbeat(request_id, lease_id, lease_epoch, int(time.time() * 1000) + lease_ms, self.sent)
                 f.add_done_callback(lambda fut, at=at: self._count(fut, at))
 
+        self._every_s = interval_s
         self._thread = threading.Thread(target=run, name=f"orbitkv-lease-{request_id}", daemon=True)
         self._thread.start()
 
-    def _count(self, fut: "Future[str]", sent_at: float) -> None:
+    def _confirmed(self, fut: "Future[str]", sent_at: float) -> bool:
+        """A lease fact sent at ``sent_at`` was acknowledged (it, and every one before it, is confirmed); False: it failed."""
         if fut.exception() is not None:
+            return False
+        with self._guard:
+            self._unacked = [t for t in self._unacked if t > sent_at]
+        return True
+
+    def _count(self, fut: "Future[str]", sent_at: float) -> None:
+        if not self._confirmed(fut, sent_at):
             self.failed += 1
             return
         with self._guard:
             self.valid_until = max(self.valid_until, sent_at + self._lease_s - self.margin_s)
+
+    def unconfirmed_for(self) -> float:
+        """Seconds the oldest unacknowledged lease fact has waited (0: none waits): an engine cut off from Kafka sees it grow."""
+        with self._guard:
+            return time.monotonic() - self._unacked[0] if self._unacked else 0.0
+
+    def kv_in(self) -> None:
+        """The KV arrived (or is recomputed here): heartbeats at the lease's own period from the next one on."""
+        self._interval_s = self._every_s
 
     def lost(self) -> bool:
         """Whether the lease may already have run out at the decider: no acknowledged renewal covers now."""
@@ -416,11 +444,16 @@ class EngineApiClient:
 
     def keep_lease(self, request_id: str, lease_id: str, lease_epoch: int, lease_ms: int,
                    interval_s: Optional[float] = None, sent_at: Optional[float] = None,
-                   margin_s: Optional[float] = None) -> LeaseKeeper:
+                   margin_s: Optional[float] = None, first: "Optional[Future[str]]" = None,
+                   waiting_interval_s: Optional[float] = None) -> LeaseKeeper:
         """Heartbeats the lease every ``interval_s`` (a third of the lease by default) until the keeper is stopped;
         ``sent_at`` is when the decode-ready fact was sent (``time.monotonic()``), ``margin_s`` how long before the
-        lease's earliest possible expiry the keeper calls it lost (a tenth of the lease, at least 1 s, by default)."""
-        return LeaseKeeper(self, request_id, lease_id, lease_epoch, lease_ms, interval_s or max(0.05, lease_ms / 3000.0), sent_at, margin_s)
+        lease's earliest possible expiry the keeper calls it lost (a tenth of the lease, at least 1 s, by default).
+        ``first`` is the decode-ready's own acknowledgement and ``waiting_interval_s`` the heartbeat period until
+        :meth:`LeaseKeeper.kv_in` (both for :meth:`LeaseKeeper.unconfirmed_for`: an engine cut off from Kafka gives a
+        decode back before its KV rather than holding the client until the lease ends)."""
+        return LeaseKeeper(self, request_id, lease_id, lease_epoch, lease_ms, interval_s or max(0.05, lease_ms / 3000.0), sent_at, margin_s,
+                           first, waiting_interval_s)
 
     def decode_completed(self, request_id: str, output_tokens: int, recomputed: bool = False,
                          traceparent: Optional[str] = None, marks: Optional[Dict[str, int]] = None) -> "Future[str]":

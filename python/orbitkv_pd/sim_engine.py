@@ -95,11 +95,12 @@ class SimEngineConfig:
     no_heartbeat_prefix: Optional[str] = None
     advertised_url: Optional[str] = None
     lease_margin_s: float = 3.0
+    kv_confirm_s: float = 6.0
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
             "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens",
-            "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.verify",
+            "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.kv.verify",
             "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix")
 
     @classmethod
@@ -154,6 +155,7 @@ def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[
             "heartbeat_s": heartbeat_s,
             "lease_margin_s": margin_s,
             "kv_timeout_s": parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
+            "kv_confirm_s": parse_duration("engine.kv.confirm-timeout", p.get("engine.kv.confirm-timeout", "6s")),
             "stall_prefix": p.get("engine.fault.stall-prefill-prefix") or None,
             "no_heartbeat_prefix": p.get("engine.fault.no-heartbeat-prefix") or None}
 
@@ -337,7 +339,7 @@ class SimEngine:
         self._lock = threading.Lock()
         self.counters = {k: 0 for k in ("prefill", "decode", "colocated", "recomputed", "completed", "verified_pages", "kv_corrupt",
                                         "ended_before_kv", "client_gone", "rejected_no_blocks", "releases", "stalled",
-                                        "lease_lost", "releases_refused")}
+                                        "lease_lost", "lease_unconfirmed", "releases_refused")}
         self._ended: Dict[str, threading.Event] = {}
         self._leases: Dict[str, Tuple[str, int]] = {}
         self._unsure: set = set()
@@ -398,9 +400,8 @@ class SimEngine:
                 log.warning("release for %s names lease %s@%s but %s announced %s@%s: its pages stay held", d.request_id,
                             theirs[0], theirs[1], self.config.engine_id, mine[0], mine[1])
                 return
-        if d.fields.get("side") == "prefill":
-            with self._lock:
-                self._unsure.discard(d.request_id)
+        with self._lock:
+            self._unsure.discard(owner)
         if self.allocator.free(owner):
             self.count("releases")
             if d.fields.get("side") != "prefill":
@@ -410,22 +411,27 @@ class SimEngine:
     UNSURE_FALLBACK_S = 600.0
     """Beyond every deadline a request can have at the decider: the pages of a report still unsure are freed then."""
 
-    def unsure(self, rid: str) -> None:
-        """The prefill report of ``rid`` may be in the log although unacknowledged: hold its pages (see :meth:`give_up`)."""
+    def unsure(self, rid: str, side: str = "P:") -> None:
+        """The report of ``rid`` (prefill-complete for ``P:``, decode-ready for ``D:``) may be in the log although
+        unacknowledged: hold its pages (see :meth:`give_up`)."""
         with self._lock:
-            self._unsure.add(rid)
+            self._unsure.add(side + rid)
         t = threading.Timer(self.UNSURE_FALLBACK_S, self.give_up, args=(rid,))
         t.daemon = True
         t.start()
 
     def give_up(self, rid: str) -> None:
-        """Frees the prefill pages of an unsure report (its outcome came without a release, or the fallback passed)."""
-        with self._lock:
-            if rid not in self._unsure:
-                return
-            self._unsure.discard(rid)
-        if self.allocator.free("P:" + rid):
-            self.count("releases")
+        """Frees the pages of an unsure report (its outcome came without a release, or the fallback passed): the decider
+        releases the pages it knew of before the outcome."""
+        for owner in ("P:" + rid, "D:" + rid):
+            with self._lock:
+                if owner not in self._unsure:
+                    continue
+                self._unsure.discard(owner)
+                if owner.startswith("D:"):
+                    self._leases.pop(rid, None)
+            if self.allocator.free(owner):
+                self.count("releases")
 
     def announced(self, rid: str, lease_id: str, lease_epoch: int) -> None:
         """This engine announced ``lease_id`` at ``lease_epoch`` for the decode pages of ``rid``."""
@@ -670,11 +676,15 @@ class _Handler(BaseHTTPRequestHandler):
         kv = client.await_kv(job.rid)
         e.announced(job.rid, lease_id, lease_epoch)
         sent_at = time.monotonic()
-        client.decode_ready(job.rid, lease_id, lease_epoch, blocks, int(time.time() * 1000) + lease_ms, job.traceparent, dict(job.marks))
+        ready = client.decode_ready(job.rid, lease_id, lease_epoch, blocks, int(time.time() * 1000) + lease_ms, job.traceparent,
+                                    dict(job.marks))
         # engine.fault.no-heartbeat-prefix: a decode engine that stopped renewing its lease (tests of lease expiry).
         hung = bool(e.config.no_heartbeat_prefix and job.rid.startswith(e.config.no_heartbeat_prefix))
+        # Until the KV is in, heartbeats go every quarter of engine.kv.confirm-timeout, so that a lease nobody acknowledges
+        # any more (Kafka unreachable) is seen in time; then at the lease's own period.
         keeper = None if hung else client.keep_lease(job.rid, lease_id, lease_epoch, lease_ms, e.config.heartbeat_s, sent_at,
-                                                     e.config.lease_margin_s)
+                                                     e.config.lease_margin_s, first=ready,
+                                                     waiting_interval_s=min(e.config.heartbeat_s, e.config.kv_confirm_s / 4))
         job.lease = keeper
         # The lease is renewed until the decode is over, not only until the KV is in: a generation longer than the lease
         # would otherwise end TIMED_OUT with its pages released mid-decode (as the Java engine, heartbeats stop at the end).
@@ -691,11 +701,20 @@ class _Handler(BaseHTTPRequestHandler):
         e = self.engine
         client = e.client
         assert client is not None
-        try:
-            signal_: KvSignal = kv.result(e.config.kv_timeout_s)
-        except FutureTimeout:
-            client.forget(job.rid)
-            raise HttpError(504, f"the KV of request {job.rid} did not arrive within {e.config.kv_timeout_s:g}s", "timeout")
+        deadline = t0 + e.config.kv_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                client.forget(job.rid)
+                raise HttpError(504, f"the KV of request {job.rid} did not arrive within {e.config.kv_timeout_s:g}s", "timeout")
+            try:
+                signal_: KvSignal = kv.result(min(left, 0.1) if job.lease is not None else left)
+                break
+            except FutureTimeout:
+                if job.lease is not None and job.lease.unconfirmed_for() >= e.config.kv_confirm_s:
+                    self.give_up_unconfirmed(job)
+        if job.lease is not None:
+            job.lease.kv_in()
         job.kv_wait_ms = (time.monotonic() - t0) * 1000
         if signal_.kind in ("ready", "recompute") and job.lease is not None and job.lease.lost():
             raise LeaseLost()
@@ -733,6 +752,26 @@ class _Handler(BaseHTTPRequestHandler):
             status = 504 if signal_.outcome == "timed_out" else 409 if signal_.outcome == "cancelled" else 502
             raise HttpError(status, f"request {job.rid} ended before its KV arrived: {signal_.outcome.upper()}: {signal_.reason}",
                             "request_cancelled" if signal_.outcome == "cancelled" else "handoff_failed")
+
+    def give_up_unconfirmed(self, job: Job) -> None:
+        """Still waiting for its KV, the decode's lease facts went unacknowledged for engine.kv.confirm-timeout: this engine
+        cannot reach Kafka, so the decider may never see its decode-ready (it waits up to its decode-ready timeout) nor, if
+        it did, hear of the handoff's end. Nothing was answered yet: the request is given back at once (503, the proxy
+        tries other engines) instead of holding its client until the lease or the KV timeout. The pages stay held: a
+        release frees them if the decode-ready is in the log; the request's outcome or the fallback if it never got there."""
+        e = self.engine
+        e.count("lease_unconfirmed")
+        why = (f"lease of {job.rid} on {e.config.engine_id} unconfirmed: its facts went unacknowledged for "
+               f"{e.config.kv_confirm_s * 1000:.0f} ms while the KV was awaited (engine.kv.confirm-timeout; Kafka unreachable?)")
+        log.warning("%s", why)
+        if e.client is not None:
+            e.client.forget(job.rid)
+            try:
+                e.client.cancel(job.rid, why, job.traceparent)
+            except (ApiError, OSError) as err:
+                log.warning("could not report the unconfirmed lease of %s: %s", job.rid, err)
+        e.unsure(job.rid, "D:")
+        raise HttpError(503, why, "lease_unconfirmed")
 
     def fence(self, job: Job) -> None:
         """Self-fencing: the lease could not be renewed in time, so the decider may time it out and release the pages to

@@ -135,6 +135,12 @@ class LeaseThroughDecodeTest(unittest.TestCase):
         def lost(self) -> bool:
             return False
 
+        def unconfirmed_for(self) -> float:
+            return 0.0
+
+        def kv_in(self) -> None:
+            pass
+
     class FakeWorker:
         """The engine API client's decode-side calls, recorded in order; the KV is there at once."""
 
@@ -200,9 +206,10 @@ class SelfFencingTest(unittest.TestCase):
             self.log.append("heartbeat")
             return Future()  # written nowhere
 
-        def keep_lease(self, rid, lease_id, epoch, lease_ms, interval_s=None, sent_at=None, margin_s=None):
+        def keep_lease(self, rid, lease_id, epoch, lease_ms, interval_s=None, sent_at=None, margin_s=None, first=None,
+                       waiting_interval_s=None):
             from orbitkv_pd.client import LeaseKeeper
-            return LeaseKeeper(self, rid, lease_id, epoch, lease_ms, interval_s, sent_at, margin_s)
+            return LeaseKeeper(self, rid, lease_id, epoch, lease_ms, interval_s, sent_at, margin_s, first, waiting_interval_s)
 
         def cancel(self, rid, reason, traceparent=None):
             self.log.append("cancel: " + reason)
@@ -243,6 +250,59 @@ class SelfFencingTest(unittest.TestCase):
             self.assertTrue(any(x.startswith("cancel: lease of r-2 on d-0 not renewed in time") for x in worker.log), worker.log)
             self.assertEqual(e.counters["lease_lost"], 1)
             self.assertGreater(e.allocator.used, 0)  # the pages wait for the decider's release
+        finally:
+            e.client = None
+            e.close()
+
+
+class UnconfirmedLeaseTest(unittest.TestCase):
+    """A decode engine cut off from Kafka before its KV arrived: nothing acknowledges its decode-ready fact or its
+    heartbeats, so the decider may never see the lease and the KV never comes. The engine gives the request back within
+    engine.kv.confirm-timeout (a 503 before any byte of the answer: the proxy tries other engines) instead of holding its
+    client until the lease ends (the partitions chaos run: 13 clients past 30 s), and keeps the pages until the request's
+    outcome says the decider never knew them."""
+
+    class CutOffWorker(SelfFencingTest.PartitionedWorker):
+        def await_kv(self, rid: str):
+            from concurrent.futures import Future
+            return Future()  # never
+
+        def decode_ready(self, *args, **kwargs):
+            from concurrent.futures import Future
+            self.log.append("decode ready")
+            return Future()  # never acknowledged
+
+        def forget(self, rid: str) -> None:
+            self.log.append("forget")
+
+    def test_a_decode_whose_lease_nobody_acknowledges_is_given_back_before_its_kv(self) -> None:
+        from orbitkv_pd.protocol import Decision
+        e = SimEngine(SimEngineConfig.from_properties({
+            "engine.id": "d-0", "engine.role": "decode", "engine.preset": "tiny", "engine.http.port": "0",
+            "engine.kv.confirm-timeout": "800ms"})).start()  # the default 30 s lease: fencing alone would take 27 s
+        try:
+            worker = self.CutOffWorker()
+            e.client = worker
+            t0 = time.monotonic()
+            c = http.client.HTTPConnection("127.0.0.1", e.server.server_address[1], timeout=30)
+            try:
+                c.request("POST", "/v1/completions", json.dumps({"prompt": "a prompt", "max_tokens": 4, "kv_transfer_params": {
+                    "do_remote_prefill": True, "request_id": "r-4"}}), {"content-type": "application/json"})
+                r = c.getresponse()
+                body = r.read().decode()
+            finally:
+                c.close()
+            took = time.monotonic() - t0
+            self.assertEqual(r.status, 503, body)
+            self.assertIn("lease_unconfirmed", body)
+            self.assertGreater(took, 0.7)
+            self.assertLess(took, 3.0)  # 0.8 s + a heartbeat period (0.2 s), not the lease's 27 s
+            self.assertIn("heartbeat", worker.log)
+            self.assertTrue(any(x.startswith("cancel: lease of r-4 on d-0 unconfirmed") for x in worker.log), worker.log)
+            self.assertEqual(e.counters["lease_unconfirmed"], 1)
+            self.assertGreater(e.allocator.used, 0)  # the decode-ready may be in the log
+            e.on_decision(Decision(seq=1, decision_id="d-1", kind="outcome", request_id="r-4"))
+            self.assertEqual(e.allocator.used, 0)  # the outcome without a release: the decider never knew the pages
         finally:
             e.client = None
             e.close()

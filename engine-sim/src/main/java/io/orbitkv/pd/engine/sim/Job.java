@@ -40,6 +40,10 @@ final class Job {
     long leaseEpoch;
     String leaseId;
     int heartbeats;
+    /** Send times (nanos) of lease facts not yet acknowledged, oldest first: decode-ready, then heartbeats (event loop only). */
+    final java.util.ArrayDeque<Long> unconfirmed = new java.util.ArrayDeque<>();
+    /** Whether the decode still waits for its KV (the lease must then be confirmed: {@code engine.kv.confirm-timeout}). */
+    boolean awaitingKv;
     long kvWaitNanos = -1;
     long verifyNanos = -1;
     long prefillNanos = -1;

@@ -20,6 +20,7 @@ import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServerResponse;
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayDeque;
 import java.util.Map;
@@ -62,6 +63,7 @@ final class JobFlow {
         final LongAdder rejected = new LongAdder();
         final LongAdder released = new LongAdder();
         final LongAdder leaseLost = new LongAdder();
+        final LongAdder leaseUnconfirmed = new LongAdder();
     }
 
     private final SimEngineConfig config;
@@ -250,6 +252,7 @@ final class JobFlow {
         job.leaseEpoch = leaseEpochs.incrementAndGet();
         job.leaseId = "lease/" + config.engineId() + "/" + job.rid;
         long waitStart = System.nanoTime();
+        job.awaitingKv = true;
         c.awaitKv(job.rid).whenComplete((signal, err) -> ctx.runOnContext(v -> {
             job.kvWaitNanos = System.nanoTime() - waitStart;
             meters.kvWait(job.kvWaitNanos);
@@ -261,12 +264,13 @@ final class JobFlow {
         // log, after it was sent; the pages are surely ours until lease - margin after the last fact we know was written.
         job.leaseUntilNanos = System.nanoTime() + leaseValidNanos();
         armFence(job);
-        c.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace, job.marks());
-        job.heartbeatTimer = vertx.setPeriodic(config.heartbeat().toMillis(), id -> {
-            long sent = System.nanoTime();
-            c.heartbeat(job.rid, job.leaseId, job.leaseEpoch, System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace, null)
-                    .thenRun(() -> ctx.runOnContext(v -> renewed(job, sent)));
-        });
+        long readySent = System.nanoTime();
+        job.unconfirmed.add(readySent);
+        c.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace, job.marks())
+                .thenRun(() -> ctx.runOnContext(v -> confirmed(job, readySent)));
+        // Until the KV is in, heartbeats go often enough that a lease nobody acknowledges any more is seen within
+        // engine.kv.confirm-timeout (a KV wait is short: it rarely sees one); then at the lease's own period.
+        heartbeats(job, waitingBeat());
         job.timeoutTimer = vertx.setTimer(config.kvTimeout().toMillis(), id -> {
             job.timeoutTimer = -1;
             if (!job.finished && !job.gone) {
@@ -275,6 +279,73 @@ final class JobFlow {
                 error(job.response, 504, "the KV of request " + job.rid + " did not arrive within " + config.kvTimeout(), "timeout", null);
             }
         });
+    }
+
+    /** The heartbeat period while a decode waits for its KV: a quarter of the confirm timeout, at most the lease's period. */
+    private Duration waitingBeat() {
+        Duration q = config.kvConfirm().dividedBy(4);
+        return q.compareTo(config.heartbeat()) < 0 ? q : config.heartbeat();
+    }
+
+    /** Heartbeats the job's lease every {@code period} (replacing the current timer); while the KV is awaited, checks it is confirmed. */
+    private void heartbeats(Job job, Duration period) {
+        if (job.heartbeatTimer >= 0) {
+            vertx.cancelTimer(job.heartbeatTimer);
+        }
+        long leaseMs = config.leaseDuration().toMillis();
+        job.heartbeatTimer = vertx.setPeriodic(Math.max(1, period.toMillis()), id -> {
+            if (job.finished || job.gone) {
+                return;
+            }
+            if (job.awaitingKv && unconfirmedFor(job) >= config.kvConfirm().toNanos()) {
+                giveUpUnconfirmed(job);
+                return;
+            }
+            long sent = System.nanoTime();
+            job.unconfirmed.add(sent);
+            client().heartbeat(job.rid, job.leaseId, job.leaseEpoch, System.currentTimeMillis() + leaseMs, ++job.heartbeats, job.trace, null)
+                    .thenRun(() -> ctx.runOnContext(v -> {
+                        confirmed(job, sent);
+                        renewed(job, sent);
+                    }));
+        });
+    }
+
+    /** A lease fact sent at {@code sentNanos} was acknowledged: it, and every one sent before it, is confirmed. */
+    private static void confirmed(Job job, long sentNanos) {
+        while (!job.unconfirmed.isEmpty() && job.unconfirmed.peekFirst() <= sentNanos) {
+            job.unconfirmed.pollFirst();
+        }
+    }
+
+    /** How long the oldest unacknowledged lease fact has waited (0: none waits). */
+    private static long unconfirmedFor(Job job) {
+        Long oldest = job.unconfirmed.peekFirst();
+        return oldest == null ? 0 : System.nanoTime() - oldest;
+    }
+
+    /**
+     * Still waiting for its KV, the decode's lease facts went unacknowledged for {@code engine.kv.confirm-timeout}: this
+     * engine cannot reach Kafka, so the decider may never see its decode-ready (it waits up to its decode-ready timeout)
+     * nor, if it did, hear of the handoff's end. Nothing was answered yet, so the request is given back at once (503: the
+     * proxy tries other engines) instead of holding its client until the lease or the KV timeout. The pages stay held: a
+     * release names them if the decode-ready is in the log; the request's outcome (the proxy cancels the attempt it gave
+     * up) or the fallback frees them if it never got there.
+     */
+    private void giveUpUnconfirmed(Job job) {
+        counters.leaseUnconfirmed.increment();
+        String why = "lease of " + job.rid + " on " + config.engineId() + " unconfirmed: its facts went unacknowledged for "
+                + config.kvConfirm().toMillis() + " ms while the KV was awaited (engine.kv.confirm-timeout; Kafka unreachable?)";
+        log.atWarn().addKeyValue("requestId", job.rid).log(why);
+        EngineControl c = client();
+        if (c != null) {
+            c.forget(job.rid);
+            c.cancel(job.rid, why, job.trace, null).exceptionally(e -> null);
+        }
+        releases.unsureDecode(job.rid);
+        vertx.setTimer(UNSURE_FALLBACK_MS, id -> releases.giveUp(job.rid));
+        finish(job);
+        error(job.response, 503, why, "lease_unconfirmed", null);
     }
 
     /** Beyond every deadline a request can have at the decider (prefill 60 s, lease 30 s, retries): unsure pages go then. */
@@ -346,6 +417,10 @@ final class JobFlow {
         if (job.timeoutTimer >= 0) {
             vertx.cancelTimer(job.timeoutTimer);
             job.timeoutTimer = -1;
+        }
+        job.awaitingKv = false;
+        if (!(signal instanceof KvSignal.Ended)) {
+            heartbeats(job, config.heartbeat()); // the KV is in (or recomputed here): the lease's own period from now
         }
         switch (signal) {
             case KvSignal.Ready ready -> {

@@ -27,8 +27,9 @@ final class PageReleases implements DecisionListener {
      */
     private final Map<String, String> announcedLeases = new ConcurrentHashMap<>();
     /**
-     * Requests whose prefill report may or may not have reached the log (its acknowledgement timed out or the connection
-     * went): their pages are held until a release or the request's outcome says what the decider knew.
+     * Pages ({@code P:rid}, {@code D:rid}) whose report may or may not have reached the log (a prefill report's
+     * acknowledgement timed out or the connection went; a decode given up with its lease unconfirmed): held until a
+     * release or the request's outcome says what the decider knew.
      */
     private final java.util.Set<String> unsure = ConcurrentHashMap.newKeySet();
 
@@ -50,14 +51,30 @@ final class PageReleases implements DecisionListener {
      * no push can read them), or by {@link #giveUp} once every deadline of the request is surely past.
      */
     void unsure(String rid) {
-        unsure.add(rid);
+        unsure.add("P:" + rid);
     }
 
-    /** After the fallback delay: pages of a report still unsure are freed (no decider deadline reaches this far). */
+    /**
+     * A decode of {@code rid} was given up while its decode-ready fact was unacknowledged: it may be in the log (the
+     * decider then releases the pages by their lease) or not (nothing ever will). Freed as {@link #unsure}'s.
+     */
+    void unsureDecode(String rid) {
+        unsure.add("D:" + rid);
+    }
+
+    /**
+     * The request's outcome came, or the fallback delay passed: pages of a report still unsure are freed (the decider
+     * releases pages it knew of before the outcome, and no decider deadline reaches as far as the fallback).
+     */
     void giveUp(String rid) {
-        if (unsure.remove(rid) && !allocator.blocksOf("P:" + rid).isEmpty()) {
-            allocator.free("P:" + rid);
-            released.increment();
+        for (String owner : new String[] {"P:" + rid, "D:" + rid}) {
+            if (unsure.remove(owner) && !allocator.blocksOf(owner).isEmpty()) {
+                allocator.free(owner);
+                released.increment();
+                if (owner.startsWith("D:")) {
+                    announcedLeases.remove(rid);
+                }
+            }
         }
     }
 
@@ -89,9 +106,7 @@ final class PageReleases implements DecisionListener {
         }
         allocator.free(owner);
         released.increment();
-        if (rel.getSide() == ReleaseSide.PREFILL) {
-            unsure.remove(rid);
-        }
+        unsure.remove(owner);
         if (rel.getSide() == ReleaseSide.DECODE) {
             announcedLeases.remove(rid);
         }

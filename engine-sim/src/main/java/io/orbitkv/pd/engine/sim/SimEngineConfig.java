@@ -36,6 +36,9 @@ import java.time.Duration;
  * @param leaseMargin    self-fencing: a decode stops using its pages this long before its lease could run out at the decider
  *                       ({@code engine.lease.margin}; a tenth of the lease, at least 1 s)
  * @param kvTimeout      how long a decode waits for its KV before answering 504 ({@code engine.kv.timeout})
+ * @param kvConfirm      while a decode waits for its KV, the longest its decode-ready fact or a heartbeat may go
+ *                       unacknowledged before the request is given back (503, the proxy tries other engines): an engine cut
+ *                       off from Kafka ({@code engine.kv.confirm-timeout}, 6 s; heartbeats go every quarter of it meanwhile)
  * @param verify         verify every received page beside the decode; the answer ends only on verified KV ({@code engine.kv.verify})
  * @param kvNice         CPU niceness of the simulated KV work (materialising a prompt's KV, checking received KV):
  *                       it stands for GPU work, so it yields the cores to the control plane ({@code engine.kv.nice},
@@ -51,7 +54,7 @@ import java.time.Duration;
  */
 public record SimEngineConfig(String engineId, EngineRole role, String model, ModelPreset preset, KvGeometry geometry, int tpSize, Path poolPath,
                               String httpHost, int httpPort, String advertisedUrl, long seed, ComputeModel compute, int maxBatch,
-                              int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration leaseMargin, Duration kvTimeout,
+                              int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration leaseMargin, Duration kvTimeout, Duration kvConfirm,
                               boolean verify, int kvNice, String corruptKvPrefix, EngineClientConfig control,
                               ApiJoin api) {
 
@@ -100,6 +103,7 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
         requirePositive("engine.lease.duration", leaseDuration);
         requirePositive("engine.lease.heartbeat", heartbeat);
         requirePositive("engine.kv.timeout", kvTimeout);
+        requirePositive("engine.kv.confirm-timeout", kvConfirm);
         requireRange("engine.kv.nice", kvNice, 0, 19);
         requirePositive("engine.lease.margin", leaseMargin);
         if (heartbeat.plus(leaseMargin).compareTo(leaseDuration) >= 0) {
@@ -176,7 +180,7 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
                 p.integer("engine.max-batch", 256), p.integer("engine.max-prompt-tokens", 32_768), p.integer("engine.http.max-body-bytes", 4 << 20),
                 lease, p.duration("engine.lease.heartbeat", Duration.ofSeconds(10)),
                 p.duration("engine.lease.margin", Duration.ofMillis(Math.max(1000, lease.toMillis() / 10))),
-                p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.bool("engine.kv.verify", true),
+                p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.duration("engine.kv.confirm-timeout", Duration.ofSeconds(6)), p.bool("engine.kv.verify", true),
                 p.integer("engine.kv.nice", DEFAULT_KV_NICE), p.string("engine.fault.corrupt-kv-prefix", null), control, api);
     }
 
