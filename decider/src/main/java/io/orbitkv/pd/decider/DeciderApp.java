@@ -103,6 +103,11 @@ public final class DeciderApp implements AutoCloseable {
         // Under exactly-once a send that races a commit is answered CONCURRENT_TRANSACTIONS and retried after
         // retry.backoff.ms (100 ms by default), which lands straight in the decision latency tail.
         p.put(StreamsConfig.producerPrefix(ProducerConfig.RETRY_BACKOFF_MS_CONFIG), 5);
+        // As every fact producer (KafkaClients.factProducer): a partition leader cut off from the other brokers but not from
+        // this instance holds a produce request it can never complete until request.timeout.ms (30 s by default), and only
+        // then does the producer look for the new leader — every decision of the partitions it led waited ~27 s in the
+        // partitions chaos run.
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG), KafkaClients.FACT_REQUEST_TIMEOUT_MS);
         // Each task reads one partition of one topic (the engines are a global store), so there is nothing to line up
         // between partitions and -1 processes in the same order as the default 0. It skips Streams' readiness
         // bookkeeping, which (4.4, PartitionGroup.readyToProcess) formats a message for every empty partition of
@@ -157,6 +162,11 @@ public final class DeciderApp implements AutoCloseable {
 
     public Topics topics() {
         return topics;
+    }
+
+    /** The interactive-query endpoint (tests: closing it leaves an instance Streams still lists, as a hung host would). */
+    io.orbitkv.pd.decider.internal.DeciderHttp httpEndpoint() {
+        return http;
     }
 
     /** The interactive-query base URL, or null when the endpoint is off. */

@@ -292,6 +292,61 @@ class DeciderIT {
         }
     }
 
+    /**
+     * One instance that takes connections and never answers (a hung host): the other's {@code /engines} answers within
+     * the forward timeout with its own part (the silent one named in a header), and its liveness probe answers at once
+     * while such queries are in flight. Both used to wait 5 s per call on the two threads that also answer health probes.
+     */
+    @Test
+    void aSilentInstanceNeitherFailsTheSumsNorHoldsTheHealthProbes() throws Exception {
+        try (Scenario s = new Scenario()) {
+            DeciderApp a = s.startDecider("state-a", 0);
+            DeciderApp b = s.startDecider("state-b", 0);
+            for (int i = 0; i < 20; i++) {
+                s.happyPath("s" + i);
+            }
+            s.awaitOutcomes(20);
+            await().atMost(Duration.ofSeconds(60)).until(() -> a.streams().metadataForAllStreamsClients().size() == 2
+                    && a.streams().state() == org.apache.kafka.streams.KafkaStreams.State.RUNNING
+                    && b.streams().state() == org.apache.kafka.streams.KafkaStreams.State.RUNNING);
+            URI bUrl = URI.create(b.httpUrl());
+            b.httpEndpoint().close();
+            try (java.net.ServerSocket silent = new java.net.ServerSocket()) {
+                silent.setReuseAddress(true);
+                silent.bind(new java.net.InetSocketAddress(bUrl.getHost(), bUrl.getPort()), 50);
+                List<java.net.Socket> held = new java.util.concurrent.CopyOnWriteArrayList<>();
+                Thread.ofVirtual().start(() -> {
+                    try {
+                        while (true) {
+                            held.add(silent.accept()); // taken, never answered
+                        }
+                    } catch (java.io.IOException closed) {
+                        // the test is over
+                    }
+                });
+                HttpClient http = HttpClient.newHttpClient();
+                List<java.util.concurrent.CompletableFuture<HttpResponse<String>>> sums = new java.util.ArrayList<>();
+                long t0 = System.nanoTime();
+                for (int i = 0; i < 4; i++) {
+                    sums.add(http.sendAsync(HttpRequest.newBuilder(URI.create(a.httpUrl() + "/engines")).build(), HttpResponse.BodyHandlers.ofString()));
+                }
+                await().atMost(Duration.ofSeconds(2)).until(() -> held.size() >= 2); // fan-outs are waiting on the silent instance
+                long p0 = System.nanoTime();
+                HttpResponse<String> live = http.send(HttpRequest.newBuilder(URI.create(a.httpUrl() + "/health/live"))
+                        .timeout(Duration.ofSeconds(4)).build(), HttpResponse.BodyHandlers.ofString());
+                assertThat(live.statusCode()).isEqualTo(200);
+                assertThat((System.nanoTime() - p0) / 1e9).as("the liveness probe waits behind no query").isLessThan(1.0);
+                for (var f : sums) {
+                    HttpResponse<String> r = f.get(10, java.util.concurrent.TimeUnit.SECONDS);
+                    assertThat(r.statusCode()).isEqualTo(200);
+                    assertThat(r.headers().firstValue("x-orbitkv-unreachable-instances")).hasValueSatisfying(v -> assertThat(v)
+                            .contains(":" + bUrl.getPort()));
+                }
+                assertThat((System.nanoTime() - t0) / 1e9).as("every sum within the forward timeout, not 5 s each").isLessThan(4.0);
+            }
+        }
+    }
+
     @Test
     void replayingTheRecordedLogIntoAFreshDeciderReproducesEveryDecision() throws Exception {
         try (Scenario s = new Scenario(fastPolicy()); DeciderApp app = s.startDecider("state-a", -1)) {

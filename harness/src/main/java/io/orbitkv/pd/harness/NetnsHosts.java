@@ -66,13 +66,16 @@ public final class NetnsHosts implements AutoCloseable {
     private final String harnessAddress;
     private final Map<String, Host> hosts = new LinkedHashMap<>();
     private final Set<String> cuts = new HashSet<>();
-    private Process reaper;
+    private final String net;
+    private int nextIndex;
+    private final List<Process> reapers = new ArrayList<>();
     private boolean closed;
 
-    private NetnsHosts(String id, String bridge, String harnessAddress) {
+    private NetnsHosts(String id, String bridge, String net) {
         this.id = id;
         this.bridge = bridge;
-        this.harnessAddress = harnessAddress;
+        this.net = net;
+        this.harnessAddress = net + "1";
     }
 
     /**
@@ -87,40 +90,71 @@ public final class NetnsHosts implements AutoCloseable {
         String id = pad36(pid) + Character.forDigit(RIGS.getAndIncrement() % 36, 36);
         int subnet = freeSubnet();
         String net = "198." + (18 + subnet / 256) + "." + (subnet % 256) + ".";
-        NetnsHosts rig = new NetnsHosts(id, PREFIX + id + "b", net + "1");
+        NetnsHosts rig = new NetnsHosts(id, PREFIX + id + "b", net);
         try {
-            rig.startReaper(hostNames);
             ip("link", "add", rig.bridge, "type", "bridge");
             ip("addr", "add", rig.harnessAddress + "/24", "dev", rig.bridge);
             ip("link", "set", rig.bridge, "up");
-            int i = 0;
+            rig.startReaper(hostNames);
             for (String name : hostNames) {
-                if (!name.matches("[A-Za-z0-9-]{1,40}")) {
-                    throw new IllegalArgumentException("host name: letters, digits and '-' only, got " + name);
-                }
-                if (rig.hosts.containsKey(name)) {
-                    throw new IllegalArgumentException("host name: " + name + " twice");
-                }
-                String ns = PREFIX + "-" + id + "-" + name;
-                String veth = PREFIX + id + "h" + Integer.toString(i, 36);
-                String peer = PREFIX + id + "p" + Integer.toString(i, 36);
-                String addr = net + (10 + i);
-                ip("netns", "add", ns);
-                ip("link", "add", veth, "type", "veth", "peer", "name", peer);
-                ip("link", "set", peer, "netns", ns);
-                ip("link", "set", veth, "master", rig.bridge, "up");
-                ip("-n", ns, "link", "set", peer, "name", "eth0");
-                ip("-n", ns, "addr", "add", addr + "/24", "dev", "eth0");
-                ip("-n", ns, "link", "set", "eth0", "up");
-                ip("-n", ns, "link", "set", "lo", "up");
-                rig.hosts.put(name, new Host(name, ns, addr, veth));
-                i++;
+                rig.addHost(name, false);
             }
             return rig;
         } catch (RuntimeException | Error e) {
             rig.close();
             throw e;
         }
+    }
+
+    /**
+     * One more host on the bridge, with the next free address (a node replaced by a new machine at a new address): its
+     * namespace goes with the rig, and with the reaper after a kill -9 of this JVM.
+     */
+    public synchronized Host addHost(String name) {
+        return addHost(name, true);
+    }
+
+    private Host addHost(String name, boolean reaped) {
+        if (closed) {
+            throw new IllegalStateException("hosts rig closed");
+        }
+        if (!name.matches("[A-Za-z0-9-]{1,40}")) {
+            throw new IllegalArgumentException("host name: letters, digits and '-' only, got " + name);
+        }
+        if (hosts.containsKey(name)) {
+            throw new IllegalArgumentException("host name: " + name + " twice");
+        }
+        int i = nextIndex++;
+        if (i > 200) {
+            throw new IllegalStateException("hosts rig: no address left on " + net + "0/24");
+        }
+        String ns = PREFIX + "-" + id + "-" + name;
+        String veth = PREFIX + id + "h" + Integer.toString(i, 36);
+        String peer = PREFIX + id + "p" + Integer.toString(i, 36);
+        String addr = net + (10 + i);
+        if (reaped) {
+            startReaper(List.of(name));
+        }
+        ip("netns", "add", ns);
+        ip("link", "add", veth, "type", "veth", "peer", "name", peer);
+        ip("link", "set", peer, "netns", ns);
+        ip("link", "set", veth, "master", bridge, "up");
+        ip("-n", ns, "link", "set", peer, "name", "eth0");
+        ip("-n", ns, "addr", "add", addr + "/24", "dev", "eth0");
+        ip("-n", ns, "link", "set", "eth0", "up");
+        ip("-n", ns, "link", "set", "lo", "up");
+        Host h = new Host(name, ns, addr, veth);
+        hosts.put(name, h);
+        return h;
+    }
+
+    /** Removes host {@code name} (its namespace, veth and every route other hosts had to it): a machine gone for good. */
+    public synchronized void removeHost(String name) {
+        Host h = host(name);
+        healAll(name);
+        run(List.of("ip", "netns", "del", h.namespace()), true);
+        run(List.of("ip", "link", "del", h.hostVeth()), true);
+        hosts.remove(name);
     }
 
     /** The run's id that every name this rig made carries. */
@@ -244,9 +278,7 @@ public final class NetnsHosts implements AutoCloseable {
             run(List.of("ip", "netns", "del", h.namespace()), true);
         }
         run(List.of("ip", "link", "del", bridge), true);
-        if (reaper != null) {
-            reaper.destroy();
-        }
+        reapers.forEach(Process::destroy);
     }
 
     /**
@@ -260,9 +292,10 @@ public final class NetnsHosts implements AutoCloseable {
         }
         sh.append(" ip link del ").append(bridge).append(" 2>/dev/null; exit 0");
         try {
-            reaper = new ProcessBuilder("setsid", "sh", "-c", sh.toString()).redirectErrorStream(true)
+            Process reaper = new ProcessBuilder("setsid", "sh", "-c", sh.toString()).redirectErrorStream(true)
                     .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
             reaper.getOutputStream().close();
+            reapers.add(reaper);
         } catch (IOException e) {
             throw new UncheckedIOException("hosts rig: cannot start its reaper (setsid, sh)", e);
         }

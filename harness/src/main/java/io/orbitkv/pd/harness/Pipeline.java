@@ -367,12 +367,82 @@ public final class Pipeline implements AutoCloseable {
             return List.of();
         }
         String host = name.startsWith("engine-") || name.startsWith("worker-") ? name.substring(7) : name;
-        return rig.host(host).launcher();
+        return rig.host(movedTo.getOrDefault(host, host)).launcher();
     }
 
     /** The address the component or engine node {@code host} binds and advertises: its host's, or loopback. */
     private String address(String host) {
-        return rig == null ? "127.0.0.1" : rig.address(host);
+        return rig == null ? "127.0.0.1" : rig.address(movedTo.getOrDefault(host, host));
+    }
+
+    /**
+     * An engine node ({@code decode-0}: its engine and worker) killed with -9 and started again as a new instance — a
+     * new instance epoch in both configs, as a restart that recreates the engine's memory needs — either at the same
+     * address (a machine rebooted) or on a new host at a new address (a machine replaced; the old host is removed).
+     * {@code down} passes between the kill and the start. Returns once both processes are started; the caller waits for health.
+     */
+    public synchronized void restartNode(String node, boolean newAddress, Duration down) throws IOException, InterruptedException {
+        if (spec.nodeWorker()) {
+            throw new IllegalStateException("restartNode: engines share a node worker in this pipeline");
+        }
+        Engine engine = engines.stream().filter(e -> e.id().equals(node)).findFirst()
+                .orElseThrow(() -> new IllegalArgumentException("no engine node called " + node + "; have " + engines.stream().map(Engine::id).toList()));
+        String engineChild = "engine-" + node;
+        String workerChild = "worker-" + node;
+        kill(engineChild);
+        kill(workerChild);
+        Thread.sleep(down.toMillis());
+        Properties ec = readConfig(child(engineChild).config());
+        Properties wc = readConfig(child(workerChild).config());
+        long epoch = Math.max(System.currentTimeMillis(), Long.parseLong(ec.getProperty("engine.instance-epoch", "0")) + 1);
+        ec.setProperty("engine.instance-epoch", Long.toString(epoch));
+        wc.setProperty("worker.engine.instance-epoch", Long.toString(epoch));
+        if (newAddress) {
+            if (rig == null) {
+                throw new IllegalStateException("restartNode at a new address: the pipeline is not on separate hosts (--hosts netns)");
+            }
+            String old = movedTo.getOrDefault(node, node);
+            String host = node + "-r" + (movedTo.containsKey(node) ? Integer.parseInt(old.substring(old.lastIndexOf("-r") + 2)) + 1 : 1);
+            String addr = rig.addHost(host).address();
+            if (spec.link() != null) {
+                rig.rate(host, spec.link());
+            }
+            movedTo.put(node, host);
+            rig.removeHost(old);
+            ec.setProperty("engine.http.host", addr);
+            wc.setProperty("worker.http.host", addr);
+            wc.setProperty("transfer.tcp.host", addr);
+            String url = "http://" + addr + ":" + ec.getProperty("engine.http.port");
+            engines.set(engines.indexOf(engine), new Engine(engine.id(), engine.role(), url, engine.poolFile()));
+            readyUrls.put(engineChild, url + "/health");
+            readyUrls.put(workerChild, "http://" + addr + ":" + wc.getProperty("worker.http.port") + "/health");
+        }
+        writeConfig(child(engineChild).config(), ec);
+        writeConfig(child(workerChild).config(), wc);
+        restart(workerChild);
+        restart(engineChild);
+    }
+
+    /** Where each engine node moved to ({@link #restartNode} at a new address): node → host. */
+    private final Map<String, String> movedTo = new java.util.concurrent.ConcurrentHashMap<>();
+
+    private static Properties readConfig(Path file) throws IOException {
+        Properties p = new Properties();
+        try (java.io.Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+            p.load(r);
+        }
+        return p;
+    }
+
+    private static void writeConfig(Path file, Properties p) throws IOException {
+        try (Writer w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
+            p.store(w, "rewritten by the pipeline launcher for a node restart");
+        }
+    }
+
+    /** The host engine node {@code node} runs on now (its own name, or the one it was moved to). */
+    public String hostOf(String node) {
+        return movedTo.getOrDefault(node, node);
     }
 
     /** The hosts rig, when the pipeline runs on separate network hosts. */
@@ -425,13 +495,14 @@ public final class Pipeline implements AutoCloseable {
             p.store(w, "python3 -m orbitkv_pd.sim_engine (written by the pipeline launcher)");
         }
         Path log = dir.resolve("logs").resolve(name + ".log");
-        List<String> cmd = new ArrayList<>(launcher(name));
-        cmd.addAll(List.of("python3", "-m", spec.pythonModule(), "--config", config.toString(), "--parent-pid",
-                Long.toString(ProcessHandle.current().pid())));
-        ProcessBuilder pb = new ProcessBuilder(cmd).directory(pythonDir().toFile()).redirectErrorStream(true)
-                .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
-        pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
+        Path python = pythonDir();
         add(name, log, config, () -> {
+            List<String> cmd = new ArrayList<>(launcher(name)); // at each start: a node replaced is on another host
+            cmd.addAll(List.of("python3", "-m", spec.pythonModule(), "--config", config.toString(), "--parent-pid",
+                    Long.toString(ProcessHandle.current().pid())));
+            ProcessBuilder pb = new ProcessBuilder(cmd).directory(python.toFile()).redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
+            pb.environment().put("PYTHONDONTWRITEBYTECODE", "1");
             Process proc = pb.start();
             proc.getOutputStream().close();
             return proc;
@@ -470,8 +541,8 @@ public final class Pipeline implements AutoCloseable {
     private void launch(String name, String command, Map<String, String> props, String heap) throws IOException {
         Path config = writeConfig(name, command, props);
         Path log = dir.resolve("logs").resolve(name + ".log");
-        List<String> launcher = launcher(name);
-        add(name, log, config, () -> startComponent(launcher, name, command, List.of(config), log, dir.resolve("config").resolve("classpath.args"), heap));
+        add(name, log, config, () -> startComponent(launcher(name), name, command, List.of(config), log, dir.resolve("config").resolve("classpath.args"),
+                heap));
     }
 
     private Path writeConfig(String name, String command, Map<String, String> props) throws IOException {

@@ -376,6 +376,13 @@ public final class WorkerApp implements AutoCloseable {
 
         @Override
         public java.util.concurrent.CompletableFuture<String> report(ApiProtocol.FactRequest f) {
+            PushGate g = gate;
+            if (g != null && f.fact().payload() instanceof io.orbitkv.pd.events.CancelRequested c) {
+                // The engine gave the request up (its lease unconfirmed or lost, the KV corrupt, its client gone): no push for it
+                // may land from now on, whatever the decider's abort and release — which reach this worker only as fast as its
+                // command stream (a push acknowledged after the lease's release, in the partitions chaos run).
+                g.fenceRequest(f.fact().requestId(), "engine " + config.engineId() + " gave the request up: " + c.getReason());
+            }
             java.util.concurrent.CompletableFuture<String> done = new java.util.concurrent.CompletableFuture<>();
             producer.send(facts.record(topics, f.fact(), f.trace(), f.marks()), (md, err) -> {
                 if (err != null) {

@@ -277,6 +277,27 @@ class EngineApiIT {
         return b.array();
     }
 
+    /**
+     * The engine's own cancel fences the request's pushes at its worker at once: a decode engine that gave a request up (its
+     * lease unconfirmed while cut off from Kafka) no longer waits for its KV, and the decider's abort and release reach the
+     * worker only as fast as its command stream (the partitions chaos run saw a push acknowledged after the release).
+     */
+    @Test
+    void anEnginesCancelFencesTheRequestsPushesAtOnce() throws Exception {
+        EngineApiClient c = client(7, new DecisionListener() { });
+        c.cancel("r-gone", "lease unconfirmed", null, null).get(30, TimeUnit.SECONDS);
+        io.orbitkv.pd.schemas.OrderTokens tokens = new io.orbitkv.pd.schemas.OrderTokens("engine-api-it-key-0123456789".getBytes(
+                java.nio.charset.StandardCharsets.UTF_8));
+        List<io.orbitkv.pd.events.BlockRun> runs = List.of(io.orbitkv.pd.kv.BlockRuns.run(0, 2));
+        io.orbitkv.pd.transport.PushRequest push = new io.orbitkv.pd.transport.PushRequest("r-gone", "r-gone/a1", 1, "lease/decode-0/r-gone", 1,
+                "decode-0", 7, runs, tokens.sign("r-gone/a1", 1, "decode-0", 7, runs), 0, "worker-prefill-0");
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> worker.gate().open("tcp", push, G))
+                .isInstanceOfSatisfying(io.orbitkv.pd.transport.TransferException.class, e -> {
+                    assertThat(e.kind()).isEqualTo(io.orbitkv.pd.transport.TransferError.ABORTED);
+                    assertThat(e.getMessage()).contains("gave the request up: lease unconfirmed");
+                });
+    }
+
     @Test
     void aClientStalledInsideAFrameOrSilentBeforeItsHelloIsDisconnectedAndAnIdleEngineIsNot() throws Exception {
         Raw engine = new Raw();

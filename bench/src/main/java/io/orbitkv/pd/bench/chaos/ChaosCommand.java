@@ -56,10 +56,15 @@ public final class ChaosCommand implements Callable<Integer> {
      * Partitions on separate hosts (needs --hosts netns; the schedule sets it, with 3 broker nodes): the data plane between
      * a prefill and a decode node cut silently and loudly, a decode node cut from the brokers for less and for more than a
      * lease (30 s), a decider host isolated from the brokers, the proxy cut from a decode node mid-stream, a prefill node
-     * cut from every other host for 40 s, one broker (a minority) isolated.
+     * cut from every other host for 40 s, one broker (a minority) isolated; the broker leading most request-events partitions
+     * cut from the other brokers (clients reach both sides: Jepsen's isolated leader) and a bridge over broker-2 (two halves
+     * of the hosts apart, broker-2 seeing both), each checked for acknowledged facts missing from the log after the heal;
+     * every connection idle 65 s (past twice the 30 s pool idle limit), then load; an engine node restarted at the same
+     * address as a new instance, and one replaced at a new address.
      */
     static final List<String> PARTITIONS = List.of("drop:prefill-0/decode-0:5s", "refuse:prefill-0/decode-0:5s", "drop:decode-0/brokers:8s",
-            "drop:decode-1/brokers:35s", "drop:decider/brokers:8s", "drop:proxy/decode-0:5s", "drop:prefill-1/*:40s", "drop:broker-3/*:10s");
+            "drop:decode-1/brokers:35s", "drop:decider/brokers:8s", "drop:proxy/decode-0:5s", "drop:prefill-1/*:40s", "drop:broker-3/*:10s",
+            "drop:leader/brokers:10s", "bridge:broker-2:8s", "idle:connections:65s", "restart:decode-0:3s", "replace:prefill-0:3s");
     /** The short schedule CI runs. */
     static final List<String> CI = List.of("kill:decider", "kill:engine-decode-0", "kill:worker-decode-0");
 
@@ -69,7 +74,9 @@ public final class ChaosCommand implements Callable<Integer> {
 
     @Option(names = "--fault", description = "A fault instead of the schedule (repeatable): kill:TARGET or hang:TARGET[:DURATION], TARGET one of"
             + " decider, proxy, engine-prefill-0, worker-decode-1, broker-2, ...; hostile:doors (the hostile-input corpus); abandon:N (N streams"
-            + " walked away from at once); cut:relay, stall:relay[:DURATION] (the data plane to decode-0, through a fault relay)")
+            + " walked away from at once); cut:relay, stall:relay[:DURATION] (the data plane to decode-0, through a fault relay); with --hosts netns:"
+            + " drop:A/B[:DURATION], refuse:A/B[:DURATION] (A, B: a host, brokers, leader (of request-events) or *), bridge:HOST[:DURATION],"
+            + " restart:NODE[:DOWN], replace:NODE[:DOWN] (an engine node: decode-0); idle:connections[:DURATION]")
     List<String> faults;
 
     @Option(names = "--hosts", description = {"loopback (every process on 127.0.0.1; the default) or netns (each component on a network",
@@ -185,6 +192,7 @@ public final class ChaosCommand implements Callable<Integer> {
             Topics topics = new Topics(dc.topics(), serdes);
             ChaosRun run = new ChaosRun(p, clients, rate, d.duration("before", Duration.ofSeconds(3)), d.duration("after", Duration.ofSeconds(6)),
                     dc.policy().leaseDuration().plusSeconds(15), s -> System.out.println(s));
+            run.withRequestEvents(topics.requestEvents().name());
             run.withHostile(() -> new ChaosHostile(p, topics, "orbitkv-sim-" + preset.key(), io.orbitkv.pd.transport.tcp.TcpConfig.defaults()
                     .ioTimeout(), Duration.ofSeconds(30)));
             System.out.printf(Locale.ROOT, "chaos: %d faults, %.0f requests/s through the proxy, %d + %d engines%n", plan.size(), rate, engines, engines);
@@ -245,6 +253,8 @@ public final class ChaosCommand implements Callable<Integer> {
         for (int i = 0; i < windows.size(); i++) {
             ledger.unsettled(i).entrySet().stream().limit(10).forEach(e -> System.out.println("  not exactly one outcome: " + e.getKey() + " "
                     + e.getValue()));
+            ledger.acknowledgedMissing(windows.get(i).answeredOnTransferredKv()).entrySet().stream().limit(10).forEach(e -> System.out.println(
+                    "  answered, but acknowledged facts missing from the log: " + e.getKey() + " " + e.getValue()));
         }
         if (!audit.clean()) {
             audit.writeText(System.out);
@@ -335,6 +345,7 @@ public final class ChaosCommand implements Callable<Integer> {
             ChaosLedger.Counts c = ledger.window(i);
             ChaosRun.Window w = windows.get(i);
             if (c.lost() > 0 || c.doubled() > 0 || w.leakedPages() > 0 || w.hung() > 0 || w.readySeconds() < 0
+                    || !ledger.acknowledgedMissing(w.answeredOnTransferredKv()).isEmpty()
                     || w.doors().stream().anyMatch(x -> !x.ok()) || !w.unroutable().isEmpty()) {
                 return true;
             }
@@ -345,18 +356,20 @@ public final class ChaosCommand implements Callable<Integer> {
     static String table(List<ChaosRun.Window> windows, ChaosLedger ledger) {
         StringBuilder b = new StringBuilder();
         b.append("| fault | requests | client errors (by status) | in flight at the fault | in the log | one outcome | lost | doubled "
-                + "| pages held after | hung | not routed to after | ready again (s) | served again after (s) | slowest answer (s) |\n");
-        b.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n");
+                + "| acknowledged facts missing | push failures | pages held after | hung | not routed to after | ready again (s) | caught requests answered within (s) "
+                + "| served again after (s) | after the heal (s) | slowest answer (s) |\n");
+        b.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
         for (int i = 0; i < windows.size(); i++) {
             ChaosRun.Window w = windows.get(i);
             ChaosLedger.Counts c = ledger.window(i);
             String errs = w.errors() == 0 ? "0" : w.errors() + " (" + w.errorsByStatus().entrySet().stream()
                     .map(e -> (e.getKey() == 0 ? "no answer" : e.getKey().toString()) + ": " + e.getValue()).collect(Collectors.joining(", ")) + ")";
-            b.append(String.format(Locale.ROOT, "| %s | %d | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %.1f | %.2f |%n", w.fault().label(),
-                    w.sent().size(), errs, w.inFlightAtFault(), c.known(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(),
-                    w.unroutable().isEmpty() ? "—" : String.join(", ", w.unroutable()),
-                    Double.isNaN(w.readySeconds()) ? "—" : String.format(Locale.ROOT, "%.1f", w.readySeconds()), w.recoverySeconds(),
-                    w.worstSeconds()));
+            b.append(String.format(Locale.ROOT, "| %s | %d | %s | %d | %d | %d | %d | %d | %d of %d | %d | %d | %d | %s | %s | %.1f | %.1f | %.1f | %.2f |%n",
+                    w.fault().label(), w.sent().size(), errs, w.inFlightAtFault(), c.known(), c.oneOutcome(), c.lost(), c.doubled(),
+                    ledger.acknowledgedMissing(w.answeredOnTransferredKv()).size(), w.answeredOnTransferredKv().size(), c.pushFailed(),
+                    w.leakedPages(), w.hung(), w.unroutable().isEmpty() ? "—" : String.join(", ", w.unroutable()),
+                    Double.isNaN(w.readySeconds()) ? "—" : String.format(Locale.ROOT, "%.1f", w.readySeconds()), w.caughtSeconds(),
+                    w.recoverySeconds(), w.servedAfterHealSeconds(), w.worstSeconds()));
         }
         return b.toString();
     }
@@ -398,8 +411,13 @@ public final class ChaosCommand implements Callable<Integer> {
                 + " requests the log knows of (any fact), each of which must end in exactly one outcome; *pages held after* are blocks"
                 + " still held on the engines once the load stopped and a lease plus 15 s passed; *not routed to after* are engines"
                 + " some proxy still did not route to 15 s after the window (missing from its engine list or marked down); *ready again* is from the restart (or"
-                + " `kill -CONT`) to the component's health check answering ready; *served again after* is from the fault to the first request"
-                + " after which every request was answered.\n\n" + table + "\n" + verdict + "\n";
+                + " `kill -CONT`) to the component's health check answering ready; *served again after* is from the fault (*after the heal*: from"
+                + " the heal, or the component back) to the first request after which every request was answered; *caught requests answered"
+                + " within* is the longest any request caught in the fault (sent before the heal, not answered before the fault) waited from"
+                + " the fault (or its sending) to its answer, whatever it was; *acknowledged facts missing* counts, of the answers decoded on"
+                + " transferred KV, those whose admission, prefill report or decode-ready fact (each acknowledged to its writer and read by the"
+                + " decider) is not in the log after the run (Jepsen's lost-write check); *push failures* are requests with a `TransferFailed`"
+                + " fact (a push tried again or given up).\n\n" + table + "\n" + verdict + "\n";
     }
 
     private static String esc(String s) {
@@ -416,11 +434,14 @@ public final class ChaosCommand implements Callable<Integer> {
             }
             j.append(String.format(Locale.ROOT, "{\"fault\":\"%s\",\"requests\":%d,\"client_errors\":%d,\"errors_by_status\":{%s},"
                             + "\"in_flight_at_fault\":%d,\"known\":%d,\"admitted\":%d,\"one_outcome\":%d,\"lost\":%d,\"doubled\":%d,\"pages_held_after\":%d,"
-                            + "\"hung\":%d,\"not_routed_to\":%d,\"ready_s\":%s,\"served_again_after_s\":%.2f,\"slowest_answer_s\":%.3f}", w.fault().label(), w.sent().size(), w.errors(),
+                            + "\"hung\":%d,\"not_routed_to\":%d,\"ready_s\":%s,\"served_again_after_s\":%.2f,\"served_again_after_heal_s\":%.2f,"
+                            + "\"caught_answered_within_s\":%.2f,\"acknowledged_missing\":%d,\"answered_on_transferred_kv\":%d,\"push_failed\":%d,"
+                            + "\"slowest_answer_s\":%.3f}", w.fault().label(), w.sent().size(), w.errors(),
                     w.errorsByStatus().entrySet().stream().map(e -> "\"" + e.getKey() + "\":" + e.getValue()).collect(Collectors.joining(",")),
                     w.inFlightAtFault(), c.known(), c.admitted(), c.oneOutcome(), c.lost(), c.doubled(), w.leakedPages(), w.hung(), w.unroutable().size(),
                     Double.isNaN(w.readySeconds()) ? "null" : String.format(Locale.ROOT, "%.2f", w.readySeconds()), w.recoverySeconds(),
-                    w.worstSeconds()));
+                    w.servedAfterHealSeconds(), w.caughtSeconds(), ledger.acknowledgedMissing(w.answeredOnTransferredKv()).size(),
+                    w.answeredOnTransferredKv().size(), c.pushFailed(), w.worstSeconds()));
         }
         j.append("],\"hostile\":[");
         List<ChaosHostile.Door> doors = windows.stream().flatMap(w -> w.doors().stream()).toList();

@@ -21,8 +21,19 @@ import java.util.Set;
  */
 public final class ChaosLedger {
 
-    /** Per window of the run: requests the log knows, admitted, with exactly one outcome, with none, with more. */
-    public record Counts(int known, int admitted, int oneOutcome, int lost, int doubled) { }
+    /**
+     * Per window of the run: requests the log knows, admitted, with exactly one outcome, with none, with more, and with a
+     * failed push ({@code TransferFailed}: a push that had to be tried again or given up).
+     */
+    public record Counts(int known, int admitted, int oneOutcome, int lost, int doubled, int pushFailed) { }
+
+    /**
+     * The facts every request answered 200 through P/D (decoded on transferred KV) must have in the log: its admission,
+     * its prefill report and its decode-ready fact were each acknowledged to their writer (the prefill engine waits for
+     * its report's acknowledgement before it answers) and read by the decider before it ordered the push — a write lost
+     * after its acknowledgement (an isolated leader with a lagging ISR, an unclean election) shows here.
+     */
+    static final java.util.List<String> ACKNOWLEDGED = java.util.List.of("RequestAdmitted", "PrefillCompleted", "DecodeReady");
 
     private final Set<String> known = new HashSet<>();
     private final Set<String> admitted = new HashSet<>();
@@ -74,6 +85,7 @@ public final class ChaosLedger {
         int one = 0;
         int lost = 0;
         int doubled = 0;
+        int pushFailed = 0;
         for (String id : known) {
             if (ChaosRun.windowOf(id) != index) {
                 continue;
@@ -90,8 +102,11 @@ public final class ChaosLedger {
             } else {
                 doubled++;
             }
+            if (story.getOrDefault(id, java.util.List.of()).contains("TransferFailed")) {
+                pushFailed++;
+            }
         }
-        return new Counts(k, a, one, lost, doubled);
+        return new Counts(k, a, one, lost, doubled, pushFailed);
     }
 
     /** The requests of window {@code index} without exactly one outcome, each with what the log holds about it. */
@@ -100,6 +115,22 @@ public final class ChaosLedger {
         for (String id : known) {
             if (ChaosRun.windowOf(id) == index && outcomesOf(id) != 1) {
                 out.put(id, story.getOrDefault(id, java.util.List.of()));
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Of {@code answered} (requests answered 200 after a decode on transferred KV, by the id that served them), those whose
+     * log lacks one of the {@link #ACKNOWLEDGED} facts, each with the facts missing: acknowledged writes the log lost.
+     */
+    public Map<String, java.util.List<String>> acknowledgedMissing(java.util.Collection<String> answered) {
+        Map<String, java.util.List<String>> out = new java.util.TreeMap<>();
+        for (String id : answered) {
+            java.util.List<String> have = story.getOrDefault(id, java.util.List.of());
+            java.util.List<String> missing = ACKNOWLEDGED.stream().filter(f -> !have.contains(f)).toList();
+            if (!missing.isEmpty()) {
+                out.put(id, missing);
             }
         }
         return out;

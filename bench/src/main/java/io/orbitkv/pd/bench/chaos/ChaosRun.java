@@ -55,7 +55,21 @@ public final class ChaosRun {
          */
         DROP,
         /** As {@link #DROP}, but refused at once ({@code prohibit} routes: the sender gets an error). */
-        REFUSE
+        REFUSE,
+        /**
+         * A bridge (Jepsen's): every host but the target split into two halves (alternating within each kind: broker-1 and
+         * broker-3, decider and decider-2, ...) that cannot reach each other, the target host seeing both, silently.
+         */
+        BRIDGE,
+        /**
+         * No load for the fault's duration (past twice the longest keepalive / idle timeout of the data plane), then load
+         * again: every pooled connection idle that long; no push may ride a dead one (the target is {@code connections}).
+         */
+        IDLE,
+        /** An engine node (the target: {@code decode-0}, its engine and worker) killed -9 and started again as a new instance at the same address. */
+        RESTART,
+        /** As {@link #RESTART}, but on a new host at a new address (the old host removed): a machine replaced. */
+        REPLACE
     }
 
     /** One fault of the schedule: {@code kind} done to the child {@code target} for {@code duration}. */
@@ -72,6 +86,16 @@ public final class ChaosRun {
             }
             if (kind == Kind.STALL) {
                 return "data plane to decode-0 stalled " + duration.toSeconds() + " s";
+            }
+            if (kind == Kind.BRIDGE) {
+                return "bridge: two halves cut apart " + duration.toSeconds() + " s, " + target + " seeing both";
+            }
+            if (kind == Kind.IDLE) {
+                return "every connection idle " + duration.toSeconds() + " s, then load";
+            }
+            if (kind == Kind.RESTART || kind == Kind.REPLACE) {
+                return "node " + target + (kind == Kind.RESTART ? " restarted at the same address" : " replaced at a new address")
+                        + " as a new instance";
             }
             if (kind == Kind.DROP || kind == Kind.REFUSE) {
                 String[] ab = target.split("/", 2);
@@ -91,13 +115,17 @@ public final class ChaosRun {
             try {
                 k = Kind.valueOf(p[0].toUpperCase(java.util.Locale.ROOT));
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("--fault: kind must be kill, hang, hostile, abandon, cut, stall, drop or refuse, got " + p[0]
+                throw new IllegalArgumentException("--fault: kind must be kill, hang, hostile, abandon, cut, stall, drop, refuse, bridge, idle,"
+                        + " restart or replace, got " + p[0]
                         + " in " + s);
             }
             Duration d = p.length == 3 ? io.orbitkv.pd.schemas.config.ConfigProps.empty().with("d", p[2]).duration("d", defaultDuration)
                     : defaultDuration;
             if ((k == Kind.DROP || k == Kind.REFUSE) && !p[1].matches("[A-Za-z0-9-]+/([A-Za-z0-9-]+|\\*)")) {
                 throw new IllegalArgumentException("--fault " + p[0] + ":A/B[:duration]: two hosts (or brokers, or * for every other), got " + p[1]);
+            }
+            if ((k == Kind.RESTART || k == Kind.REPLACE) && !p[1].matches("(prefill|decode)-\\d+")) {
+                throw new IllegalArgumentException("--fault " + p[0] + ":NODE[:down]: an engine node such as decode-0, got " + p[1]);
             }
             return new Fault(k, p[1], d);
         }
@@ -116,8 +144,29 @@ public final class ChaosRun {
      * @param unroutable      engines the proxy did not route to (missing from its engine list) 15 s after the window: a
      *                        component back from a fault must be served again
      */
-    public record Window(Fault fault, long faultNanos, long faultDoneNanos, List<Sent> sent, double readySeconds, double recoverySeconds, long leakedPages,
-                         double pagesBackSeconds, int hung, List<ChaosHostile.Door> doors, List<String> unroutable) {
+    public record Window(Fault fault, long faultNanos, long faultDoneNanos, long healNanos, List<Sent> sent, double readySeconds, double recoverySeconds,
+                         long leakedPages, double pagesBackSeconds, int hung, List<ChaosHostile.Door> doors, List<String> unroutable) {
+        /**
+         * Requests caught in the fault: sent before it was healed (or the target back) and not answered before it began.
+         * The longest of them from the fault (or its sending, if later) to its answer, whatever the answer (s): how long
+         * the fault held a request before it had its outcome.
+         */
+        public double caughtSeconds() {
+            return sent.stream().filter(s -> s.sentNanos() < healNanos && s.sentNanos() + s.result().totalNanos() > faultNanos)
+                    .mapToLong(s -> s.sentNanos() + s.result().totalNanos() - Math.max(s.sentNanos(), faultNanos)).max().orElse(0) / 1e9;
+        }
+
+        /** From the heal (or the target back) to the first request sent after which every request succeeded (0: none failed after it). */
+        public double servedAfterHealSeconds() {
+            return Math.max(0, recoverySeconds - (healNanos - faultNanos) / 1e9);
+        }
+
+        /** The ids that served this window's answers decoded on transferred KV (for the acknowledged-write check). */
+        public List<String> answeredOnTransferredKv() {
+            return sent.stream().filter(s -> s.result().ok() && "decode".equals(s.result().mode()) && s.result().requestId() != null)
+                    .map(s -> s.result().requestId()).toList();
+        }
+
         /**
          * Requests on their way when the fault struck: sent before it had taken effect (a killed process gone, a hung
          * one stopped) and not answered before it began. The most a fault should cost the clients: one sent in the
@@ -246,7 +295,8 @@ public final class ChaosRun {
         if ((fault.kind() == Kind.CUT || fault.kind() == Kind.STALL) && pipeline.relay() == null) {
             throw new IllegalArgumentException("--fault " + fault.kind().name().toLowerCase() + ":relay: the pipeline has no data-plane relay");
         }
-        if ((fault.kind() == Kind.DROP || fault.kind() == Kind.REFUSE) && pipeline.hosts().isEmpty()) {
+        if ((fault.kind() == Kind.DROP || fault.kind() == Kind.REFUSE || fault.kind() == Kind.BRIDGE || fault.kind() == Kind.REPLACE)
+                && pipeline.hosts().isEmpty()) {
             throw new IllegalArgumentException("--fault " + fault.kind().name().toLowerCase() + ": partitions need separate hosts (--hosts netns)");
         }
         if (fault.kind() == Kind.KILL || fault.kind() == Kind.HANG) {
@@ -255,7 +305,8 @@ public final class ChaosRun {
             }
         }
         ConcurrentLinkedQueue<Sent> sent = new ConcurrentLinkedQueue<>();
-        Load load = new Load(LoadClient.workload(1000L + index, 64, 8, 40, 8, true), i -> "chaos-" + index + "-" + seq.incrementAndGet(), sent::add);
+        List<LoadClient.Request> prompts = LoadClient.workload(1000L + index, 64, 8, 40, 8, true);
+        Load load = new Load(prompts, i -> "chaos-" + index + "-" + seq.incrementAndGet(), sent::add);
         sleep(before);
         long faultAt = System.nanoTime();
         say.accept("  " + fault.label());
@@ -290,9 +341,24 @@ public final class ChaosRun {
             pipeline.relay().stall(fault.duration().toMillis());
             sleep(fault.duration());
             ready = Double.NaN;
-        } else if (fault.kind() == Kind.DROP || fault.kind() == Kind.REFUSE) {
-            List<String[]> pairs = partition(fault.target());
-            NetnsHosts.Cut how = fault.kind() == Kind.DROP ? NetnsHosts.Cut.DROP : NetnsHosts.Cut.REFUSE;
+        } else if (fault.kind() == Kind.IDLE) {
+            load.stop(); // every answer in: nothing moves for the fault's duration
+            faultDone = System.nanoTime();
+            sleep(fault.duration());
+            load = new Load(prompts, i -> "chaos-" + index + "-" + seq.incrementAndGet(), sent::add);
+            ready = Double.NaN;
+        } else if (fault.kind() == Kind.RESTART || fault.kind() == Kind.REPLACE) {
+            pipeline.restartNode(fault.target(), fault.kind() == Kind.REPLACE, fault.duration());
+            faultDone = faultAt;
+            long back = System.nanoTime();
+            if (fault.kind() == Kind.REPLACE) {
+                say.accept("    " + fault.target() + " now on host " + pipeline.hostOf(fault.target()) + " at "
+                        + pipeline.hosts().orElseThrow().address(pipeline.hostOf(fault.target())));
+            }
+            ready = awaitReady("engine-" + fault.target(), back);
+        } else if (fault.kind() == Kind.DROP || fault.kind() == Kind.REFUSE || fault.kind() == Kind.BRIDGE) {
+            List<String[]> pairs = fault.kind() == Kind.BRIDGE ? bridge(fault.target()) : partition(fault.target());
+            NetnsHosts.Cut how = fault.kind() == Kind.REFUSE ? NetnsHosts.Cut.REFUSE : NetnsHosts.Cut.DROP;
             NetnsHosts rig = pipeline.hosts().orElseThrow();
             pairs.forEach(ab -> rig.cut(ab[0], ab[1], how));
             faultDone = System.nanoTime();
@@ -315,6 +381,7 @@ public final class ChaosRun {
             pipeline.signal(fault.target(), "CONT");
             ready = awaitReady(fault.target(), back);
         }
+        long healAt = fault.kind() == Kind.HOSTILE || fault.kind() == Kind.ABANDON || fault.kind() == Kind.CUT ? faultAt : System.nanoTime();
         sleep(after);
         List<ChaosHostile.Door> doors = corpus == null ? List.of() : corpus.verify(); // the load runs on while the checks finish
         load.stop();
@@ -335,15 +402,23 @@ public final class ChaosRun {
         long pagesFrom = System.nanoTime();
         long leaked = awaitPagesFree(pagesFrom + pagesTimeout.toNanos());
         double pagesBack = (System.nanoTime() - pagesFrom) / 1e9;
-        return new Window(fault, faultAt, faultDone, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors, unroutable);
+        return new Window(fault, faultAt, faultDone, healAt, all, ready, Math.max(0, recovery), leaked, pagesBack, hung, doors, unroutable);
     }
 
-    /** The host pairs a partition's target {@code A/B} cuts: {@code brokers} is every broker host, {@code *} every other host. */
+    /**
+     * The host pairs a partition's target {@code A/B} cuts: {@code brokers} is every broker host, {@code *} every other
+     * host, {@code leader} the broker host leading most partitions of {@code request-events} now.
+     */
     private List<String[]> partition(String target) {
         String[] ab = target.split("/", 2);
         List<String> all = pipeline.hosts().orElseThrow().hosts().stream().map(NetnsHosts.Host::name).toList();
+        if (ab[0].equals("leader") || ab[1].equals("leader")) {
+            String leader = requestEventsLeader();
+            say.accept("    the leader of most " + requestEventsTopic + " partitions: " + leader);
+            ab[ab[0].equals("leader") ? 0 : 1] = leader;
+        }
         java.util.function.Function<String, List<String>> side = x -> switch (x) {
-            case "brokers" -> all.stream().filter(h -> h.startsWith("broker-")).toList();
+            case "brokers" -> all.stream().filter(h -> h.startsWith("broker-") && !h.equals(ab[0])).toList();
             case "*" -> all.stream().filter(h -> !h.equals(ab[0])).toList();
             default -> {
                 if (!all.contains(x)) {
@@ -361,6 +436,62 @@ public final class ChaosRun {
             }
         }
         return out;
+    }
+
+    /**
+     * A bridge over host {@code middle}: every other host in one of two halves (the i-th host of each kind — broker,
+     * decider, prefill, decode, proxy — in half i mod 2), every pair across the halves cut; {@code middle} reaches both.
+     */
+    private List<String[]> bridge(String middle) {
+        List<String> all = pipeline.hosts().orElseThrow().hosts().stream().map(NetnsHosts.Host::name).toList();
+        if (!all.contains(middle)) {
+            throw new IllegalArgumentException("--fault bridge: no host called " + middle + "; have " + all);
+        }
+        Map<String, Integer> seen = new TreeMap<>();
+        List<String> a = new ArrayList<>();
+        List<String> b = new ArrayList<>();
+        for (String h : all) {
+            if (h.equals(middle)) {
+                continue;
+            }
+            int i = seen.merge(h.split("-")[0], 1, Integer::sum) - 1;
+            (i % 2 == 0 ? a : b).add(h);
+        }
+        say.accept("    halves " + a + " | " + b + ", " + middle + " between");
+        List<String[]> out = new ArrayList<>();
+        for (String x : a) {
+            for (String y : b) {
+                out.add(new String[] {x, y});
+            }
+        }
+        return out;
+    }
+
+    private String requestEventsTopic = "orbitkv.request-events";
+
+    /** The request-events topic's name (for {@code leader}). */
+    ChaosRun withRequestEvents(String topic) {
+        this.requestEventsTopic = topic;
+        return this;
+    }
+
+    /** The broker host ({@code broker-N}) leading most partitions of the request-events topic now. */
+    private String requestEventsLeader() {
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(Map.of(
+                org.apache.kafka.clients.admin.AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, pipeline.bootstrapServers()))) {
+            Map<Integer, Integer> led = new TreeMap<>();
+            admin.describeTopics(List.of(requestEventsTopic)).allTopicNames().get(30, java.util.concurrent.TimeUnit.SECONDS)
+                    .get(requestEventsTopic).partitions().forEach(p -> {
+                        if (p.leader() != null) {
+                            led.merge(p.leader().id(), 1, Integer::sum);
+                        }
+                    });
+            int node = led.entrySet().stream().max(Map.Entry.comparingByValue()).orElseThrow(
+                    () -> new IllegalStateException(requestEventsTopic + " has no partition leader")).getKey();
+            return "broker-" + node;
+        } catch (Exception e) {
+            throw new IllegalStateException("cannot find the leader of " + requestEventsTopic + ": " + e, e);
+        }
     }
 
     /**

@@ -53,6 +53,13 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /metrics}: this instance's Prometheus meters (phase and engine gauges refreshed from its stores).</li>
  * </ul>
  * {@code ?local=true} restricts an answer to this instance (used for the fan-out).
+ *
+ * <p>Health probes and metrics are answered on the endpoint's two threads; queries run on threads of their own (at most
+ * {@link #MAX_QUERIES} at once, more get 503), and the fan-out asks every other instance at once with a
+ * {@link #FORWARD_TIMEOUT}: an instance that does not answer is left out of the sums (named in the
+ * {@code x-orbitkv-unreachable-instances} header) instead of failing the call. One unreachable instance used to hold
+ * every {@code /engines} call 5 s on the two threads that also answer health probes, so a liveness probe could restart a
+ * healthy instance (issue 31).
  */
 public final class DeciderHttp implements AutoCloseable {
 
@@ -60,7 +67,15 @@ public final class DeciderHttp implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final HttpEndpoint endpoint;
-    private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+    /** How long a forwarded query or a fan-out part may take from another instance. */
+    static final Duration FORWARD_TIMEOUT = Duration.ofSeconds(2);
+    /** Queries answered at once; more are refused (503) rather than queued behind slow fan-outs. */
+    static final int MAX_QUERIES = 32;
+
+    private final HttpClient client = HttpClient.newBuilder().connectTimeout(FORWARD_TIMEOUT).build();
+    private final java.util.concurrent.ExecutorService queries = Executors.newThreadPerTaskExecutor(
+            Thread.ofVirtual().name("decider-query-", 0).factory());
+    private final java.util.concurrent.Semaphore queryPermits = new java.util.concurrent.Semaphore(MAX_QUERIES);
     private final String advertisedHost;
     private KafkaStreams streams;
     private Topics topics;
@@ -92,9 +107,33 @@ public final class DeciderHttp implements AutoCloseable {
     }
 
     private void handle(HttpExchange ex) throws IOException {
+        String path = ex.getRequestURI().getPath();
+        if ("GET".equals(ex.getRequestMethod()) && (path.startsWith("/requests/") || path.equals("/states") || path.equals("/engines"))) {
+            if (!queryPermits.tryAcquire()) {
+                try {
+                    send(ex, 503, error(MAX_QUERIES + " queries in progress on this instance; retry"));
+                } finally {
+                    ex.close();
+                }
+                return;
+            }
+            queries.execute(() -> {
+                try {
+                    answer(ex, path);
+                } catch (IOException e) {
+                    log.atDebug().setCause(e).log("query answer not sent");
+                } finally {
+                    queryPermits.release();
+                }
+            });
+            return;
+        }
+        answer(ex, path);
+    }
+
+    private void answer(HttpExchange ex, String path) throws IOException {
         // The exchange is closed after the error answer, not before it (a try-with-resources would close it first).
         try {
-            String path = ex.getRequestURI().getPath();
             boolean local = "local=true".equals(ex.getRequestURI().getQuery());
             if (!"GET".equals(ex.getRequestMethod())) {
                 send(ex, 405, error("only GET is supported"));
@@ -105,9 +144,9 @@ public final class DeciderHttp implements AutoCloseable {
             } else if (path.startsWith("/requests/") && path.length() > "/requests/".length()) {
                 request(ex, URLDecoder.decode(path.substring("/requests/".length()), StandardCharsets.UTF_8), local);
             } else if (path.equals("/states")) {
-                send(ex, 200, local ? localStates().toString() : sumOverInstances("/states").toString());
+                send(ex, 200, local ? localStates().toString() : partial(ex, sumOverInstances("/states")).toString());
             } else if (path.equals("/engines")) {
-                send(ex, 200, local ? localLoad().toString() : engines().toString());
+                send(ex, 200, local ? localLoad().toString() : engines(ex).toString());
             } else if (path.equals("/metrics")) {
                 refreshGauges();
                 HttpEndpoint.send(ex, 200, ComponentMetrics.CONTENT_TYPE, metrics.scrape());
@@ -182,8 +221,16 @@ public final class DeciderHttp implements AutoCloseable {
         }
     }
 
-    private ObjectNode engines() {
-        ObjectNode load = sumOverInstances("/engines");
+    /** The sums of a fan-out; names the instances left out in the answer's header. */
+    private static ObjectNode partial(HttpExchange ex, Sum sum) {
+        if (!sum.unreachable().isEmpty()) {
+            ex.getResponseHeaders().set("x-orbitkv-unreachable-instances", String.join(",", sum.unreachable()));
+        }
+        return sum.sum();
+    }
+
+    private ObjectNode engines(HttpExchange ex) {
+        ObjectNode load = partial(ex, sumOverInstances("/engines"));
         ObjectNode out = JSON.createObjectNode();
         ReadOnlyKeyValueStore<String, byte[]> regs = streams.store(StoreQueryParameters
                 .fromNameAndType(DeciderNames.ENGINES_STORE, QueryableStoreTypes.<String, byte[]>keyValueStore()));
@@ -215,23 +262,47 @@ public final class DeciderHttp implements AutoCloseable {
         return out;
     }
 
-    /** Sums numeric fields of {@code path?local=true} over every instance of the application. */
-    private ObjectNode sumOverInstances(String path) {
+    /** Sums over the instances, and the instances that did not answer in time (left out). */
+    private record Sum(ObjectNode sum, java.util.List<String> unreachable) { }
+
+    /**
+     * Sums numeric fields of {@code path?local=true} over every instance of the application, asking the others at once;
+     * one that does not answer within {@link #FORWARD_TIMEOUT} is left out (and named), not waited for.
+     */
+    private Sum sumOverInstances(String path) {
         ObjectNode sum = JSON.createObjectNode();
+        java.util.List<String> unreachable = new java.util.ArrayList<>();
+        Map<HostInfo, java.util.concurrent.CompletableFuture<HttpResponse<String>>> parts = new java.util.LinkedHashMap<>();
         for (StreamsMetadata m : streams.metadataForAllStreamsClients()) {
-            JsonNode part;
             if (isSelf(m.hostInfo())) {
-                part = path.equals("/states") ? localStates() : localLoad();
+                add(sum, path.equals("/states") ? localStates() : localLoad());
             } else {
-                try {
-                    part = JSON.readTree(get(m.hostInfo(), path + "?local=true").body());
-                } catch (IOException e) {
-                    throw new UncheckedIOException(e);
-                }
+                parts.put(m.hostInfo(), client.sendAsync(HttpRequest.newBuilder(URI.create("http://" + m.hostInfo().host() + ":" + m.hostInfo().port()
+                        + path + "?local=true")).timeout(FORWARD_TIMEOUT).GET().build(), HttpResponse.BodyHandlers.ofString()));
             }
-            part.properties().forEach(f -> sum.put(f.getKey(), sum.path(f.getKey()).asLong(0) + f.getValue().asLong(0)));
         }
-        return sum;
+        for (Map.Entry<HostInfo, java.util.concurrent.CompletableFuture<HttpResponse<String>>> p : parts.entrySet()) {
+            String who = p.getKey().host() + ":" + p.getKey().port();
+            try {
+                HttpResponse<String> r = p.getValue().get(FORWARD_TIMEOUT.toMillis() + 500, java.util.concurrent.TimeUnit.MILLISECONDS);
+                if (r.statusCode() != 200) {
+                    throw new IOException("answered " + r.statusCode() + ": " + r.body());
+                }
+                add(sum, JSON.readTree(r.body()));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted", e);
+            } catch (Exception e) {
+                p.getValue().cancel(true);
+                unreachable.add(who);
+                log.atWarn().addKeyValue("instance", who).log("decider instance left out of " + path + ": " + e);
+            }
+        }
+        return new Sum(sum, java.util.List.copyOf(unreachable));
+    }
+
+    private static void add(ObjectNode sum, JsonNode part) {
+        part.properties().forEach(f -> sum.put(f.getKey(), sum.path(f.getKey()).asLong(0) + f.getValue().asLong(0)));
     }
 
     private boolean isSelf(HostInfo h) {
@@ -241,7 +312,7 @@ public final class DeciderHttp implements AutoCloseable {
     private HttpResponse<String> get(HostInfo h, String pathAndQuery) {
         try {
             return client.send(HttpRequest.newBuilder(URI.create("http://" + h.host() + ":" + h.port() + pathAndQuery))
-                    .timeout(Duration.ofSeconds(5)).GET().build(), HttpResponse.BodyHandlers.ofString());
+                    .timeout(FORWARD_TIMEOUT).GET().build(), HttpResponse.BodyHandlers.ofString());
         } catch (IOException e) {
             throw new UncheckedIOException("instance " + h + " unreachable: " + e.getMessage(), e);
         } catch (InterruptedException e) {
@@ -267,5 +338,6 @@ public final class DeciderHttp implements AutoCloseable {
     @Override
     public void close() {
         endpoint.close();
+        queries.shutdownNow();
     }
 }

@@ -37,7 +37,11 @@ record RetryChecker(DeciderPolicy policy) implements RuleChecker {
         if (a <= 1 || prev == null) {
             return;
         }
-        if (prev.failed != null && !prev.failedRetriable) {
+        // A failure report after the attempt had already ended — the decider aborted it, or its deadline passed — is the
+        // consequence of that end (a worker told to abort reports ABORTED, retriable=false), not a reason against retrying.
+        boolean endedBeforeItsReport = prev.failed != null && ((prev.abortedAt != null && prev.abortedAt <= prev.failed)
+                || prev.order.getDeadlineMs() <= prev.failed);
+        if (prev.failed != null && !prev.failedRetriable && !endedBeforeItsReport) {
             out.add(Rule.RETRY_WITHOUT_FAILURE, r.id, where, what + " after attempt " + (a - 1) + " failed for good (retriable=false)");
             return;
         }

@@ -334,6 +334,37 @@ class AuditorTest {
         });
     }
 
+    /**
+     * The by-hand partition run of issue 31: attempt 1's deadline passed (the decider aborted it and ordered attempt 2), and
+     * only then did the worker's report of the abort arrive, {@code ABORTED} with retriable=false. The retry followed the
+     * timeout; the audit flagged it {@code RETRY_WITHOUT_FAILURE} (4× in that run).
+     */
+    @Test
+    void aNonRetriableReportAfterTheAttemptTimedOutDoesNotForbidTheRetry() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("retry");
+        LogRecord failed = run.fact(id, TransferFailed.class);
+        run.editFact(failed, e -> {
+            TransferFailed tf = (TransferFailed) e.getPayload();
+            e.setPayload(TransferFailed.newBuilder(tf).setRetriable(false).build());
+            return e;
+        });
+        LogRecord second = run.decisions(id).stream().filter(r -> decision(r).getPayload() instanceof TransferOrder o && o.getAttempt() == 2)
+                .findFirst().orElseThrow();
+        long failedAt = fact(failed).getEventTimeMs();
+        java.util.function.LongConsumer deadline = ms -> run.decisions(id).stream()
+                .filter(r -> decision(r).getPayload() instanceof TransferOrder o && o.getAttempt() == 1)
+                .forEach(r -> run.editDecision(r, d -> {
+                    d.setPayload(TransferOrder.newBuilder((TransferOrder) d.getPayload()).setDeadlineMs(ms).build());
+                    return d;
+                }));
+        deadline.accept(failedAt - 1);
+        assertThat(audit(run).violations()).as("the retry followed attempt 1's deadline").noneMatch(v -> v.rule() == Rule.RETRY_WITHOUT_FAILURE);
+        // The same report with attempt 1 still within its deadline: that retry is a violation.
+        deadline.accept(decision(second).getStreamTimeMs() + 60_000);
+        assertThat(audit(run).violations()).anySatisfy(v -> assertThat(v.rule()).isEqualTo(Rule.RETRY_WITHOUT_FAILURE));
+    }
+
     @Test
     void retryBeforeItsBackoff() {
         SyntheticRun run = SyntheticRun.copy();

@@ -46,8 +46,23 @@ public final class UpstreamErrors {
         if (c instanceof ConnectionPoolTooBusyException) {
             return new Mapped(503, "service_unavailable", "too many requests waiting for a connection to " + side + " engine " + engineId);
         }
-        String why = c instanceof ConnectException ? "cannot connect" : c.getClass().getSimpleName();
+        String why = c instanceof ConnectException ? "cannot connect" : noRoute(c) ? "cannot connect: no route to the engine's host"
+                + " (a partition, or its address is wrong)" : c.getClass().getSimpleName();
         return new Mapped(502, "upstream_error", side + " engine " + engineId + " failed: " + why + ": " + c.getMessage());
+    }
+
+    /**
+     * Whether {@code c} is how the kernel refuses a connection to a host it has no route to: Linux answers a connect to a
+     * blackholed route with EINVAL ("Invalid argument"), to an unreachable network or a prohibited route with
+     * ENETUNREACH / EHOSTUNREACH / EACCES. A client used to see only "SocketException: Invalid argument" (issue 31).
+     */
+    static boolean noRoute(Throwable c) {
+        if (c instanceof java.net.NoRouteToHostException) {
+            return true;
+        }
+        String m = c.getMessage() == null ? "" : c.getMessage();
+        return c instanceof java.net.SocketException && (m.startsWith("Invalid argument") || m.startsWith("Network is unreachable")
+                || m.startsWith("No route to host") || m.startsWith("Permission denied"));
     }
 
     public static Mapped noEngine(String side) {

@@ -53,15 +53,23 @@ public final class KafkaClients {
 
     /**
      * A producer of facts: acks=all with idempotence (no duplicates or reordering on retries), and linger.ms 0 —
-     * a fact is on the critical path of a handoff, so it is sent at once rather than batched. {@code overrides}
-     * (the component's {@code kafka.*} keys) win.
+     * a fact is on the critical path of a handoff, so it is sent at once rather than batched. {@code request.timeout.ms}
+     * {@value #FACT_REQUEST_TIMEOUT_MS} instead of 30 s: a leader cut off from the other brokers (but not from this client)
+     * holds a produce request it can never complete until that timeout, and only then does the producer look for the new
+     * leader (elected within seconds); measured in the partitions chaos run, a 30 s request timeout left a decode's facts
+     * unacknowledged past its {@code engine.kv.confirm-timeout} (6 s). A retry after the timeout is safe: the producer is
+     * idempotent. {@code overrides} (the component's {@code kafka.*} keys) win.
      */
+    /** The fact producers' {@code request.timeout.ms}. */
+    public static final int FACT_REQUEST_TIMEOUT_MS = 4000;
+
     public static Map<String, Object> factProducer(String bootstrapServers, String clientId, Map<String, Object> overrides) {
         Map<String, Object> p = new HashMap<>();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers);
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
         p.put(ProducerConfig.LINGER_MS_CONFIG, 0);
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, FACT_REQUEST_TIMEOUT_MS);
         if (clientId != null) {
             p.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
         }
