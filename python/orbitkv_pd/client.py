@@ -22,6 +22,7 @@ and sends again every report not yet acknowledged (event ids are deterministic, 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import socket
 import threading
@@ -202,7 +203,21 @@ class EngineApiClient:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     s.connect(self.path)
-                    self._handshake(s)
+                    try:
+                        self._handshake(s)
+                    except ApiError as e:
+                        if not (e.code == p.FENCED and self.session is None and e.min_instance_epoch > self.registration.instance_epoch):
+                            raise
+                        # A new instance whose epoch (its start time, by default) is older than its predecessor's: this host's
+                        # clock is behind the one the engine last ran on. Say hello again, once, with the epoch the worker named.
+                        log.warning("instance epoch %d of engine %s is older than its last instance (this host's clock is behind?): "
+                                    "registering as instance %d", self.registration.instance_epoch, self.registration.engine_id,
+                                    e.min_instance_epoch)
+                        self.registration = dataclasses.replace(self.registration, instance_epoch=e.min_instance_epoch)
+                        s.close()
+                        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                        s.connect(self.path)
+                        self._handshake(s)
                 except BaseException:
                     s.close()
                     raise

@@ -60,11 +60,13 @@ _HEADER = struct.Struct(">I")
 class ApiError(Exception):
     """What the worker refused: a stable ``code``, the JSON ``field`` that was wrong (or None) and a message."""
 
-    def __init__(self, code: str, message: str, field: Optional[str] = None) -> None:
+    def __init__(self, code: str, message: str, field: Optional[str] = None, min_instance_epoch: int = 0) -> None:
         super().__init__(message)
         self.code = code
         self.field = field
         self.message = message
+        # A fenced hello of a new instance older than the engine's last one: the smallest instance epoch the worker takes.
+        self.min_instance_epoch = min_instance_epoch
 
     @property
     def fatal(self) -> bool:
@@ -73,7 +75,7 @@ class ApiError(Exception):
 
     @classmethod
     def from_frame(cls, m: Dict[str, Any]) -> "ApiError":
-        return cls(str(m.get("code", "unknown")), str(m.get("message", "")), m.get("field"))
+        return cls(str(m.get("code", "unknown")), str(m.get("message", "")), m.get("field"), int(m.get("min_instance_epoch") or 0))
 
     def __repr__(self) -> str:
         return f"ApiError(code={self.code!r}, field={self.field!r}, message={self.message!r})"

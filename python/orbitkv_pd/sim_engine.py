@@ -348,6 +348,13 @@ class SimEngine:
         # As the Java components' Lifecycle: new, starting, running, stopping, stopped (reported by /health/*).
         self.lifecycle = "new"
 
+    @property
+    def instance_epoch(self) -> int:
+        """This instance's epoch: the configured one, or the newer one the worker named at the hello (a host whose clock
+        is behind the one the engine last ran on)."""
+        reg = getattr(self.client, "registration", None)
+        return reg.instance_epoch if reg is not None else self.config.instance_epoch
+
     def count(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.counters[key] += n
@@ -374,7 +381,7 @@ class SimEngine:
         self.ready = True
         self.lifecycle = "running"
         threading.Thread(target=self.server.serve_forever, name="http", daemon=True).start()
-        log.info("engine %s ready (%s, %s, epoch %d)", self.config.engine_id, self.config.role, url, self.config.instance_epoch)
+        log.info("engine %s ready (%s, %s, epoch %d)", self.config.engine_id, self.config.role, url, self.instance_epoch)
         return self
 
     def on_decision(self, d: Decision) -> None:
@@ -441,7 +448,7 @@ class SimEngine:
     def stats(self) -> Dict[str, Any]:
         c = self.counters
         return {"engine_id": self.config.engine_id, "role": self.config.role, "model": self.config.model,
-                "instance_epoch": self.config.instance_epoch, "blocks_total": self.allocator.num_blocks,
+                "instance_epoch": self.instance_epoch, "blocks_total": self.allocator.num_blocks,
                 "blocks_used": self.allocator.used, "holders": self.allocator.holders,
                 "requests": {k: c[k] for k in ("prefill", "decode", "colocated", "recomputed")},
                 **{k: c[k] for k in ("completed", "verified_pages", "kv_corrupt", "ended_before_kv", "client_gone",
@@ -648,7 +655,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise HttpError(503, f"cannot report the prefill of {job.rid}: {err}", "service_unavailable")
         out = self.completion_json(job, [first])
         out["kv_transfer_params"] = {"request_id": job.rid, "do_remote_prefill": True, "do_remote_decode": False,
-                                     "remote_engine_id": e.config.engine_id, "remote_instance_epoch": e.config.instance_epoch,
+                                     "remote_engine_id": e.config.engine_id, "remote_instance_epoch": e.instance_epoch,
                                      "remote_block_ids": blocks}
         self.orbitkv(out, job)
         marks = dict(job.marks)

@@ -194,6 +194,31 @@ class ClientTest(unittest.TestCase):
             self.connect()
         self.assertEqual((e.exception.code, e.exception.field), ("pool", "pool.path"))
 
+    def test_a_new_instance_older_than_its_predecessor_takes_the_epoch_the_worker_names(self) -> None:
+        # Instance epochs default to the start time: an engine restarted on a host whose clock is behind the one its last
+        # instance ran on says hello with an older epoch, which the worker fences (it used to stay refused for good).
+        def on(w: FakeWorker, c: socket.socket, m: Dict[str, Any]) -> None:
+            if m.get("op") != "hello":
+                return
+            if m["instance_epoch"] < 9:
+                w.send(c, {"op": "error", "code": "fenced", "field": "instance_epoch", "min_instance_epoch": 9,
+                           "message": "instance_epoch: 7 is older than instance 8 of engine decode-0"})
+            else:
+                welcome(c)
+        w = self.worker(on)
+        client = self.connect()
+        self.assertEqual(client.registration.instance_epoch, 9)
+        self.assertEqual([h["instance_epoch"] for h in w.hellos], [7, 9])
+
+    def test_a_fenced_hello_naming_no_newer_epoch_stays_refused(self) -> None:
+        def on(w: FakeWorker, c: socket.socket, m: Dict[str, Any]) -> None:
+            w.send(c, {"op": "error", "code": "fenced", "field": "instance_epoch", "min_instance_epoch": 5,
+                       "message": "instance_epoch: 7 is older"})  # not newer than ours: nothing to take
+        self.worker(on)
+        with self.assertRaises(ApiError) as e:
+            self.connect()
+        self.assertEqual(e.exception.code, "fenced")
+
     def test_nothing_listening_is_an_error_naming_the_socket(self) -> None:
         with self.assertRaisesRegex(OSError, "worker.engine-api.path="):
             EngineApiClient.connect(self.path, self.reg, connect_timeout=0.2)

@@ -294,6 +294,12 @@ public final class WorkerApp implements AutoCloseable {
         }
 
         @Override
+        public long knownEpoch() {
+            EngineDirectory d = directory;
+            return d == null ? 0 : d.get(config.engineId()).map(EngineRegistration::getInstanceEpoch).orElse(0L);
+        }
+
+        @Override
         public ObjectNode attach(ApiProtocol.Hello hello, boolean newInstance) throws ApiException {
             synchronized (WorkerApp.this) {
                 if (lifecycle.isStopping()) {

@@ -100,13 +100,17 @@ class EngineApiIT {
         socket = dir.resolve("engine.sock");
         poolFile = Path.of("/dev/shm", "orbitkv-api-it-" + ProcessHandle.current().pid() + "-" + prefix + "kv");
         HostKvPool.ensureFile(G, poolFile);
-        worker = new WorkerApp(WorkerConfig.from(ConfigProps.empty().with("bootstrap.servers", kafka.bootstrapServers())
+        worker = newWorker();
+        producer = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers(), ProducerConfig.LINGER_MS_CONFIG, 0),
+                new StringSerializer(), new ByteArraySerializer());
+    }
+
+    private WorkerApp newWorker() throws InterruptedException {
+        return new WorkerApp(WorkerConfig.from(ConfigProps.empty().with("bootstrap.servers", kafka.bootstrapServers())
                 .with("worker.engine.id", "decode-0").with("worker.engine-api.path", socket.toString()).with("worker.commit.interval", "100ms")
                 .with("worker.engine-api.io-timeout", "2s")
                 .with("topics.prefix", prefix).with("topics.partitions", "3").with("topics.retention", "1h")
                 .with("auth.key", "engine-api-it-key-0123456789"))).start();
-        producer = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers(), ProducerConfig.LINGER_MS_CONFIG, 0),
-                new StringSerializer(), new ByteArraySerializer());
     }
 
     @AfterEach
@@ -296,6 +300,25 @@ class EngineApiIT {
                     assertThat(e.kind()).isEqualTo(io.orbitkv.pd.transport.TransferError.ABORTED);
                     assertThat(e.getMessage()).contains("gave the request up: lease unconfirmed");
                 });
+    }
+
+    /**
+     * Instance epochs default to the start time, so a new instance on a host whose clock is behind the one its predecessor
+     * ran on says hello with an older epoch. It was refused for good; now the worker names the smallest epoch it takes —
+     * after its current instance, or (a restarted worker) after the engines topic's — and the client registers with that.
+     */
+    @Test
+    void aNewInstanceWithAnOlderClockTakesTheNextEpoch() throws Exception {
+        EngineApiClient first = client(1_000, new DecisionListener() { });
+        first.close();
+        EngineApiClient second = client(500, new DecisionListener() { });
+        assertThat(second.instanceEpoch()).as("after the worker's current instance").isEqualTo(1_001);
+        assertThat(second.welcome().path("instance_epoch").asLong()).isEqualTo(1_001);
+        second.close();
+        worker.close(); // the worker restarts too: only the engines topic remembers instance 1001
+        worker = newWorker();
+        EngineApiClient third = client(700, new DecisionListener() { });
+        assertThat(third.instanceEpoch()).as("after the engines topic's newest instance").isEqualTo(1_002);
     }
 
     @Test

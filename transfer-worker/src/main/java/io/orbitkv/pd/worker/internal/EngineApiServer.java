@@ -72,6 +72,9 @@ public final class EngineApiServer implements AutoCloseable {
         /** The worker's engine id, layout and epoch the facts are checked against. */
         String engineId();
 
+        /** The newest instance epoch the engines topic knows for this engine (0: none): a new instance must be newer. */
+        long knownEpoch();
+
         io.orbitkv.pd.engine.client.EngineFacts facts();
     }
 
@@ -82,6 +85,8 @@ public final class EngineApiServer implements AutoCloseable {
     private final Host host;
     private final String session = UUID.randomUUID().toString();
     private final Set<Connection> connections = ConcurrentHashMap.newKeySet();
+    /** The newest instance epoch that registered here (kept after a goodbye: a later instance must be newer). */
+    private long newestEpoch;
     private final AtomicInteger refused = new AtomicInteger();
     private final Map<String, AtomicLong> refusals = new ConcurrentHashMap<>();
     private ServerSocketChannel server;
@@ -477,7 +482,17 @@ public final class EngineApiServer implements AutoCloseable {
                 boolean newInstance = registered == null || h.instanceEpoch() > registered.instanceEpoch();
                 if (registered != null && h.instanceEpoch() < registered.instanceEpoch()) {
                     throw new ApiException(ApiException.FENCED, "instance_epoch", "instance_epoch: " + h.instanceEpoch() + " is older than the"
-                            + " registered instance " + registered.instanceEpoch() + " of engine " + h.engineId());
+                            + " registered instance " + registered.instanceEpoch() + " of engine " + h.engineId())
+                            .minInstanceEpoch(registered.instanceEpoch() + 1);
+                }
+                long known = registered == null ? Math.max(newestEpoch, host.knownEpoch()) : 0;
+                if (h.instanceEpoch() < known) {
+                    // Its predecessor (on this host before this worker started, or on another) registered a newer epoch: instance
+                    // epochs default to the start time, and this host's clock is behind that one's. The error names the smallest
+                    // epoch taken; the clients say hello again with it (docs/engine-api.md, "Hello").
+                    throw new ApiException(ApiException.FENCED, "instance_epoch", "instance_epoch: " + h.instanceEpoch() + " is older than"
+                            + " instance " + known + " of engine " + h.engineId() + " in the engines topic (this host's clock is behind the one"
+                            + " it last ran on?): say hello again with instance_epoch >= " + (known + 1)).minInstanceEpoch(known + 1);
                 }
                 if (prev != null && !newInstance) {
                     throw new ApiException(ApiException.ENGINE_TAKEN, "engine_id", "engine_id: engine " + h.engineId() + " is already connected"
@@ -504,6 +519,7 @@ public final class EngineApiServer implements AutoCloseable {
                 welcome.setAll(extra);
                 this.hello = h;
                 registered = h;
+                newestEpoch = Math.max(newestEpoch, h.instanceEpoch());
                 owner = this;
                 send(welcome);
                 if (after >= 0) {

@@ -37,11 +37,27 @@ public final class ApiException extends Exception {
 
     private final String code;
     private final String field;
+    private long minInstanceEpoch;
 
     public ApiException(String code, String field, String message) {
         super(message);
         this.code = code;
         this.field = field;
+    }
+
+    /**
+     * A {@link #FENCED} hello whose instance epoch is older than the engine's last instance: the smallest epoch the worker
+     * takes (the {@code min_instance_epoch} of the error frame). A new instance on a host whose clock is behind the one its
+     * predecessor ran on says hello again with it.
+     */
+    public ApiException minInstanceEpoch(long epoch) {
+        this.minInstanceEpoch = epoch;
+        return this;
+    }
+
+    /** The smallest instance epoch the worker takes, or 0 when this refusal names none. */
+    public long minInstanceEpoch() {
+        return minInstanceEpoch;
     }
 
     public String code() {

@@ -275,6 +275,9 @@ public final class ApiProtocol {
         if (e.field() != null) {
             m.put("field", e.field());
         }
+        if (e.minInstanceEpoch() > 0) {
+            m.put("min_instance_epoch", e.minInstanceEpoch());
+        }
         return m.put("message", e.getMessage());
     }
 

@@ -59,7 +59,7 @@ public final class EngineApiClient implements EngineControl {
     }
 
     private final Path socket;
-    private final Registration reg;
+    private volatile Registration reg;
     private final KvWaiters waiters;
     private final Duration reconnectFor;
     private final AtomicLong ids = new AtomicLong();
@@ -76,6 +76,13 @@ public final class EngineApiClient implements EngineControl {
     private Thread reader;
 
     private record Pending(ObjectNode frame, CompletableFuture<Void> done) { }
+
+    /** The worker named a newer instance epoch for this new instance: say hello again with it (once). */
+    private static final class RetryHello extends RuntimeException {
+        RetryHello() {
+            super(null, null, false, false);
+        }
+    }
 
     private EngineApiClient(Path socket, Registration reg, DecisionListener listener, Duration reconnectFor) {
         this.socket = socket;
@@ -111,7 +118,14 @@ public final class EngineApiClient implements EngineControl {
                 SocketChannel ch = SocketChannel.open(StandardProtocolFamily.UNIX);
                 try {
                     ch.connect(UnixDomainSocketAddress.of(socket));
-                    handshake(ch);
+                    try {
+                        handshake(ch);
+                    } catch (RetryHello again) {
+                        ch.close();
+                        ch = SocketChannel.open(StandardProtocolFamily.UNIX);
+                        ch.connect(UnixDomainSocketAddress.of(socket));
+                        handshake(ch); // with the epoch the worker named; a second refusal is final
+                    }
                     channel = ch;
                     return;
                 } catch (IOException | ApiException | RuntimeException e) {
@@ -140,8 +154,17 @@ public final class EngineApiClient implements EngineControl {
         }
         String op = ApiProtocol.op(answer);
         if (ApiProtocol.ERROR.equals(op)) {
-            throw new ApiException(answer.path("code").asText(), answer.hasNonNull("field") ? answer.get("field").asText() : null,
-                    answer.path("message").asText());
+            ApiException e = new ApiException(answer.path("code").asText(), answer.hasNonNull("field") ? answer.get("field").asText() : null,
+                    answer.path("message").asText()).minInstanceEpoch(answer.path("min_instance_epoch").asLong(0));
+            if (s == null && ApiException.FENCED.equals(e.code()) && e.minInstanceEpoch() > reg.instanceEpoch()) {
+                // A new instance whose epoch (its start time, by default) is older than its predecessor's: this host's clock
+                // is behind the one the engine last ran on. Take the smallest epoch the worker accepts, once.
+                log.atWarn().addKeyValue("engineId", reg.engineId()).log("instance epoch " + reg.instanceEpoch() + " is older than the engine's"
+                        + " last instance (this host's clock is behind?): registering as instance " + e.minInstanceEpoch());
+                reg = new Registration(reg.engineId(), e.minInstanceEpoch(), reg.role(), reg.model(), reg.httpUrl(), reg.layout(), reg.pool());
+                throw new RetryHello();
+            }
+            throw e;
         }
         if (!ApiProtocol.WELCOME.equals(op)) {
             throw new ApiException(ApiException.BAD_FRAME, "op", "expected welcome, got " + op);
