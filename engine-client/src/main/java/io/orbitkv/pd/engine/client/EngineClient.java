@@ -89,7 +89,15 @@ public final class EngineClient implements EngineControl {
     /** Where writes the broker did not take are counted ({@link KafkaWrites}); null: not counted. */
     private final MeterRegistry registry;
     private final AtomicLong instanceEpoch = new AtomicLong();
-    private KafkaProducer<String, byte[]> producer;
+    private org.apache.kafka.clients.producer.Producer<String, byte[]> producer;
+    /**
+     * Every fact is handed to this one thread, in call order (a decode-ready before its heartbeats): a producer's {@code send}
+     * blocks its caller while it has no metadata for the topic (up to {@code max.block.ms}, 60 s) or its buffer is full —
+     * the engine calls it from its event loop, which serves every request, stream and health check (as the proxy's
+     * Admissions, issue 31).
+     */
+    private final java.util.concurrent.ExecutorService sends = java.util.concurrent.Executors.newSingleThreadExecutor(
+            Thread.ofPlatform().daemon().name("engine-kafka-send").factory());
     private CommandReader commands;
     private EngineDirectory directory;
     private volatile EngineRegistration registration;
@@ -128,6 +136,13 @@ public final class EngineClient implements EngineControl {
             throw e;
         }
         c.lifecycle.running();
+        return c;
+    }
+
+    /** A client over {@code producer} that reports facts and nothing else (tests of the report path; nothing is announced). */
+    static EngineClient reportingOnly(EngineClientConfig config, Identity identity, org.apache.kafka.clients.producer.Producer<String, byte[]> producer) {
+        EngineClient c = new EngineClient(config, identity, new DecisionListener() { }, null);
+        c.producer = producer;
         return c;
     }
 
@@ -349,15 +364,25 @@ public final class EngineClient implements EngineControl {
     private CompletableFuture<Void> send(EngineFacts.Fact fact, TraceContext trace, Marks marks) {
         ProducerRecord<String, byte[]> record = facts.record(topics, fact, trace, marks);
         CompletableFuture<Void> done = new CompletableFuture<>();
-        producer.send(record, (md, err) -> {
-            if (err != null) {
-                log.atError().addKeyValue("requestId", fact.requestId()).addKeyValue("eventId", fact.eventId())
-                        .log("report failed: " + KafkaWrites.failed(registry, record.topic(), err));
-                done.completeExceptionally(err);
-            } else {
-                done.complete(null);
-            }
-        });
+        try {
+            sends.execute(() -> {
+                try {
+                    producer.send(record, (md, err) -> {
+                        if (err != null) {
+                            log.atError().addKeyValue("requestId", fact.requestId()).addKeyValue("eventId", fact.eventId())
+                                    .log("report failed: " + KafkaWrites.failed(registry, record.topic(), err));
+                            done.completeExceptionally(err);
+                        } else {
+                            done.complete(null);
+                        }
+                    });
+                } catch (RuntimeException e) {
+                    done.completeExceptionally(e); // max.block.ms passed, or the producer closed
+                }
+            });
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            done.completeExceptionally(new IllegalStateException("engine client closed", e));
+        }
         return done;
     }
 
@@ -411,6 +436,12 @@ public final class EngineClient implements EngineControl {
             }
             if (directory != null) {
                 directory.close();
+            }
+            sends.shutdown();
+            try {
+                sends.awaitTermination(2, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
             }
             if (producer != null) {
                 producer.close(Duration.ofSeconds(2));
