@@ -102,6 +102,9 @@ final class Moves {
                 : Math.max(c.now, s.getTimings().getAdmittedMs() + policy.prefillTimeout().toMillis()) + policy.transferBudgetMs(destBytes(s));
         s.setAttempt(attempt);
         s.setAttemptOpen(true);
+        if (attempt <= 31) {
+            s.setUnsettledAttempts(s.getUnsettledAttempts() | (1 << (attempt - 1)));
+        }
         s.setOrderDeadlineMs(deadline);
         s.setPhase(Phase.TRANSFERRING);
         if (s.getTimings().getOrderIssuedMs() == null) {

@@ -13,6 +13,8 @@ import io.orbitkv.pd.events.RequestAdmitted;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.events.RequestOutcome;
 import io.orbitkv.pd.events.Tick;
+import io.orbitkv.pd.events.TransferCompleted;
+import io.orbitkv.pd.events.TransferFailed;
 import io.orbitkv.pd.schemas.EventText;
 import io.orbitkv.pd.state.Admission;
 import io.orbitkv.pd.state.DeciderState;
@@ -79,6 +81,14 @@ public final class RequestStateMachine {
         this.transitions = new Transitions(policy);
     }
 
+    /**
+     * How long releases wait, after an attempt was given up, for its sender's report: twice the lease. A sender that has
+     * not reported by then is taken as gone (one that restarted as a new instance settles them at once).
+     */
+    private long settleWaitMs() {
+        return 2 * policy.leaseDuration().toMillis();
+    }
+
     public DeciderPolicy policy() {
         return policy;
     }
@@ -121,8 +131,9 @@ public final class RequestStateMachine {
             // A malformed fact changes nothing; a request first seen through it is not created.
             return new Step(fresh ? null : state, List.of(), invalid);
         }
-        StepContext c = new StepContext(state, event, now, policy.historyLimit());
+        StepContext c = new StepContext(state, event, now, policy.historyLimit(), settleWaitMs());
         remember(state, event.getEventId());
+        settle(state, p);
         c.history("in", EventText.typeOf(p), event.getEventId());
         if (!transitions.onFact(state.getPhase(), c, p)) {
             c.illegal("UNSUPPORTED", "payload type " + EventText.typeOf(p) + " is not handled by this decider version");
@@ -130,9 +141,24 @@ public final class RequestStateMachine {
         return c.finish();
     }
 
+    /**
+     * A sender's report settles its attempt (whatever the phase: a report of an attempt given up long ago still tells that
+     * its push is over); a new instance of the source engine settles them all (its predecessor pushes nothing more, and
+     * it refuses orders for the old instance's pages).
+     */
+    private static void settle(DeciderState s, Object p) {
+        int attempt = p instanceof TransferCompleted tc && tc.getOrderId().equals(s.getRequestId() + "/a" + tc.getAttempt()) ? tc.getAttempt()
+                : p instanceof TransferFailed tf && tf.getOrderId().equals(s.getRequestId() + "/a" + tf.getAttempt()) ? tf.getAttempt() : 0;
+        if (attempt >= 1 && attempt <= 31) {
+            s.setUnsettledAttempts(s.getUnsettledAttempts() & ~(1 << (attempt - 1)));
+        } else if (p instanceof EngineEpochChanged ec && s.getUnsettledAttempts() != 0 && ec.getEngineId().equals(StepContext.sourceEngine(s))) {
+            s.setUnsettledAttempts(0);
+        }
+    }
+
     /** Fires whatever timers are due at stream time {@code now}. */
     public Step onTimer(DeciderState s, long now) {
-        StepContext c = new StepContext(s, null, now, policy.historyLimit());
+        StepContext c = new StepContext(s, null, now, policy.historyLimit(), settleWaitMs());
         if (StepContext.releasesPending(s) && s.getAttemptOpen() && now >= s.getOrderDeadlineMs() + policy.drainGrace().toMillis()) {
             // The attempt never reported; past its deadline plus the drain window the receiver refuses its pushes.
             s.setAttemptOpen(false);
@@ -147,7 +173,8 @@ public final class RequestStateMachine {
         long next = Long.MAX_VALUE;
         Phase p = s.getPhase();
         if (StepContext.releasesPending(s)) {
-            next = Math.min(next, s.getAttemptOpen() ? s.getOrderDeadlineMs() + policy.drainGrace().toMillis() : s.getDrainUntilMs());
+            next = Math.min(next, s.getAttemptOpen() ? s.getOrderDeadlineMs() + policy.drainGrace().toMillis()
+                    : s.getUnsettledAttempts() != 0 ? Math.max(s.getDrainUntilMs(), s.getSettleByMs()) : s.getDrainUntilMs());
         }
         if (isTerminal(p)) {
             return StepContext.releasesPending(s) || StepContext.holdsPages(s) ? next : s.getFinishedMs() + policy.retention().toMillis();

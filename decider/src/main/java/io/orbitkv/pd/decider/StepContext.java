@@ -39,12 +39,16 @@ final class StepContext {
     private boolean aborted;
     private boolean forget;
 
-    StepContext(DeciderState s, RequestEvent event, long now, int historyLimit) {
+    StepContext(DeciderState s, RequestEvent event, long now, int historyLimit, long settleWaitMs) {
         this.s = s;
         this.event = event;
         this.now = now;
         this.historyLimit = historyLimit;
+        this.settleWaitMs = settleWaitMs;
     }
+
+    /** How long releases wait for the reports of attempts given up (twice the lease): see {@link #drained}. */
+    private final long settleWaitMs;
 
     void emit(SpecificRecord payload, String engine) {
         emit(payload, List.of(engine));
@@ -78,11 +82,22 @@ final class StepContext {
                 List.of(source, s.getDest().getEngineId()));
         // The attempt may be mid-push: it stays open until it reports, or until the drain window after now.
         s.setOrderDeadlineMs(Math.min(s.getOrderDeadlineMs(), now));
+        awaitSettlement(settleWaitMs);
     }
 
-    /** No push may still land in, or read from, a page. */
+    /**
+     * No push may still land in, or read from, a page: no attempt open, the drain window over, and every attempt ever
+     * ordered reported by its sender — a sender lagging on its commands can read an order after its abort and push then,
+     * into pages released meanwhile (the partitions chaos run: a push acknowledged 4 s after the release) — or, for a
+     * sender gone without an epoch change, {@code settle_by_ms} passed.
+     */
     boolean drained() {
-        return !s.getAttemptOpen() && now >= s.getDrainUntilMs();
+        return !s.getAttemptOpen() && now >= s.getDrainUntilMs() && (s.getUnsettledAttempts() == 0 || now >= s.getSettleByMs());
+    }
+
+    /** Attempts given up (aborted, timed out) may still be started by a lagging sender: releases wait up to this long for their reports. */
+    void awaitSettlement(long waitMs) {
+        s.setSettleByMs(Math.max(s.getSettleByMs(), now + waitMs));
     }
 
     /** Releases now if no push can land, else marks the pages; {@link #finish} releases them once drained. */
@@ -151,9 +166,9 @@ final class StepContext {
 
     // ------------------------------------------------------------------------------------------------ pages
 
-    /** The engine the request's KV comes from: the one that reported it, else the one it was admitted for. */
+    /** The engine the request's KV comes from: the one that reported it, else the one it was admitted for (null: neither yet). */
     static String sourceEngine(DeciderState s) {
-        return s.getSource() != null ? s.getSource().getEngineId() : s.getAdmission().getPrefillEngineId();
+        return s.getSource() != null ? s.getSource().getEngineId() : s.getAdmission() != null ? s.getAdmission().getPrefillEngineId() : null;
     }
 
     /** A release was decided but waits for pushes to drain. */

@@ -154,6 +154,8 @@ class DeciderTopologyTest {
         d.pipe(1400, tick(0));
         assertThat(d.decisions()).isEmpty();
         d.pipe(1003 + 500, tick(0)); // drain grace is 500 ms in the fast policy
+        assertThat(d.decisions()).as("the attempt has not reported: a lagging sender may still start it").isEmpty();
+        d.pipe(1003 + 6000, tick(0)); // twice the 3 s lease after the abort: its sender is taken as gone
         assertThat(types(d.decisions())).containsExactly("ReleaseDecided", "ReleaseDecided");
     }
 

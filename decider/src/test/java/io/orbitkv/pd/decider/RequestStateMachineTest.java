@@ -301,7 +301,7 @@ class RequestStateMachineTest {
             CANCELLED | EPOCH_DECODE              | CANCELLED | RelD      | -
             CANCELLED | EPOCH_PREFILL             | CANCELLED | RelP      | -
             CANCELLED | TICK                      | CANCELLED | -         | -
-            CANCELLED | TIMER                     | CANCELLED | RelP,RelD | -
+            CANCELLED | TIMER                     | CANCELLED | -         | -    | the aborted attempt never reported: its drain ends, the releases wait for its report (or twice the lease)
 
             TIMED_OUT | ADMITTED                  | TIMED_OUT | Rejected | ILLEGAL_TRANSITION
             TIMED_OUT | PREFILL_COMPLETED         | TIMED_OUT | RelP     | -
@@ -515,6 +515,30 @@ class RequestStateMachineTest {
                     .map(RequestStateMachineTest::code).toList());
         }
         assertThat(rest).contains("RelD");
+    }
+
+    /**
+     * Releases wait for every attempt's report, not only for the drain window: a sender lagging on its commands can read an
+     * order after its abort and push then (the partitions chaos run: attempt 3, aborted because attempt 1 had completed,
+     * pushed 4 s after both sides' pages were released). A report releases at once; a sender that never reports is taken
+     * as gone twice the lease (3 s here) after the attempt was given up; a new instance of the source at once.
+     */
+    @Test
+    void releasesWaitForTheReportOfEveryAttemptGivenUp() {
+        RequestStateMachine m = new RequestStateMachine(POLICY);
+        Built b = replay(m, 1000L, admitted(R), 1001L, decodeReady(R, run(100, 4)), 1002L, prefillCompleted(R, run(0, 4)), 1003L, cancel(R));
+        long drain = m.nextDeadline(b.state());
+        Step t = m.onTimer(b.state(), drain);
+        assertThat(t.emits()).as("the drain window is over, the attempt has not reported").isEmpty();
+        assertThat(m.nextDeadline(t.state())).as("twice the lease after the abort").isEqualTo(1003 + 6000);
+        java.util.function.Supplier<io.orbitkv.pd.state.DeciderState> after = () -> io.orbitkv.pd.state.DeciderState.newBuilder(t.state()).build();
+        Step late = m.onEvent(after.get(), failed(R, 1, false), drain + 2000);
+        assertThat(late.emits()).extracting(RequestStateMachineTest::code).containsExactly("RelP", "RelD");
+        assertThat(m.onTimer(after.get(), 1003 + 5999).emits()).isEmpty();
+        Step never = m.onTimer(after.get(), 1003 + 6000);
+        assertThat(never.emits()).extracting(RequestStateMachineTest::code).containsExactly("RelP", "RelD");
+        Step gone = m.onEvent(after.get(), epochChanged(R, PREFILL, 2), drain + 10);
+        assertThat(gone.emits()).extracting(RequestStateMachineTest::code).contains("RelP", "RelD");
     }
 
     // ------------------------------------------------------------------------------------------------ bugs
