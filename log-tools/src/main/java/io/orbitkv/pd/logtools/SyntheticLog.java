@@ -312,7 +312,7 @@ public final class SyntheticLog {
     private static long slackMs(DeciderPolicy policy) {
         return java.util.stream.LongStream.of(policy.prefillTimeout().toMillis(), policy.decodeReadyTimeout().toMillis(),
                 policy.leaseDuration().toMillis(), policy.transferTimeout().toMillis() * policy.maxAttempts()).max().orElse(0)
-                + policy.drainGrace().toMillis() + policy.backoffMax().toMillis();
+                + policy.drainGrace().toMillis() + 2 * policy.leaseDuration().toMillis() + policy.backoffMax().toMillis();
     }
 
     public static KvLayout layout() {

@@ -191,7 +191,7 @@ public final class ChaosCommand implements Callable<Integer> {
             serdes = EventSerdes.create(dc.serde());
             Topics topics = new Topics(dc.topics(), serdes);
             ChaosRun run = new ChaosRun(p, clients, rate, d.duration("before", Duration.ofSeconds(3)), d.duration("after", Duration.ofSeconds(6)),
-                    dc.policy().leaseDuration().plusSeconds(15), s -> System.out.println(s));
+                    dc.policy().leaseDuration().multipliedBy(2).plusSeconds(15), s -> System.out.println(s));
             run.withRequestEvents(topics.requestEvents().name());
             run.withHostile(() -> new ChaosHostile(p, topics, "orbitkv-sim-" + preset.key(), io.orbitkv.pd.transport.tcp.TcpConfig.defaults()
                     .ioTimeout(), Duration.ofSeconds(30)));
@@ -409,7 +409,7 @@ public final class ChaosCommand implements Callable<Integer> {
                 + " first fault, " + warmup + " of load with no fault (not reported): the faults meet a warm pipeline.\n\n"
                 + "Columns: *in flight at the fault* are the requests sent before the fault and not yet answered then; *in the log* are the"
                 + " requests the log knows of (any fact), each of which must end in exactly one outcome; *pages held after* are blocks"
-                + " still held on the engines once the load stopped and a lease plus 15 s passed; *not routed to after* are engines"
+                + " still held on the engines once the load stopped and twice the lease plus 15 s passed (a release waits up to twice the lease for an unreported attempt); *not routed to after* are engines"
                 + " some proxy still did not route to 15 s after the window (missing from its engine list or marked down); *ready again* is from the restart (or"
                 + " `kill -CONT`) to the component's health check answering ready; *served again after* is from the fault (*after the heal*: from"
                 + " the heal, or the component back) to the first request after which every request was answered; *caught requests answered"
