@@ -108,6 +108,9 @@ public final class DeciderApp implements AutoCloseable {
         // then does the producer look for the new leader — every decision of the partitions it led waited ~27 s in the
         // partitions chaos run.
         p.put(StreamsConfig.producerPrefix(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG), KafkaClients.FACT_REQUEST_TIMEOUT_MS);
+        // And a fetch sent to a leader that was then cut off silently waits request.timeout.ms before the consumer looks for
+        // the new one (KafkaClients.CONSUMER_REQUEST_TIMEOUT_MS).
+        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG), KafkaClients.CONSUMER_REQUEST_TIMEOUT_MS);
         // Each task reads one partition of one topic (the engines are a global store), so there is nothing to line up
         // between partitions and -1 processes in the same order as the default 0. It skips Streams' readiness
         // bookkeeping, which (4.4, PartitionGroup.readyToProcess) formats a message for every empty partition of
