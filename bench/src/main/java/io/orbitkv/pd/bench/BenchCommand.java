@@ -26,6 +26,7 @@ public final class BenchCommand implements Runnable {
     }
 
     @Command(name = "decider", mixinStandardHelpOptions = true,
+            header = "Decision latency and throughput of the decider per processing mode, against plain Kafka clients.",
             description = {"Decision latency (last input fact produced -> decision consumed by its actor) at --rate handoffs/s after",
                     "--warmup, and full-state-machine throughput (a burst of --burst handoffs), per processing mode, next to one",
                     "raw Kafka produce->consume hop measured in the same run. Starts its own broker unless --bootstrap is given."})

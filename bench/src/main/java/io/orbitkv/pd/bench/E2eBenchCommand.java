@@ -38,6 +38,7 @@ import picocli.CommandLine.Option;
  * spends per handoff.
  */
 @Command(name = "e2e", mixinStandardHelpOptions = true,
+        header = "End-to-end TTFT through the proxy, P/D against the same engines colocated, in one run.",
         description = {"End-to-end TTFT through the proxy, P/D against the same engines colocated (no handoff), in the same run, at",
                 "several concurrency levels, with the anatomy of the handoff (every hop's p50/p99 from the records' timing marks) beside",
                 "a raw Kafka hop and the tcp transport measured in the same run. Starts the whole pipeline as processes."})

@@ -77,6 +77,7 @@ import picocli.CommandLine.Option;
  * (each on its worker's API), with TTFT, handoff and the two hops the API lies on.
  */
 @Command(name = "engine-api", mixinStandardHelpOptions = true,
+        header = "The engine API's cost on the handoff's critical path, against the Java engine client on Kafka.",
         description = {"The engine API's cost on the handoff's critical path: fact and decision latency of the Java EngineClient (Kafka),",
                 "the Java EngineApiClient and the Python library (worker's engine API) on one broker, then TTFT and handoff of a pipeline",
                 "with Java engines and one with Python engines, same workload. Writes docs/bench/engine-api.md and bench/results/engine-api.json."})

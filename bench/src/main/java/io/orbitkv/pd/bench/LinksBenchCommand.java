@@ -34,6 +34,7 @@ import picocli.CommandLine.Option;
  * outcomes other than completed).
  */
 @Command(name = "links", mixinStandardHelpOptions = true,
+        header = "P/D across network hosts with rate-limited links, the push against a raw stream (needs root).",
         description = {"P/D across network hosts with rate-limited links (needs root): TTFT against colocated and the push against a raw",
                 "stream over the same link, per link rate and prompt length."})
 public final class LinksBenchCommand implements Callable<Integer> {

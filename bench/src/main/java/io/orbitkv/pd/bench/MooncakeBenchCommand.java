@@ -16,6 +16,7 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd bench mooncake}: our tcp transport against the mooncake transport (Mooncake's TCP protocol), same run. */
 @Command(name = "mooncake", mixinStandardHelpOptions = true,
+        header = "Loopback bandwidth of the tcp and mooncake transports.",
         description = {"Loopback bandwidth of our tcp transport and of the mooncake transport over the Mooncake Transfer Engine's",
                 "TCP protocol, moving --mib MiB of KV at each --pages size (source and destination pages fully scattered),",
                 "interleaved in the same run. Needs libtransfer_engine.so (--library or ORBITKV_MOONCAKE_LIB; docs/mooncake.md).",

@@ -40,6 +40,7 @@ import picocli.CommandLine.Option;
  * page must come back, and the log must audit clean. Runs where a CUDA GPU, PyTorch and transformers are (docs/gpu.md).
  */
 @Command(name = "real-model", mixinStandardHelpOptions = true,
+        header = "A real transformer's KV through the whole pipeline on one GPU: P/D against colocated (needs a GPU).",
         description = {"A real transformer's KV through the whole pipeline on one GPU (cuda transport): P/D against colocated per prompt",
                 "length (answers must be equal), the handoff's anatomy, the cuda push against a contiguous device copy of the same",
                 "bytes, cancels mid-transfer and expiring leases (pages returned, audit clean). Needs a CUDA GPU, PyTorch and",

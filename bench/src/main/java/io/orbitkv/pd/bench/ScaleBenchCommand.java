@@ -24,6 +24,7 @@ import picocli.CommandLine.Option;
  * with twice the partitions: throughput, TTFT and handoff, and the decider's share of the work.
  */
 @Command(name = "scale", mixinStandardHelpOptions = true,
+        header = "Throughput and handoff latency of larger layouts (brokers, deciders, engines) under the same load.",
         description = {"Throughput and handoff latency of layouts of different size under the same load, in one run: 1 broker / 1 decider /",
                 "1+1 engines / 1 proxy against 3 KRaft nodes / 2 deciders / 4+4 engines / 2 proxies (and that with 1 decider, and",
                 "with more partitions). Every component is a process on this machine. Prints a table, writes --out and its JSON."})

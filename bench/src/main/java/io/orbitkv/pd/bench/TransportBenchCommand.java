@@ -12,6 +12,7 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd bench transport}: the tcp transport's bandwidth, with a raw socket stream and memcpy from the same run. */
 @Command(name = "transport", mixinStandardHelpOptions = true,
+        header = "Loopback bandwidth of the tcp transport per page size, against a raw copy.",
         description = {"Loopback bandwidth of the tcp transport moving --mib MiB of KV at each --pages size (source and destination",
                 "pages fully scattered), next to one raw socket stream of the same bytes (gathering writes) and a memcpy,",
                 "measured in the same run. Prints a table and writes --out and bench/results/transport.json."})

@@ -11,6 +11,7 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd dashboard}: runs one instance of the stream-processing dashboard (page, API, Prometheus). */
 @Command(name = "dashboard", mixinStandardHelpOptions = true,
+        header = "Runs the dashboard: live handoff statistics, a JSON API and Prometheus metrics.",
         description = {"Runs the dashboard: a Kafka Streams application of its own that reads decisions and request events,",
                 "keeps 1 s and 1 min handoff statistics, and serves a live page, a JSON API and Prometheus /metrics.",
                 "Start several with the same dashboard.application.id to share the partitions; any of them answers for all.",

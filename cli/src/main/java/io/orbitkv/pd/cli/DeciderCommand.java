@@ -11,6 +11,7 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd decider}: runs one instance of the decider (the Kafka Streams application). */
 @Command(name = "decider", mixinStandardHelpOptions = true,
+        header = "Runs the decider, the Kafka Streams app that turns facts into transfer orders and outcomes.",
         description = {"Runs the decider: the Kafka Streams application that matches prefill-complete with decode-ready into",
                 "transfer orders and drives every request to exactly one outcome. Start several with the same",
                 "decider.application.id to share the partitions. Keys and defaults: docs/decider.md."})

@@ -10,6 +10,7 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd engine}: runs one simulated inference engine (OpenAI-compatible HTTP over a paged KV pool). */
 @Command(name = "engine", mixinStandardHelpOptions = true,
+        header = "Runs a simulated OpenAI-compatible inference engine that takes part in P/D.",
         description = {"Runs a simulated inference engine: an OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions,",
                 "/v1/models, /health, /stats) with a paged KV pool and a deterministic model, taking part in P/D through the engine",
                 "client (registration, facts, decisions). With engine.worker.enabled (default) it waits for its transfer worker",

@@ -11,6 +11,7 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd proxy}: runs the OpenAI-compatible P/D proxy. */
 @Command(name = "proxy", mixinStandardHelpOptions = true,
+        header = "Runs the OpenAI-compatible proxy that routes each request to a prefill and a decode engine.",
         description = {"Runs the OpenAI-compatible proxy: admits each request (RequestAdmitted), picks a prefill and a decode engine",
                 "(round_robin or least_in_flight on the decider's GET /engines), dispatches both at once, streams the answer, maps",
                 "failures to 502/503/504 and turns a client disconnect into CancelRequested. Keys and defaults: docs/proxy.md."})

@@ -17,6 +17,7 @@ import picocli.CommandLine.Option;
  * copies between pools that one process mapped, so engines that hand off over {@code cuda} share a node worker.
  */
 @Command(name = "worker", mixinStandardHelpOptions = true,
+        header = "Runs one engine's transfer worker: executes its orders and receives pushes into its KV pool.",
         description = {"Runs the transfer worker of one engine: executes the transfer orders routed to the engine on",
                 "orbitkv.engine-commands, receives pushes into the engine's KV pool (token, epochs and bounds checked before any",
                 "byte lands), and reports TransferStarted/Completed/Failed. Several --config files: the workers of several engines",

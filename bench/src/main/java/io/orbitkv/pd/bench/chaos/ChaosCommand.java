@@ -38,6 +38,7 @@ import picocli.CommandLine.Option;
  * replay identical. One row per fault; exit 1 on any loss, double outcome, leak, hang or log violation.
  */
 @Command(name = "chaos", mixinStandardHelpOptions = true,
+        header = "Kills, hangs and partitions the components of a pipeline of its own under load, then judges the log.",
         description = {"Kills and hangs every component kind of a pipeline of its own, one at a time, under a steady load through the",
                 "proxy, and prints one row per fault: requests, client-visible errors by status, outcomes (exactly one per request",
                 "the log knows), pages still held after the load stopped, how long the component took to be ready again and the",

@@ -33,6 +33,7 @@ import picocli.CommandLine.Option;
  * {@code --events} runs the foundation demo instead (one event of every type through the broker, as a timeline).
  */
 @Command(name = "demo", mixinStandardHelpOptions = true,
+        header = "Runs the whole P/D pipeline on this machine, sends it load and prints what it measured.",
         description = {"Runs the whole P/D pipeline on this machine, every component its own process: an embedded KRaft broker, the",
                 "decider, a prefill and a decode engine (simulated, 8B-shaped KV) with their transfer workers (tcp), and the proxy;",
                 "sends a workload through the proxy at a few concurrency levels and prints a summary (throughput, TTFT, handoff",

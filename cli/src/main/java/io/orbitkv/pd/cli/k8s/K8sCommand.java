@@ -19,6 +19,7 @@ import picocli.CommandLine.Option;
 
 /** {@code orbitkv-pd k8s}: writes the Kubernetes manifests ({@link K8sManifests}) generated from the topic registry and the ACL plan. */
 @Command(name = "k8s", mixinStandardHelpOptions = true,
+        header = "Writes the Kubernetes manifests (Strimzi Kafka, topics, users with ACLs, every component).",
         description = {"Writes the Kubernetes manifests (Strimzi Kafka + KafkaNodePool, KafkaTopics, KafkaUsers with their ACLs, the",
                 "decider, engine pods with their worker sidecar, the proxy with its HPA, the Grafana dashboard) generated from the",
                 "topic registry and the ACL plan. See docs/deploy.md, \"Kubernetes\"."})

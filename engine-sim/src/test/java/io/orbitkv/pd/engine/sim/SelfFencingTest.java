@@ -122,6 +122,8 @@ class SelfFencingTest {
             e.useControl(c);
             String body = decode(e);
             assertThat(body).contains("[DONE]");
+            // The completion is reported right after the stream's end is written: the client can read the end first.
+            org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(5)).until(() -> c.log.contains("decode completed"));
             assertThat(c.log).contains("heartbeat", "decode completed").noneMatch(l -> l.startsWith("cancel"));
         } finally {
             e.close();
