@@ -135,6 +135,7 @@ public final class Pipeline implements AutoCloseable {
             say.accept(String.format("broker ready at %s (%.1f s)", bs, (System.nanoTime() - t0) / 1e9));
         }
         bootstrap = bs;
+        brokerReadyNanos = System.nanoTime();
         // One HMAC key for the decider and the workers of this run (no development-key warnings, no shared default).
         byte[] key = new byte[32];
         new java.security.SecureRandom().nextBytes(key);
@@ -286,10 +287,11 @@ public final class Pipeline implements AutoCloseable {
             launch(name, "proxy", proxy, "-Xmx256m");
             readyUrls.put(name, url + "/health");
         }
+        Map<String, String> dashboard = null;
         if (spec.dashboard()) {
             int dashboardPort = ports.next();
             dashboardUrl = "http://" + address("dashboard") + ":" + dashboardPort + "/";
-            Map<String, String> dashboard = new LinkedHashMap<>();
+            dashboard = new LinkedHashMap<>();
             dashboard.put("bootstrap.servers", bs);
             replicated(dashboard);
             dashboard.put("dashboard.application.id", "orbitkv-dashboard-" + ProcessHandle.current().pid());
@@ -297,24 +299,31 @@ public final class Pipeline implements AutoCloseable {
             dashboard.put("dashboard.http.host", address("dashboard"));
             dashboard.put("dashboard.http.port", Integer.toString(dashboardPort));
             dashboard.put("dashboard.trace.command", "./orbitkv-pd trace {id} --config " + dir.resolve("config").resolve("decider.properties"));
-            // Last and not awaited: it reads the log from the start, so it misses nothing by starting late.
-            launch("dashboard", "dashboard", dashboard, "-Xmx256m");
         }
 
         say.accept("started decider, " + spec.prefillEngines() + " prefill + " + spec.decodeEngines() + " decode engines with their workers, and the"
                 + " proxy; waiting for them ...");
+        List<Await> awaits = new ArrayList<>();
         for (int i = 0; i < deciderUrls.size(); i++) {
-            awaitHttp(i == 0 ? "decider" : "decider-" + (i + 1), deciderUrls.get(i) + "/health", body -> body.contains("RUNNING"),
-                    Duration.ofMinutes(3));
+            awaits.add(new Await(i == 0 ? "decider" : "decider-" + (i + 1), deciderUrls.get(i) + "/health", body -> body.contains("RUNNING")));
         }
         for (Engine e : engines) {
-            awaitHttp("engine-" + e.id(), e.url() + "/health", body -> body.contains("\"ok\""), Duration.ofMinutes(3));
+            awaits.add(new Await("engine-" + e.id(), e.url() + "/health", body -> body.contains("\"ok\"")));
         }
         for (int i = 0; i < proxyUrls.size(); i++) {
-            awaitHttp(i == 0 ? "proxy" : "proxy-" + (i + 1), proxyUrls.get(i) + "/stats",
-                    body -> engines.stream().allMatch(e -> body.contains("\"" + e.id() + "\"")), Duration.ofMinutes(2));
+            awaits.add(new Await(i == 0 ? "proxy" : "proxy-" + (i + 1), proxyUrls.get(i) + "/stats",
+                    body -> engines.stream().allMatch(e -> body.contains("\"" + e.id() + "\""))));
         }
-        say.accept(String.format("pipeline ready in %.1f s (logs under %s)", (System.nanoTime() - t0) / 1e9, dir.resolve("logs")));
+        awaitAll(awaits, Duration.ofMinutes(3));
+        if (dashboard != null) {
+            // Once the rest is ready, not awaited: it reads the log from the start, so it misses nothing by starting late, and
+            // a sixth JVM starting beside the others on two cores cost them seconds of their own start.
+            launch("dashboard", "dashboard", dashboard, "-Xmx256m");
+        }
+        long brokerReady = brokerReadyNanos;
+        say.accept(String.format("pipeline ready in %.1f s, %.1f s after the broker (logs under %s); each component from its launch to ready: %s",
+                (System.nanoTime() - t0) / 1e9, (System.nanoTime() - brokerReady) / 1e9, dir.resolve("logs"), String.join(", ",
+                        startTimes.entrySet().stream().map(e -> String.format(java.util.Locale.ROOT, "%s %.1f s", e.getKey(), e.getValue())).toList())));
     }
 
     /**
@@ -511,6 +520,7 @@ public final class Pipeline implements AutoCloseable {
 
     private void add(String name, Path log, Path config, Starter starter) throws IOException {
         starters.put(name, starter);
+        launchedNanos.put(name, System.nanoTime());
         children.add(new Child(name, starter.start(), log, config));
     }
 
@@ -580,7 +590,9 @@ public final class Pipeline implements AutoCloseable {
         cmd.addAll(List.of(ProcessHandle.current().info().command().orElse(
                         Path.of(System.getProperty("java.home"), "bin", "java").toString()), heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=5",
                 "--enable-native-access=ALL-UNNAMED", "-D" + ParentWatch.PROPERTY + "=" + ProcessHandle.current().pid(),
-                "-Dorbitkv.component=" + name, "@" + argfile, "io.orbitkv.pd.cli.Main", command));
+                "-Dorbitkv.component=" + name));
+        cmd.addAll(aotOptions(command));
+        cmd.addAll(List.of("@" + argfile, "io.orbitkv.pd.cli.Main", command));
         for (Path config : configs) {
             cmd.add("--config");
             cmd.add(config.toString());
@@ -595,30 +607,122 @@ public final class Pipeline implements AutoCloseable {
         return proc;
     }
 
-    private void awaitHttp(String name, String url, java.util.function.Predicate<String> ok, Duration timeout) throws InterruptedException {
+    /** Commands whose AOT cache this JVM's pipelines are recording (one recording per command). */
+    private static final java.util.Set<String> AOT_RECORDING = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /**
+     * The JDK's ahead-of-time cache (JEP 483/514) for a component's JVM, kept at {@code <orbitkv.home>/cli/target/aot/<command>.aot}
+     * with the build it belongs to. A cache that exists and is newer than every jar of the class path is used: classes
+     * come loaded and linked from it instead of being read, parsed and verified at every start (measured: the demo's
+     * pipeline ready 17.9 s after the broker instead of 26.9 s; docs/deploy.md, "Start time"). Otherwise the first JVM of
+     * each command records one as it runs (written as it exits; the run after uses it). {@code -Dorbitkv.aot=off}:
+     * neither; {@code record}: record again. Only for the launcher's runs ({@code orbitkv.home} set), never in tests.
+     */
+    static List<String> aotOptions(String command) {
+        String mode = System.getProperty("orbitkv.aot", "auto");
+        String home = System.getProperty("orbitkv.home");
+        if (home == null || mode.equals("off")) {
+            return List.of();
+        }
+        Path cache = Path.of(home, "cli", "target", "aot", command + ".aot");
+        if (mode.equals("record") || !fresh(cache)) {
+            if (!AOT_RECORDING.add(command)) {
+                return List.of();
+            }
+            try {
+                Files.createDirectories(cache.getParent());
+                Files.deleteIfExists(cache);
+            } catch (IOException e) {
+                return List.of();
+            }
+            return List.of("-XX:AOTCacheOutput=" + cache);
+        }
+        return List.of("-XX:AOTCache=" + cache);
+    }
+
+    /** Whether {@code cache} exists and is newer than every jar on this JVM's class path (the children's class path). */
+    private static boolean fresh(Path cache) {
+        try {
+            if (!Files.isRegularFile(cache)) {
+                return false;
+            }
+            long made = Files.getLastModifiedTime(cache).toMillis();
+            for (String entry : System.getProperty("java.class.path", "").split(java.io.File.pathSeparator)) {
+                Path jar = Path.of(entry.endsWith("*") ? entry.substring(0, entry.length() - 1) : entry);
+                if (Files.isDirectory(jar)) {
+                    try (var jars = Files.list(jar)) {
+                        if (jars.anyMatch(j -> j.toFile().lastModified() > made)) {
+                            return false;
+                        }
+                    }
+                } else if (Files.exists(jar) && Files.getLastModifiedTime(jar).toMillis() > made) {
+                    return false;
+                }
+            }
+            return true;
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    /** A component's readiness check: its URL answers 200 with a body {@code ok} accepts. */
+    private record Await(String name, String url, java.util.function.Predicate<String> ok) { }
+
+    /** Per component, seconds from its launch until it answered ready ({@link #open}'s concurrent wait). */
+    private final Map<String, Double> startTimes = new LinkedHashMap<>();
+    private final Map<String, Long> launchedNanos = new java.util.concurrent.ConcurrentHashMap<>();
+    private long brokerReadyNanos = System.nanoTime();
+
+    /** Per component, seconds from its launch until it answered ready, as the pipeline started. */
+    public Map<String, Double> startTimes() {
+        return java.util.Collections.unmodifiableMap(startTimes);
+    }
+
+    /**
+     * Waits for every component at once, noting when each one was ready (from its own launch): what each costs to start,
+     * not what it cost to be asked after the one before it.
+     */
+    private void awaitAll(List<Await> awaits, Duration timeout) throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
-        while (true) {
+        List<Await> pending = new ArrayList<>(awaits);
+        while (!pending.isEmpty()) {
             for (Child c : children) {
                 if (!c.alive()) {
                     throw new IllegalStateException(c.name() + " exited with " + c.process().exitValue() + " while starting; its log ("
                             + c.log() + "):\n" + LogTail.of(c.log(), 40));
                 }
             }
-            try {
-                HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(2)).build(),
-                        HttpResponse.BodyHandlers.ofString());
-                if (r.statusCode() == 200 && ok.test(r.body())) {
-                    return;
+            for (java.util.Iterator<Await> it = pending.iterator(); it.hasNext(); ) {
+                Await a = it.next();
+                if (ready(a)) {
+                    long launched = launchedNanos.getOrDefault(a.name(), brokerReadyNanos);
+                    startTimes.put(a.name(), (System.nanoTime() - launched) / 1e9);
+                    it.remove();
                 }
-            } catch (IOException e) {
-                // not listening yet
+            }
+            if (pending.isEmpty()) {
+                return;
             }
             if (System.nanoTime() > deadline) {
-                Child c = children.stream().filter(x -> x.name().equals(name)).findFirst().orElse(null);
-                throw new IllegalStateException(name + " not ready at " + url + " within " + timeout
+                Await a = pending.getFirst();
+                Child c = children.stream().filter(x -> x.name().equals(a.name())).findFirst().orElse(null);
+                throw new IllegalStateException(a.name() + " not ready at " + a.url() + " within " + timeout
                         + (c == null ? "" : "; its log (" + c.log() + "):\n" + LogTail.of(c.log(), 40)));
             }
-            Thread.sleep(200);
+            Thread.sleep(100);
+        }
+    }
+
+    private boolean ready(Await a) {
+        try {
+            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(a.url())).timeout(Duration.ofSeconds(2)).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            return r.statusCode() == 200 && a.ok().test(r.body());
+        } catch (IOException e) {
+            return false; // not listening yet
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
         }
     }
 
