@@ -16,6 +16,7 @@ Cached prompt tokens (a prefix-cache hit) cost no compute.
 from __future__ import annotations
 
 import collections
+import hashlib
 from dataclasses import dataclass
 from typing import Deque, Dict, List, Optional, Tuple
 
@@ -268,3 +269,66 @@ def simulate(role: str, limits: Limits, costs: CostModel,
         for rid, kind in s.complete(p):
             events.append((now, rid, kind))
     return steps, events
+
+
+# ---------------------------------------------------------------------------------------------------- block hashes
+
+def _cbor_head(out: bytearray, major: int, value: int) -> None:
+    """A CBOR head: major type and argument in the shortest form (canonical)."""
+    m = major << 5
+    if value < 24:
+        out.append(m | value)
+    elif value < 0x100:
+        out += bytes((m | 24, value))
+    elif value < 0x10000:
+        out.append(m | 25)
+        out += value.to_bytes(2, "big")
+    elif value < 0x1_0000_0000:
+        out.append(m | 26)
+        out += value.to_bytes(4, "big")
+    else:
+        out.append(m | 27)
+        out += value.to_bytes(8, "big")
+
+
+def _cbor_text(out: bytearray, s: str) -> None:
+    b = s.encode("utf-8")
+    _cbor_head(out, 3, len(b))
+    out += b
+
+
+def block_cbor(parent: bytes, tokens: List[int], extra_keys: Optional[List[str]]) -> bytes:
+    """The canonical CBOR of [parent, [tokens...], extra_keys or null] (what vLLM's sha256_cbor hashes for a block)."""
+    out = bytearray()
+    _cbor_head(out, 4, 3)
+    _cbor_head(out, 2, len(parent))
+    out += parent
+    _cbor_head(out, 4, len(tokens))
+    for t in tokens:
+        if t < 0:
+            raise ValueError(f"token ids are >= 0, got {t}")
+        _cbor_head(out, 0, t)
+    if extra_keys is None:
+        out.append(0xF6)
+    else:
+        _cbor_head(out, 4, len(extra_keys))
+        for k in extra_keys:
+            _cbor_text(out, k)
+    return bytes(out)
+
+
+def root_hash(seed: str) -> bytes:
+    """The first block's parent: SHA-256 of the CBOR text string ``seed``."""
+    out = bytearray()
+    _cbor_text(out, seed)
+    return hashlib.sha256(bytes(out)).digest()
+
+
+def block_hashes(seed: str, block_tokens: int, tokens: List[int], extra_keys: Optional[List[str]] = None) -> List[bytes]:
+    """The hashes of every full block of ``tokens``, chained from :func:`root_hash` (the same as the Java BlockHashes)."""
+    out: List[bytes] = []
+    parent = root_hash(seed)
+    for start in range(0, len(tokens) - block_tokens + 1, block_tokens):
+        parent = hashlib.sha256(block_cbor(parent, tokens[start:start + block_tokens], extra_keys)).digest()
+        out.append(parent)
+    return out

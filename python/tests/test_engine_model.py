@@ -7,10 +7,11 @@ import os
 import unittest
 
 from orbitkv_pd.engine_model import (BOTH, DECODE, FINISHED, FIRST_TOKEN, PREFILL, TOKEN, Chunk, CostModel, Limits, Request,
-                                     StepScheduler, simulate)
+                                     StepScheduler, block_cbor, block_hashes, simulate)
 
 COSTS = CostModel(1_000_000, 10_000, 1_000, 100_000, 1_000)
-GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "engine-sim", "src", "test", "resources", "engine-model", "golden.json")
+RESOURCES = os.path.join(os.path.dirname(__file__), "..", "..", "engine-sim", "src", "test", "resources", "engine-model")
+GOLDEN = os.path.join(RESOURCES, "golden.json")
 
 
 class StepSchedulerTest(unittest.TestCase):
@@ -74,6 +75,24 @@ class GoldenTest(unittest.TestCase):
             got_events = [[t, i, k] for t, i, k in events]
             self.assertEqual(got_steps, sc["steps"], sc["name"])
             self.assertEqual(got_events, sc["events"], sc["name"])
+
+
+class BlockHashesTest(unittest.TestCase):
+    """Block hashes byte by byte (vLLM's sha256_cbor over [parent, [token ids], extra keys or null]), and the vectors the
+    Java BlockHashesTest wrote."""
+
+    def test_the_cbor_is_canonical_and_worked_by_hand(self) -> None:
+        self.assertEqual(block_cbor(b"\x00", [1, 2], None).hex(), "834100820102f6")
+        self.assertEqual(block_cbor(b"\x00", [23, 24, 1000, 100_000], ["lora-a"]).hex(),
+                         "834100" + "84" + "17" + "1818" + "1903e8" + "1a000186a0" + "81" + "666c6f72612d61")
+
+    def test_the_golden_vectors_hold(self) -> None:
+        with open(os.path.join(RESOURCES, "block-hashes.json"), encoding="utf-8") as f:
+            vectors = json.load(f)["vectors"]
+        self.assertGreaterEqual(len(vectors), 6)
+        for v in vectors:
+            got = [h.hex() for h in block_hashes(v["seed"], v["block_tokens"], v["tokens"], v["extra_keys"])]
+            self.assertEqual(got, v["hashes"])
 
 
 if __name__ == "__main__":
