@@ -76,9 +76,29 @@ public final class LoadClient implements AutoCloseable {
      * @param walkedAway the client disconnected on purpose
      */
     public record Result(Request request, int status, String text, long ttftNanos, long totalNanos, String requestId, double handoffMs, long kvBytes,
-                         String mode, String error, boolean walkedAway) {
+                         String mode, String error, boolean walkedAway, long[] tokenGapsNanos) {
+        public Result(Request request, int status, String text, long ttftNanos, long totalNanos, String requestId, double handoffMs, long kvBytes,
+                      String mode, String error, boolean walkedAway) {
+            this(request, status, text, ttftNanos, totalNanos, requestId, handoffMs, kvBytes, mode, error, walkedAway, new long[0]);
+        }
+
         public boolean ok() {
             return status == 200 && error == null && !walkedAway;
+        }
+
+        /**
+         * Time per output token after the first (TPOT, ns): from the first streamed token to the last, over the tokens
+         * after the first; -1 for an answer that was not streamed or had one token.
+         */
+        public long tpotNanos() {
+            if (tokenGapsNanos.length == 0) {
+                return -1;
+            }
+            long sum = 0;
+            for (long g : tokenGapsNanos) {
+                sum += g;
+            }
+            return sum / tokenGapsNanos.length;
         }
     }
 
@@ -219,6 +239,9 @@ public final class LoadClient implements AutoCloseable {
             }
             StringBuilder text = new StringBuilder();
             long ttft = -1;
+            long lastToken = -1;
+            long[] gaps = new long[16];
+            int nGaps = 0;
             long kvBytes = 0;
             String mode = null;
             boolean done = false;
@@ -236,6 +259,14 @@ public final class LoadClient implements AutoCloseable {
                 JsonNode choice = n.path("choices").path(0);
                 String piece = r.chat() ? choice.path("delta").path("content").asText("") : choice.path("text").asText("");
                 if (!piece.isEmpty()) {
+                    long now = System.nanoTime();
+                    if (lastToken >= 0) {
+                        if (nGaps == gaps.length) {
+                            gaps = java.util.Arrays.copyOf(gaps, nGaps * 2);
+                        }
+                        gaps[nGaps++] = now - lastToken; // inter-token latency, as the client sees it
+                    }
+                    lastToken = now;
                     if (ttft < 0) {
                         ttft = System.nanoTime() - t0;
                         if (r.cancel() == Cancel.AFTER_FIRST_TOKEN) {
@@ -257,7 +288,7 @@ public final class LoadClient implements AutoCloseable {
             answered.set(true);
             String err = done ? null : "stream ended without [DONE]";
             return new Result(r, 200, text.toString(), ttft, System.nanoTime() - t0, rid, handoff, kvBytes, mode, walked.get() ? null : err,
-                    walked.get());
+                    walked.get(), java.util.Arrays.copyOf(gaps, nGaps));
         } catch (IOException | RuntimeException e) {
             answered.set(true);
             if (c != null) {

@@ -31,6 +31,18 @@ public final class Samples {
         return results.stream().filter(LoadClient.Result::ok).mapToDouble(r -> r.ttftNanos() / 1e6).sorted().toArray();
     }
 
+    /** Every inter-token latency (ms) of the answered, streamed requests among {@code results}, pooled, ascending. */
+    public static double[] itlMs(List<LoadClient.Result> results) {
+        return results.stream().filter(LoadClient.Result::ok).flatMapToLong(r -> java.util.Arrays.stream(r.tokenGapsNanos()))
+                .mapToDouble(g -> g / 1e6).sorted().toArray();
+    }
+
+    /** The time per output token (ms) of each answered, streamed request with more than one token, ascending. */
+    public static double[] tpotMs(List<LoadClient.Result> results) {
+        return results.stream().filter(LoadClient.Result::ok).mapToLong(LoadClient.Result::tpotNanos).filter(t -> t >= 0)
+                .mapToDouble(t -> t / 1e6).sorted().toArray();
+    }
+
     /** The handoffs at the proxy (ms) of the answered requests among {@code results} that had one, ascending. */
     public static double[] handoffMs(List<LoadClient.Result> results) {
         return results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs).sorted().toArray();

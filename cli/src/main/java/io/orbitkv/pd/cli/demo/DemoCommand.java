@@ -220,18 +220,22 @@ public final class DemoCommand implements Callable<Integer> {
 
     private static void printSummary(PrintStream out, List<Level> levels, PipelineLog log, int verified, int total, List<String> wrong) {
         out.println();
-        out.println("Summary (TTFT = client-side time to first streamed token; handoff = prefill answered -> decode's first byte, at the proxy)");
-        out.printf("%-5s %-9s %-8s %-11s %-11s %-11s %-13s %-13s %-10s%n", "conc", "requests", "req/s", "TTFT p50", "TTFT p99", "coloc p50",
-                "handoff p50", "handoff p99", "KV MiB");
+        out.println("Summary (TTFT = client-side time to first streamed token; ITL = between streamed tokens; TPOT = a request's mean ITL;"
+                + " handoff = prefill answered -> decode's first byte, at the proxy; coloc = the same engines without a handoff)");
+        out.printf("%-5s %-9s %-8s %-11s %-11s %-11s %-11s %-11s %-11s %-11s %-13s %-13s %-10s%n", "conc", "requests", "req/s", "TTFT p50",
+                "TTFT p99", "coloc p50", "ITL p50", "ITL p99", "coloc ITL99", "TPOT p50", "handoff p50", "handoff p99", "KV MiB");
         for (Level l : levels) {
             double[] ttft = Samples.ttftMs(l.results);
             double[] col = Samples.ttftMs(l.colocated);
             double[] hand = l.results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs).sorted()
                     .toArray();
             long kv = l.results.stream().mapToLong(LoadClient.Result::kvBytes).sum();
-            out.printf(Locale.ROOT, "%-5d %-9d %-8.1f %-11s %-11s %-11s %-13s %-13s %-10.0f%n", l.concurrency, l.results.size(),
-                    l.results.size() / l.seconds, ms(pct(ttft, 50)), ms(pct(ttft, 99)), ms(pct(col, 50)), ms(pct(hand, 50)), ms(pct(hand, 99)),
-                    kv / 1048576.0);
+            double[] itl = Samples.itlMs(l.results);
+            double[] colItl = Samples.itlMs(l.colocated);
+            double[] tpot = Samples.tpotMs(l.results);
+            out.printf(Locale.ROOT, "%-5d %-9d %-8.1f %-11s %-11s %-11s %-11s %-11s %-11s %-11s %-13s %-13s %-10.0f%n", l.concurrency,
+                    l.results.size(), l.results.size() / l.seconds, ms(pct(ttft, 50)), ms(pct(ttft, 99)), ms(pct(col, 50)), ms(pct(itl, 50)),
+                    ms(pct(itl, 99)), ms(pct(colItl, 99)), ms(pct(tpot, 50)), ms(pct(hand, 50)), ms(pct(hand, 99)), kv / 1048576.0);
         }
         Map<OutcomeKind, Integer> o = log.outcomes;
         out.printf(Locale.ROOT, "%nFrom the log: %d requests admitted; outcomes %s; %d transfers moved %.1f MiB of KV at %.2f GB/s (bytes / summed"
