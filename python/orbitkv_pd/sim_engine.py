@@ -767,33 +767,34 @@ class _Handler(BaseHTTPRequestHandler):
         tries other engines) instead of holding its client until the lease or the KV timeout. The pages stay held: a
         release frees them if the decode-ready is in the log; the request's outcome or the fallback if it never got there."""
         e = self.engine
-        e.count("lease_unconfirmed")
         why = (f"lease of {job.rid} on {e.config.engine_id} unconfirmed: its facts went unacknowledged for "
                f"{e.config.kv_confirm_s * 1000:.0f} ms while the KV was awaited (engine.kv.confirm-timeout; Kafka unreachable?)")
+        self._give_lease_up(job, "lease_unconfirmed", why, forget=True)
+        e.unsure(job.rid, "D:")
+        raise HttpError(503, why, "lease_unconfirmed")
+
+    def _give_lease_up(self, job: Job, counter: str, why: str, forget: bool) -> None:
+        """Counts and logs why the decode stops using its lease, and reports a cancel naming it where it still can (it may
+        be cut off from Kafka: the decider then learns from the lease's expiry or the proxy's own cancel)."""
+        e = self.engine
+        e.count(counter)
         log.warning("%s", why)
         if e.client is not None:
-            e.client.forget(job.rid)
+            if forget:
+                e.client.forget(job.rid)
             try:
                 e.client.cancel(job.rid, why, job.traceparent)
             except (ApiError, OSError) as err:
-                log.warning("could not report the unconfirmed lease of %s: %s", job.rid, err)
-        e.unsure(job.rid, "D:")
-        raise HttpError(503, why, "lease_unconfirmed")
+                log.warning("could not report why %s stopped: %s", job.rid, err)
 
     def fence(self, job: Job) -> None:
         """Self-fencing: the lease could not be renewed in time, so the decider may time it out and release the pages to
         another request. Stop using them now (the answer breaks off), say why while Kafka may still be reachable, and keep
         the pages held until the decider's release names them: they are freed then, never here."""
         e = self.engine
-        e.count("lease_lost")
         why = (f"lease of {job.rid} on {e.config.engine_id} not renewed in time (heartbeats unacknowledged; "
                f"{e.config.lease_margin_s:g}s margin): stopped using its pages")
-        log.warning("%s", why)
-        if e.client is not None:
-            try:
-                e.client.cancel(job.rid, why, job.traceparent)
-            except (ApiError, OSError) as err:  # partitioned: the decider learns of it from the lease's expiry
-                log.warning("could not report the lost lease of %s: %s", job.rid, err)
+        self._give_lease_up(job, "lease_lost", why, forget=False)
         if self.headers_sent:
             self.close_connection = True  # a broken stream: the answer never ends well
             return

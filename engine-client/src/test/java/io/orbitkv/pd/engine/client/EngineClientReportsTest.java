@@ -9,15 +9,7 @@ import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.schemas.config.ConfigProps;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
-import org.apache.kafka.clients.producer.Callback;
-import org.apache.kafka.clients.producer.MockProducer;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.clients.producer.RecordMetadata;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.serialization.StringSerializer;
+import io.orbitkv.pd.testsupport.kafka.StuckProducer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -27,28 +19,9 @@ import org.junit.jupiter.api.Test;
  */
 class EngineClientReportsTest {
 
-    /** A producer whose send blocks until released, as one without metadata does while the brokers are unreachable. */
-    static final class Stuck extends MockProducer<String, byte[]> {
-        final CountDownLatch released = new CountDownLatch(1);
-
-        Stuck() {
-            super(true, null, new StringSerializer(), new ByteArraySerializer());
-        }
-
-        @Override
-        public synchronized Future<RecordMetadata> send(ProducerRecord<String, byte[]> record, Callback callback) {
-            try {
-                released.await(30, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            return super.send(record, callback);
-        }
-    }
-
     @Test
     void aBlockedSendDoesNotHoldTheCallerAndTheFactsKeepTheirOrder() {
-        Stuck producer = new Stuck();
+        StuckProducer producer = new StuckProducer();
         EngineClient c = EngineClient.reportingOnly(EngineClientConfig.from(ConfigProps.empty().with("bootstrap.servers", "127.0.0.1:9")
                 .with("engine.id", "decode-0")), new EngineClient.Identity(EngineRole.DECODE, "m", "http://127.0.0.1:1",
                 new KvGeometry(2, KvSplit.SEPARATE, 16, 8, 128, Dtype.BF16, 32 * 1024, 64), 0, 1, List.of()), producer);

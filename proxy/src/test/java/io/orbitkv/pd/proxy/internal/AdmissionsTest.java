@@ -6,15 +6,7 @@ import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.TopicsConfig;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
-import org.apache.kafka.clients.producer.Callback;
-import org.apache.kafka.clients.producer.MockProducer;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.clients.producer.RecordMetadata;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.serialization.StringSerializer;
+import io.orbitkv.pd.testsupport.kafka.StuckProducer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -24,28 +16,9 @@ import org.junit.jupiter.api.Test;
  */
 class AdmissionsTest {
 
-    /** A producer whose send blocks until released, as one without metadata does while the brokers are unreachable. */
-    static final class Stuck extends MockProducer<String, byte[]> {
-        final CountDownLatch released = new CountDownLatch(1);
-
-        Stuck() {
-            super(true, null, new StringSerializer(), new ByteArraySerializer());
-        }
-
-        @Override
-        public synchronized Future<RecordMetadata> send(ProducerRecord<String, byte[]> record, Callback callback) {
-            try {
-                released.await(30, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            return super.send(record, callback);
-        }
-    }
-
     @Test
     void aBlockedSendDoesNotHoldTheCallerAndTheFactsKeepTheirOrder() {
-        Stuck producer = new Stuck();
+        StuckProducer producer = new StuckProducer();
         Admissions a = new Admissions(producer, new Topics(TopicsConfig.defaults(), EventSerdes.embedded()), "proxy-1", null);
         long t0 = System.nanoTime();
         CompletableFuture<Void> admitted = a.admitted("r1", "m", 10, 5, "p", "d", false, null);
