@@ -89,6 +89,7 @@ class LeaseKeeper:
         self.valid_until = start + self._lease_s - self.margin_s
         # Send times of lease facts not yet acknowledged, oldest first (the decode-ready fact, then heartbeats).
         self._unacked: List[float] = []
+        self._every_s = interval_s
         self._interval_s = waiting_interval_s if waiting_interval_s is not None else interval_s
         if first is not None:
             self._unacked.append(start)
@@ -103,7 +104,6 @@ class LeaseKeeper:
                 f = client.heartbeat(request_id, lease_id, lease_epoch, int(time.time() * 1000) + lease_ms, self.sent)
                 f.add_done_callback(lambda fut, at=at: self._count(fut, at))
 
-        self._every_s = interval_s
         self._thread = threading.Thread(target=run, name=f"orbitkv-lease-{request_id}", daemon=True)
         self._thread.start()
 

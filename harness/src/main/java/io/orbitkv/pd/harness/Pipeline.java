@@ -411,7 +411,7 @@ public final class Pipeline implements AutoCloseable {
                 throw new IllegalStateException("restartNode at a new address: the pipeline is not on separate hosts (--hosts netns)");
             }
             String old = movedTo.getOrDefault(node, node);
-            String host = node + "-r" + (movedTo.containsKey(node) ? Integer.parseInt(old.substring(old.lastIndexOf("-r") + 2)) + 1 : 1);
+            String host = node + "-r" + replacements.merge(node, 1, Integer::sum);
             String addr = rig.addHost(host).address();
             if (spec.link() != null) {
                 rig.rate(host, spec.link());
@@ -426,14 +426,16 @@ public final class Pipeline implements AutoCloseable {
             readyUrls.put(engineChild, url + "/health");
             readyUrls.put(workerChild, "http://" + addr + ":" + wc.getProperty("worker.http.port") + "/health");
         }
-        writeConfig(child(engineChild).config(), ec);
-        writeConfig(child(workerChild).config(), wc);
+        store(child(engineChild).config(), ec, "rewritten by the pipeline launcher for a node restart");
+        store(child(workerChild).config(), wc, "rewritten by the pipeline launcher for a node restart");
         restart(workerChild);
         restart(engineChild);
     }
 
     /** Where each engine node moved to ({@link #restartNode} at a new address): node → host. */
     private final Map<String, String> movedTo = new java.util.concurrent.ConcurrentHashMap<>();
+    /** How many times each engine node was replaced (its hosts are {@code <node>-r1}, {@code -r2}, ...). */
+    private final Map<String, Integer> replacements = new java.util.concurrent.ConcurrentHashMap<>();
 
     private static Properties readConfig(Path file) throws IOException {
         Properties p = new Properties();
@@ -443,9 +445,9 @@ public final class Pipeline implements AutoCloseable {
         return p;
     }
 
-    private static void writeConfig(Path file, Properties p) throws IOException {
+    private static void store(Path file, Properties p, String comment) throws IOException {
         try (Writer w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
-            p.store(w, "rewritten by the pipeline launcher for a node restart");
+            p.store(w, comment);
         }
     }
 
@@ -500,9 +502,7 @@ public final class Pipeline implements AutoCloseable {
         Path config = dir.resolve("config").resolve(name + ".properties");
         Properties p = new Properties();
         p.putAll(props);
-        try (Writer w = Files.newBufferedWriter(config, StandardCharsets.UTF_8)) {
-            p.store(w, "python3 -m orbitkv_pd.sim_engine (written by the pipeline launcher)");
-        }
+        store(config, p, "python3 -m orbitkv_pd.sim_engine (written by the pipeline launcher)");
         Path log = dir.resolve("logs").resolve(name + ".log");
         Path python = pythonDir();
         add(name, log, config, () -> {
@@ -559,9 +559,7 @@ public final class Pipeline implements AutoCloseable {
         Path config = dir.resolve("config").resolve(name + ".properties");
         Properties p = new Properties();
         p.putAll(props);
-        try (Writer w = Files.newBufferedWriter(config, StandardCharsets.UTF_8)) {
-            p.store(w, "orbitkv-pd " + command + " (written by the pipeline launcher)");
-        }
+        store(config, p, "orbitkv-pd " + command + " (written by the pipeline launcher)");
         return config;
     }
 
@@ -672,11 +670,6 @@ public final class Pipeline implements AutoCloseable {
     private final Map<String, Double> startTimes = new LinkedHashMap<>();
     private final Map<String, Long> launchedNanos = new java.util.concurrent.ConcurrentHashMap<>();
     private long brokerReadyNanos = System.nanoTime();
-
-    /** Per component, seconds from its launch until it answered ready, as the pipeline started. */
-    public Map<String, Double> startTimes() {
-        return java.util.Collections.unmodifiableMap(startTimes);
-    }
 
     /**
      * Waits for every component at once, noting when each one was ready (from its own launch): what each costs to start,

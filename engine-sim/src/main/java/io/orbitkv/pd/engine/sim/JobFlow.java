@@ -9,6 +9,7 @@ import io.orbitkv.pd.engine.client.EngineControl;
 import io.orbitkv.pd.engine.client.KvSignal;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.events.OutcomeKind;
+import io.orbitkv.pd.events.ReleaseSide;
 import io.orbitkv.pd.kv.BulkPriority;
 import io.orbitkv.pd.kv.KvPool;
 import io.orbitkv.pd.metrics.ComponentMetrics;
@@ -20,8 +21,8 @@ import io.vertx.core.Promise;
 import io.vertx.core.Vertx;
 import io.vertx.core.http.HttpServerResponse;
 import java.lang.foreign.MemorySegment;
-import java.time.Duration;
 import java.lang.foreign.ValueLayout;
+import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -184,8 +185,7 @@ final class JobFlow {
                     } else {
                         // No acknowledgement (a timeout, a lost connection): the fact may be in the log and an order may
                         // read these pages; they stay until a release or the outcome says what the decider knew.
-                        releases.unsure(job.rid);
-                        vertx.setTimer(UNSURE_FALLBACK_MS, id -> releases.giveUp(job.rid));
+                        holdUnsure(ReleaseSide.PREFILL, job.rid);
                     }
                     error(job.response, 503, "cannot report the prefill of " + job.rid + ": " + err.getMessage(), "service_unavailable", null);
                     return;
@@ -333,19 +333,32 @@ final class JobFlow {
      * up) or the fallback frees them if it never got there.
      */
     private void giveUpUnconfirmed(Job job) {
-        counters.leaseUnconfirmed.increment();
-        String why = "lease of " + job.rid + " on " + config.engineId() + " unconfirmed: its facts went unacknowledged for "
-                + config.kvConfirm().toMillis() + " ms while the KV was awaited (engine.kv.confirm-timeout; Kafka unreachable?)";
+        holdUnsure(ReleaseSide.DECODE, job.rid);
+        stopUsingLease(job, counters.leaseUnconfirmed, "lease of " + job.rid + " on " + config.engineId() + " unconfirmed: its facts went"
+                + " unacknowledged for " + config.kvConfirm().toMillis() + " ms while the KV was awaited (engine.kv.confirm-timeout; Kafka"
+                + " unreachable?)", "lease_unconfirmed");
+    }
+
+    /**
+     * The decode stops using its lease: counted and logged, a cancel naming why reported where it still can be (cut off
+     * from Kafka, the decider learns it from the lease's expiry or the proxy's own cancel), and a 503 to the caller.
+     */
+    private void stopUsingLease(Job job, LongAdder counter, String why, String type) {
+        counter.increment();
         log.atWarn().addKeyValue("requestId", job.rid).log(why);
         EngineControl c = client();
         if (c != null) {
             c.forget(job.rid);
             c.cancel(job.rid, why, job.trace, null).exceptionally(e -> null);
         }
-        releases.unsureDecode(job.rid);
-        vertx.setTimer(UNSURE_FALLBACK_MS, id -> releases.giveUp(job.rid));
         finish(job);
-        error(job.response, 503, why, "lease_unconfirmed", null);
+        error(job.response, 503, why, type, null);
+    }
+
+    /** Pages whose report may or may not be in the log: held until what the decider knew is known, at most the fallback. */
+    private void holdUnsure(ReleaseSide side, String rid) {
+        releases.unsure(side, rid);
+        vertx.setTimer(UNSURE_FALLBACK_MS, id -> releases.giveUp(rid));
     }
 
     /** Beyond every deadline a request can have at the decider (prefill 60 s, lease 30 s, retries): unsure pages go then. */
@@ -397,17 +410,8 @@ final class JobFlow {
      * release names them: a release that arrives after the partition heals then frees pages no longer in use.
      */
     private void fence(Job job) {
-        counters.leaseLost.increment();
-        String why = "lease of " + job.rid + " on " + config.engineId() + " not renewed in time (heartbeats unacknowledged; "
-                + config.leaseMargin().toMillis() + " ms margin): stopped using its pages";
-        log.atWarn().addKeyValue("requestId", job.rid).log(why);
-        EngineControl c = client();
-        if (c != null) {
-            c.forget(job.rid);
-            c.cancel(job.rid, why, job.trace, null).exceptionally(e -> null); // partitioned: the lease's expiry tells the decider
-        }
-        finish(job);
-        error(job.response, 503, why, "lease_lost", null);
+        stopUsingLease(job, counters.leaseLost, "lease of " + job.rid + " on " + config.engineId() + " not renewed in time (heartbeats"
+                + " unacknowledged; " + config.leaseMargin().toMillis() + " ms margin): stopped using its pages", "lease_lost");
     }
 
     private void onKvSignal(Job job, int[] blocks, KvSignal signal) {

@@ -46,20 +46,13 @@ final class PageReleases implements DecisionListener {
     }
 
     /**
-     * The prefill report of {@code rid} may have been written although its acknowledgement never came: keep its pages.
-     * Freed by a release naming them (the decider read the report), or by the request's outcome without one (it did not:
-     * no push can read them), or by {@link #giveUp} once every deadline of the request is surely past.
+     * The report of {@code rid} behind the {@code side} pages may have been written although its acknowledgement never
+     * came (a prefill report), or may never have been (a decode given up with its decode-ready unacknowledged): keep the
+     * pages. Freed by a release naming them (the decider read the report), or by the request's outcome without one (it did
+     * not: no push can touch them), or by {@link #giveUp} once every deadline of the request is surely past.
      */
-    void unsure(String rid) {
-        unsure.add("P:" + rid);
-    }
-
-    /**
-     * A decode of {@code rid} was given up while its decode-ready fact was unacknowledged: it may be in the log (the
-     * decider then releases the pages by their lease) or not (nothing ever will). Freed as {@link #unsure}'s.
-     */
-    void unsureDecode(String rid) {
-        unsure.add("D:" + rid);
+    void unsure(ReleaseSide side, String rid) {
+        unsure.add((side == ReleaseSide.PREFILL ? "P:" : "D:") + rid);
     }
 
     /**

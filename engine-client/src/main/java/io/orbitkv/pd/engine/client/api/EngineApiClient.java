@@ -77,13 +77,6 @@ public final class EngineApiClient implements EngineControl {
 
     private record Pending(ObjectNode frame, CompletableFuture<Void> done) { }
 
-    /** The worker named a newer instance epoch for this new instance: say hello again with it (once). */
-    private static final class RetryHello extends RuntimeException {
-        RetryHello() {
-            super(null, null, false, false);
-        }
-    }
-
     private EngineApiClient(Path socket, Registration reg, DecisionListener listener, Duration reconnectFor) {
         this.socket = socket;
         this.reg = reg;
@@ -120,7 +113,10 @@ public final class EngineApiClient implements EngineControl {
                     ch.connect(UnixDomainSocketAddress.of(socket));
                     try {
                         handshake(ch);
-                    } catch (RetryHello again) {
+                    } catch (ApiException refused) {
+                        if (!takeNamedEpoch(refused)) {
+                            throw refused;
+                        }
                         ch.close();
                         ch = SocketChannel.open(StandardProtocolFamily.UNIX);
                         ch.connect(UnixDomainSocketAddress.of(socket));
@@ -143,6 +139,21 @@ public final class EngineApiClient implements EngineControl {
         }
     }
 
+    /**
+     * A first hello fenced as older than the engine's last instance names the smallest epoch the worker takes: a new
+     * instance whose epoch (its start time, by default) is older than its predecessor's, on a host whose clock is behind
+     * the one the engine last ran on. Takes it (true: say hello again, once); false for any other refusal.
+     */
+    private boolean takeNamedEpoch(ApiException e) {
+        if (session != null || !ApiException.FENCED.equals(e.code()) || e.minInstanceEpoch() <= reg.instanceEpoch()) {
+            return false;
+        }
+        log.atWarn().addKeyValue("engineId", reg.engineId()).log("instance epoch " + reg.instanceEpoch() + " is older than the engine's"
+                + " last instance (this host's clock is behind?): registering as instance " + e.minInstanceEpoch());
+        reg = new Registration(reg.engineId(), e.minInstanceEpoch(), reg.role(), reg.model(), reg.httpUrl(), reg.layout(), reg.pool());
+        return true;
+    }
+
     private void handshake(SocketChannel ch) throws IOException, ApiException {
         String s = session;
         ApiProtocol.Resume resume = s == null ? null : new ApiProtocol.Resume(s, lastSeq);
@@ -154,17 +165,8 @@ public final class EngineApiClient implements EngineControl {
         }
         String op = ApiProtocol.op(answer);
         if (ApiProtocol.ERROR.equals(op)) {
-            ApiException e = new ApiException(answer.path("code").asText(), answer.hasNonNull("field") ? answer.get("field").asText() : null,
+            throw new ApiException(answer.path("code").asText(), answer.hasNonNull("field") ? answer.get("field").asText() : null,
                     answer.path("message").asText()).minInstanceEpoch(answer.path("min_instance_epoch").asLong(0));
-            if (s == null && ApiException.FENCED.equals(e.code()) && e.minInstanceEpoch() > reg.instanceEpoch()) {
-                // A new instance whose epoch (its start time, by default) is older than its predecessor's: this host's clock
-                // is behind the one the engine last ran on. Take the smallest epoch the worker accepts, once.
-                log.atWarn().addKeyValue("engineId", reg.engineId()).log("instance epoch " + reg.instanceEpoch() + " is older than the engine's"
-                        + " last instance (this host's clock is behind?): registering as instance " + e.minInstanceEpoch());
-                reg = new Registration(reg.engineId(), e.minInstanceEpoch(), reg.role(), reg.model(), reg.httpUrl(), reg.layout(), reg.pool());
-                throw new RetryHello();
-            }
-            throw e;
         }
         if (!ApiProtocol.WELCOME.equals(op)) {
             throw new ApiException(ApiException.BAD_FRAME, "op", "expected welcome, got " + op);

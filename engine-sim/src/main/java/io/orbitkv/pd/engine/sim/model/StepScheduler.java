@@ -172,15 +172,10 @@ public final class StepScheduler {
 
     /** Applies {@code p} (the plan {@link #plan} just returned, nothing added in between): the tokens it produced. */
     public List<Outcome> complete(Plan p) {
-        int admit = 0;
-        for (Seq s : waiting) {
-            if (p.decodes().contains(s.r.id()) || p.prefills().stream().anyMatch(c -> c.id().equals(s.r.id()))) {
-                admit++;
-            } else {
-                break;
-            }
-        }
-        for (int i = 0; i < admit; i++) {
+        java.util.Set<String> decoding = new java.util.HashSet<>(p.decodes());
+        java.util.Map<String, Chunk> chunks = new java.util.HashMap<>();
+        p.prefills().forEach(c -> chunks.put(c.id(), c));
+        while (!waiting.isEmpty() && (decoding.contains(waiting.peekFirst().r.id()) || chunks.containsKey(waiting.peekFirst().r.id()))) {
             Seq s = waiting.pollFirst();
             s.blocks = blocksFor(s.r);
             blocksUsed += s.blocks;
@@ -189,7 +184,7 @@ public final class StepScheduler {
         List<Outcome> out = new ArrayList<>();
         List<Seq> done = new ArrayList<>();
         for (Seq s : running) {
-            if (p.decodes().contains(s.r.id())) {
+            if (decoding.contains(s.r.id())) {
                 s.generated++;
                 boolean last = s.generated >= s.r.outputTokens();
                 out.add(new Outcome(s.r.id(), last ? Outcome.Kind.FINISHED : Outcome.Kind.TOKEN));
@@ -198,17 +193,15 @@ public final class StepScheduler {
                 }
                 continue;
             }
-            for (Chunk c : p.prefills()) {
-                if (c.id().equals(s.r.id())) {
-                    s.computed += c.tokens();
-                    if (s.decoding()) {
-                        s.generated = 1;
-                        boolean leaves = role == Role.PREFILL || s.r.outputTokens() == 1;
-                        out.add(new Outcome(s.r.id(), Outcome.Kind.FIRST_TOKEN));
-                        if (leaves) {
-                            out.add(new Outcome(s.r.id(), Outcome.Kind.FINISHED));
-                            done.add(s);
-                        }
+            Chunk c = chunks.get(s.r.id());
+            if (c != null) {
+                s.computed += c.tokens();
+                if (s.decoding()) {
+                    s.generated = 1;
+                    out.add(new Outcome(s.r.id(), Outcome.Kind.FIRST_TOKEN));
+                    if (role == Role.PREFILL || s.r.outputTokens() == 1) {
+                        out.add(new Outcome(s.r.id(), Outcome.Kind.FINISHED));
+                        done.add(s);
                     }
                 }
             }
