@@ -80,6 +80,18 @@ public final class MetricNames {
     public static final String ENGINE_PAGES_TOTAL = "orbitkv.engine.pages.total";
     /** Counter, tags {@code engine}, {@code kind}: prompt or output tokens. */
     public static final String ENGINE_TOKENS = "orbitkv.engine.tokens";
+    /** Timer, tag {@code engine}: the model's forward steps (simulated engines: the cost model's time). */
+    public static final String ENGINE_STEP = "orbitkv.engine.step";
+    /** Distribution, tag {@code engine}: tokens a step computed (one per decoding sequence, plus prefill chunks). */
+    public static final String ENGINE_STEP_TOKENS = "orbitkv.engine.step.tokens";
+    /** Gauge, tags {@code engine}, {@code state} (running, waiting): sequences of the engine's scheduler. */
+    public static final String ENGINE_SEQS = "orbitkv.engine.seqs";
+    /** Gauge, tag {@code engine}: the model's KV blocks reserved by running sequences, as a fraction of the pool (vLLM's kv_cache_usage_perc). */
+    public static final String ENGINE_KV_USAGE = "orbitkv.engine.kv.usage";
+    /** Counter, tag {@code engine}: prompt tokens looked up in the prefix cache (vLLM's prefix_cache_queries). */
+    public static final String ENGINE_PREFIX_QUERIES = "orbitkv.engine.prefix.cache.queries";
+    /** Counter, tag {@code engine}: prompt tokens found in the prefix cache (vLLM's prefix_cache_hits). */
+    public static final String ENGINE_PREFIX_HITS = "orbitkv.engine.prefix.cache.hits";
 
     // ------------------------------------------------------------------ dashboard (stream-processing stats)
 

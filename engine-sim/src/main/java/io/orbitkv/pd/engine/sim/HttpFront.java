@@ -176,6 +176,7 @@ final class HttpFront {
         s.put("completed", counters.completed.sum()).put("verified_pages", counters.verifiedPages.sum()).put("kv_corrupt", counters.corrupt.sum())
                 .put("ended_before_kv", counters.ended.sum()).put("client_gone", counters.clientGone.sum()).put("rejected_no_blocks", counters.rejected.sum())
                 .put("releases", counters.released.sum()).put("lease_lost", counters.leaseLost.sum()).put("lease_unconfirmed", counters.leaseUnconfirmed.sum());
+        s.set("model", SimEngine.JSON.valueToTree(flow.modelStats()));
         return s;
     }
 }

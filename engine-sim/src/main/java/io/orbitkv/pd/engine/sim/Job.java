@@ -48,6 +48,14 @@ final class Job {
     long verifyNanos = -1;
     long prefillNanos = -1;
     long kvBytes;
+    /** The job's sequence in the engine's step scheduler (unique per computation), or null before it has one. */
+    String seq;
+    /** Tokens the job's steps produced so far, and those sent. */
+    int produced;
+    int emitted;
+    /** Runs once, at the first token of the job's compute; then {@link #drain} runs at every token. */
+    Runnable onFirst;
+    Runnable drain;
     /** {@code prefill}, {@code decode}, {@code colocated} or {@code recomputed}; null until the flow took the job. */
     String mode;
 

@@ -8,6 +8,7 @@ import io.orbitkv.pd.engine.client.DecisionListener;
 import io.orbitkv.pd.engine.client.EngineControl;
 import io.orbitkv.pd.engine.client.KvSignal;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
+import io.orbitkv.pd.engine.sim.model.StepScheduler;
 import io.orbitkv.pd.events.OutcomeKind;
 import io.orbitkv.pd.events.ReleaseSide;
 import io.orbitkv.pd.kv.BulkPriority;
@@ -23,7 +24,6 @@ import io.vertx.core.http.HttpServerResponse;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
-import java.util.ArrayDeque;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -43,8 +43,9 @@ import org.slf4j.LoggerFactory;
  *       (prefill here) or the request's end;</li>
  *   <li><b>colocated</b>: prefill and decode here, pages freed at the end.</li>
  * </ul>
- * Prompt computations take one of {@code engine.max-batch} slots. Every method runs on the engine's event loop; KV
- * computation and verification run on worker threads and come back to it.
+ * The model's time is the {@link Stepper}'s: a job's prefill and decode are sequences of the engine's step scheduler,
+ * and each token goes out when the step that produced it ends. Every method runs on the engine's event loop; the KV
+ * bytes (materialising a prompt's KV, checking received KV) are written and read on worker threads and come back to it.
  */
 final class JobFlow {
 
@@ -82,8 +83,8 @@ final class JobFlow {
     private final Map<String, Job> jobs = new ConcurrentHashMap<>();
     private final Counters counters = new Counters();
     private final PageReleases releases;
-    private int active;
-    private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
+    private final Stepper stepper;
+    private long seqs;
 
     JobFlow(SimEngineConfig config, Vertx vertx, Context ctx, KvPool pool, BlockAllocator allocator, ComponentMetrics metrics,
             OpenAiFormat format, Supplier<EngineControl> client) {
@@ -98,6 +99,18 @@ final class JobFlow {
         this.format = format;
         this.client = client;
         this.releases = new PageReleases(config.engineId(), allocator, counters.released);
+        this.stepper = new Stepper(config.engineId(), config.compute(), config.geometry().numBlocks(), config.geometry().blockSizeTokens(), ctx,
+                metrics.registry());
+    }
+
+    /** The model's state for {@code /stats}. */
+    Map<String, Object> modelStats() {
+        return stepper.stats();
+    }
+
+    /** Stops the model's clock (the engine is closing). */
+    void close() {
+        stepper.close();
     }
 
     Counters counters() {
@@ -126,6 +139,7 @@ final class JobFlow {
             job.gone = true;
             counters.clientGone.increment();
             stopTimers(job);
+            stepper.abort(job.seq);
             EngineControl c = client();
             if (c != null) {
                 c.forget(job.rid);
@@ -155,6 +169,7 @@ final class JobFlow {
     private void finish(Job job) {
         job.finished = true;
         stopTimers(job);
+        stepper.abort(job.seq); // a job that ends early leaves the scheduler; one that finished has left it
         jobs.remove(job.rid + "/" + job.mode);
     }
 
@@ -173,7 +188,7 @@ final class JobFlow {
         if (blocks == null) {
             return;
         }
-        compute(job, blocks, () -> {
+        compute(job, blocks, StepScheduler.Role.PREFILL, () -> {
             int first = model.generate(job.tokens, 1)[0];
             EngineControl c = client();
             c.prefillCompleted(job.rid, blocks, job.tokens.length, first, job.trace, job.marks()).whenComplete((v, err) -> ctx.runOnContext(x -> {
@@ -198,46 +213,59 @@ final class JobFlow {
         });
     }
 
-    /** Computes the prompt's KV into {@code blocks} (worker thread) while the compute time passes; then {@code then} on the loop. */
-    private void compute(Job job, int[] blocks, Runnable then) {
+    /**
+     * Computes the prompt's KV: a sequence of the step scheduler ({@code part}: a P/D prefill leaves after its first token,
+     * a colocated or recomputed one goes on decoding) while the bytes are written into {@code blocks} on a worker thread;
+     * {@code then} runs on the loop once both are done (the first token sampled, the KV in the pages).
+     */
+    private void compute(Job job, int[] blocks, StepScheduler.Role part, Runnable then) {
         job.computing = true;
-        acquire(() -> {
-            long t0 = System.nanoTime();
-            job.computeStartMicros = Marks.nowMicros();
-            Promise<Void> timer = Promise.promise();
-            long ms = Math.round(config.compute().prefillNanos(job.tokens.length) / 1e6);
-            if (ms <= 0) {
-                timer.complete();
-            } else {
-                vertx.setTimer(ms, id -> timer.complete());
+        long t0 = System.nanoTime();
+        job.computeStartMicros = Marks.nowMicros();
+        Future<Void> fill = vertx.executeBlocking(() -> {
+            BulkPriority.apply(config.kvNice());
+            model.writeKv(pool, blocks, job.tokens);
+            if (config.corruptKvPrefix() != null && job.rid.startsWith(config.corruptKvPrefix()) && "prefill".equals(job.mode)) {
+                // engine.fault.corrupt-kv-prefix: silent corruption of one bit, for tests of the decode side's check
+                MemorySegment page = pool.hostRegion(0).orElseThrow().asSlice((long) blocks[0] * pool.geometry().pageBytes());
+                page.set(ValueLayout.JAVA_BYTE, 3, (byte) (page.get(ValueLayout.JAVA_BYTE, 3) ^ 0x08));
+                log.atWarn().addKeyValue("requestId", job.rid).log("engine.fault.corrupt-kv-prefix: flipped one bit of the computed KV");
             }
-            Future<Void> fill = vertx.executeBlocking(() -> {
-                BulkPriority.apply(config.kvNice());
-                model.writeKv(pool, blocks, job.tokens);
-                if (config.corruptKvPrefix() != null && job.rid.startsWith(config.corruptKvPrefix()) && "prefill".equals(job.mode)) {
-                    // engine.fault.corrupt-kv-prefix: silent corruption of one bit, for tests of the decode side's check
-                    MemorySegment page = pool.hostRegion(0).orElseThrow().asSlice((long) blocks[0] * pool.geometry().pageBytes());
-                    page.set(ValueLayout.JAVA_BYTE, 3, (byte) (page.get(ValueLayout.JAVA_BYTE, 3) ^ 0x08));
-                    log.atWarn().addKeyValue("requestId", job.rid).log("engine.fault.corrupt-kv-prefix: flipped one bit of the computed KV");
-                }
-                return null;
-            }, false);
-            Future.all(timer.future(), fill).onComplete(ar -> {
-                release();
-                job.computing = false;
-                job.computeEndMicros = Marks.nowMicros();
-                job.prefillNanos = System.nanoTime() - t0;
-                if (ar.succeeded()) {
-                    meters.prefill(job.prefillNanos, job.tokens.length);
-                }
-                if (ar.failed()) {
-                    log.atError().setCause(ar.cause()).addKeyValue("requestId", job.rid).log("prefill computation failed");
-                    error(job.response, 500, "prefill failed: " + ar.cause(), "internal_error", null);
-                    return;
-                }
-                then.run();
-            });
+            return null;
+        }, false);
+        Promise<Void> first = Promise.promise();
+        job.onFirst = first::tryComplete;
+        job.seq = job.rid + "#" + (++seqs);
+        int output = part == StepScheduler.Role.PREFILL ? 1 : job.request.maxTokens();
+        stepper.submit(job.seq, job.tokens.length, output, stepper.cachedTokens(job.tokens), part, steps(job));
+        Future.all(first.future(), fill).onComplete(ar -> {
+            job.computing = false;
+            job.computeEndMicros = Marks.nowMicros();
+            job.prefillNanos = System.nanoTime() - t0;
+            if (ar.failed()) {
+                stepper.abort(job.seq);
+                log.atError().setCause(ar.cause()).addKeyValue("requestId", job.rid).log("prefill computation failed");
+                error(job.response, 500, "prefill failed: " + ar.cause(), "internal_error", null);
+                return;
+            }
+            meters.prefill(job.prefillNanos, job.tokens.length);
+            stepper.cache(job.tokens);
+            then.run();
         });
+    }
+
+    /** What the job's steps produced: the first token completes its compute; later ones go out as they come. */
+    private Stepper.Listener steps(Job job) {
+        return (produced, finished) -> {
+            job.produced = produced;
+            Runnable first = job.onFirst;
+            if (first != null) {
+                job.onFirst = null;
+                first.run();
+            } else if (job.drain != null) {
+                job.drain.run();
+            }
+        };
     }
 
     // ------------------------------------------------------------------------------------------------ decode
@@ -456,7 +484,7 @@ final class JobFlow {
                 job.leaseEpoch = leaseEpochs.incrementAndGet();
                 counters.recomputed.increment();
                 log.atInfo().addKeyValue("requestId", job.rid).log("recomputing the prefill here: " + rc.reason());
-                compute(job, blocks, () -> {
+                compute(job, blocks, StepScheduler.Role.BOTH, () -> {
                     if (!job.gone) {
                         generate(job, true, () -> client().decodeCompleted(job.rid, job.request.maxTokens(), true, job.trace, job.marks()));
                     }
@@ -493,6 +521,16 @@ final class JobFlow {
      * full pool rejects it (503, after {@code rejected} reported why to the control plane).
      */
     private int[] pages(Job job, String side, Consumer<String> rejected) {
+        StepScheduler.Role part = side.equals("P:") ? StepScheduler.Role.PREFILL : StepScheduler.Role.BOTH;
+        if (!stepper.fits(job.tokens.length, job.request.maxTokens(), part)) {
+            finish(job);
+            String why = "prompt (" + job.tokens.length + " tokens)" + (part == StepScheduler.Role.PREFILL ? "" : " + max_tokens ("
+                    + job.request.maxTokens() + ")") + " needs more KV than engine " + config.engineId() + " has (" + stepper.numBlocks()
+                    + " blocks of " + config.geometry().blockSizeTokens() + " tokens)";
+            rejected.accept(why);
+            error(job.response, 400, why, "invalid_request_error", "max_tokens");
+            return null;
+        }
         int need = SimModel.blocksFor(config.geometry(), job.tokens.length);
         int[] blocks;
         try {
@@ -521,7 +559,7 @@ final class JobFlow {
         if (blocks == null) {
             return;
         }
-        compute(job, blocks, () -> {
+        compute(job, blocks, StepScheduler.Role.BOTH, () -> {
             if (job.gone) {
                 allocator.free("C:" + job.rid);
                 return;
@@ -543,22 +581,23 @@ final class JobFlow {
         if (recomputed) {
             job.mode = "recomputed";
         }
-        long stepMs = Math.max(0, Math.round(config.compute().decodeStepNanos() / 1e6));
-        if (!r.stream()) {
-            long total = stepMs * (out.length - 1);
-            if (total <= 0) {
-                answerWhole(job, out, done);
-            } else {
-                vertx.setTimer(total, id -> answerWhole(job, out, done));
+        if (job.seq == null) {
+            // The KV came by transfer: decode here, from the first token the prefill sampled. Its blocks are cached now,
+            // as a vLLM decode instance with prefix caching caches the blocks it received.
+            stepper.cache(job.tokens);
+            job.seq = job.rid + "#" + (++seqs);
+            job.produced = 1;
+            stepper.submit(job.seq, job.tokens.length, out.length, 0, StepScheduler.Role.DECODE, steps(job));
+        }
+        if (r.stream()) {
+            firstToken(job);
+            OpenAiFormat.startStream(job.response);
+            if (job.chat()) {
+                OpenAiFormat.event(job.response, format.roleChunk(job));
             }
-            return;
         }
-        firstToken(job);
-        OpenAiFormat.startStream(job.response);
-        if (job.chat()) {
-            OpenAiFormat.event(job.response, format.roleChunk(job));
-        }
-        emit(job, out, 0, stepMs, done);
+        job.drain = () -> drain(job, out, done);
+        job.drain.run();
     }
 
     /** The first token is going out now: mark it, and tell the proxy this engine's marks (headers go with it). */
@@ -583,31 +622,36 @@ final class JobFlow {
         done.run();
     }
 
-    private void emit(Job job, int[] out, int i, long stepMs, Runnable done) {
+    /** Sends what the steps produced and was not sent yet (a whole answer once all is produced); the last token only on verified KV. */
+    private void drain(Job job, int[] out, Runnable done) {
         if (job.gone || job.finished) {
             return;
         }
-        HttpServerResponse resp = job.response;
-        boolean last = i == out.length - 1;
-        if (last && !job.verified.isComplete()) {
-            job.verified.onComplete(ar -> emit(job, out, i, stepMs, done)); // the answer ends only on verified KV
-            return;
-        }
-        OpenAiFormat.event(resp, format.tokenChunk(job, out[i], last));
-        if (!last) {
-            if (stepMs <= 0) {
-                emit(job, out, i + 1, stepMs, done);
-            } else {
-                vertx.setTimer(stepMs, id -> emit(job, out, i + 1, stepMs, done));
+        if (!job.request.stream()) {
+            if (job.produced >= out.length) {
+                answerWhole(job, out, done);
             }
             return;
         }
-        if (job.request.includeUsage()) {
-            OpenAiFormat.event(resp, format.usageChunk(job, out.length));
+        HttpServerResponse resp = job.response;
+        while (job.emitted < Math.min(job.produced, out.length)) {
+            int i = job.emitted;
+            boolean last = i == out.length - 1;
+            if (last && !job.verified.isComplete()) {
+                job.verified.onComplete(ar -> drain(job, out, done)); // the answer ends only on verified KV
+                return;
+            }
+            OpenAiFormat.event(resp, format.tokenChunk(job, out[i], last));
+            job.emitted++;
+            if (last) {
+                if (job.request.includeUsage()) {
+                    OpenAiFormat.event(resp, format.usageChunk(job, out.length));
+                }
+                answered(job, out);
+                OpenAiFormat.endStream(resp);
+                done.run();
+            }
         }
-        answered(job, out);
-        OpenAiFormat.endStream(resp);
-        done.run();
     }
 
     /** The last token is going out: the job is over and counted. */
@@ -615,25 +659,5 @@ final class JobFlow {
         finish(job);
         counters.completed.increment();
         meters.decode(System.nanoTime() - job.decodeStartNanos, out.length);
-    }
-
-    // ------------------------------------------------------------------------------------------------ batch slots
-
-    private void acquire(Runnable r) {
-        if (active < config.maxBatch()) {
-            active++;
-            r.run();
-        } else {
-            waiting.add(r);
-        }
-    }
-
-    private void release() {
-        Runnable next = waiting.poll();
-        if (next != null) {
-            next.run();
-        } else {
-            active--;
-        }
     }
 }

@@ -32,7 +32,7 @@ import org.slf4j.LoggerFactory;
  * <p>Per request, by its {@code kv_transfer_params}:
  * <ul>
  *   <li><b>prefill</b> ({@code do_remote_decode}): allocate pages, compute the prompt's KV into them (the compute time
- *       of the {@link ComputeModel}), report {@code PrefillCompleted}, answer with the first token; free the pages when
+ *       of the {@link ComputeModel}'s steps), report {@code PrefillCompleted}, answer with the first token; free the pages when
  *       a {@code ReleaseDecided} names them;</li>
  *   <li><b>decode</b> ({@code do_remote_prefill}): allocate destination pages under a lease, report
  *       {@code DecodeReady} (and heartbeats), wait for {@code KvReady}, then stream the tokens at once while every
@@ -191,6 +191,7 @@ public final class SimEngine implements AutoCloseable {
             if (client != null) {
                 client.close();
             }
+            flow.close();
             try {
                 vertx.close().toCompletionStage().toCompletableFuture().get(10, TimeUnit.SECONDS);
             } catch (Exception e) {

@@ -27,8 +27,8 @@ import java.time.Duration;
  * @param httpPort       port, 0 for any ({@code engine.http.port})
  * @param advertisedUrl  the URL announced to the proxy, or null for {@code http://host:port}
  * @param seed           the model seed: engines that must agree share it ({@code engine.model.seed})
- * @param compute        the compute-time model ({@code engine.compute.prefill-ms-per-token}, {@code .decode-ms-per-token})
- * @param maxBatch       sequences computing at once; more wait in a queue ({@code engine.max-batch})
+ * @param compute        how the model computes: the step model's cost model and limits, the prefix cache ({@code engine.cost},
+ *                       {@code engine.max-batched-tokens}, {@code engine.max-num-seqs}, {@code engine.prefix-cache.*})
  * @param maxPromptTokens longest prompt accepted ({@code engine.max-prompt-tokens})
  * @param maxBodyBytes   largest request body ({@code engine.http.max-body-bytes})
  * @param leaseDuration  lease asked for on decode-ready / heartbeat ({@code engine.lease.duration})
@@ -53,7 +53,7 @@ import java.time.Duration;
  *                       language does (docs/engine-api.md)
  */
 public record SimEngineConfig(String engineId, EngineRole role, String model, ModelPreset preset, KvGeometry geometry, int tpSize, Path poolPath,
-                              String httpHost, int httpPort, String advertisedUrl, long seed, ComputeModel compute, int maxBatch,
+                              String httpHost, int httpPort, String advertisedUrl, long seed, ComputeModel compute,
                               int maxPromptTokens, int maxBodyBytes, Duration leaseDuration, Duration heartbeat, Duration leaseMargin, Duration kvTimeout, Duration kvConfirm,
                               boolean verify, int kvNice, String corruptKvPrefix, EngineClientConfig control,
                               ApiJoin api) {
@@ -97,7 +97,6 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
             Addresses.requireReachable(advertisedUrl != null ? "engine.http.advertised-url" : "engine.http.host",
                     advertisedUrl != null ? Addresses.urlHost(advertisedUrl) : httpHost, control.bootstrapServers());
         }
-        requireRange("engine.max-batch", maxBatch, 1, 100_000);
         requireRange("engine.max-prompt-tokens", maxPromptTokens, 1, 10_000_000);
         requireRange("engine.http.max-body-bytes", maxBodyBytes, 1024, 1 << 30);
         requirePositive("engine.lease.duration", leaseDuration);
@@ -176,25 +175,10 @@ public record SimEngineConfig(String engineId, EngineRole role, String model, Mo
                 p.string("engine.model", "orbitkv-sim-" + preset.key()), preset, g, tp, pool.isEmpty() ? null : Path.of(pool),
                 p.string("engine.http.host", "127.0.0.1"), p.integer("engine.http.port", 8100), url.isEmpty() ? null : url,
                 Long.parseLong(p.string("engine.model.seed", "42")),
-                new ComputeModel(dbl(p, "engine.compute.prefill-ms-per-token", 0.05), dbl(p, "engine.compute.decode-ms-per-token", 2.0)),
-                p.integer("engine.max-batch", 256), p.integer("engine.max-prompt-tokens", 32_768), p.integer("engine.http.max-body-bytes", 4 << 20),
+                ComputeModel.from(p, preset), p.integer("engine.max-prompt-tokens", 32_768), p.integer("engine.http.max-body-bytes", 4 << 20),
                 lease, p.duration("engine.lease.heartbeat", Duration.ofSeconds(10)),
                 p.duration("engine.lease.margin", Duration.ofMillis(Math.max(1000, lease.toMillis() / 10))),
                 p.duration("engine.kv.timeout", Duration.ofSeconds(60)), p.duration("engine.kv.confirm-timeout", Duration.ofSeconds(6)), p.bool("engine.kv.verify", true),
                 p.integer("engine.kv.nice", DEFAULT_KV_NICE), p.string("engine.fault.corrupt-kv-prefix", null), control, api);
     }
-
-    private static double dbl(ConfigProps p, String key, double def) {
-        String v = p.string(key, null);
-        if (v == null) {
-            return def;
-        }
-        try {
-            return Double.parseDouble(v);
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(key + ": must be a number, got '" + v + "'");
-        }
-    }
-
-
 }

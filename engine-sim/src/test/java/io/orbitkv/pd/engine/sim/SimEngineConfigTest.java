@@ -52,4 +52,19 @@ class SimEngineConfigTest {
         assertThat(c.control()).isNull();
         assertThat(c.api()).isNull();
     }
+
+    @Test
+    void theCostModelIsThePresetsUnlessThePerTokenKnobsAreSet() {
+        assertThat(SimEngineConfig.from(base()).compute().cost()).isEqualTo("tiny");
+        assertThat(SimEngineConfig.from(base().with("engine.preset", "8b")).compute().cost()).isEqualTo("llama-8b-h100");
+        assertThat(SimEngineConfig.from(base().with("engine.compute.decode-ms-per-token", "5")).compute().cost()).isEqualTo("per-token");
+        ComputeModel c = SimEngineConfig.from(base().with("engine.cost", "llama-70b-tp4").with("engine.max-batched-tokens", "2048")
+                .with("engine.max-num-seqs", "64")).compute();
+        assertThat(c.maxBatchedTokens()).isEqualTo(2048);
+        assertThat(c.maxNumSeqs()).isEqualTo(64);
+        assertThatThrownBy(() -> SimEngineConfig.from(base().with("engine.cost", "gpt-5")))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("engine.cost: must be one of").hasMessageEndingWith("got 'gpt-5'");
+        assertThatThrownBy(() -> SimEngineConfig.from(base().with("engine.max-num-seqs", "0")))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("engine.max-num-seqs");
+    }
 }

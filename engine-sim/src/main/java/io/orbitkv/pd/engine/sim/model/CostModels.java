@@ -25,4 +25,19 @@ public final class CostModels {
 
     /** For tests and small demos: fast, not calibrated. */
     public static final CostModel TINY = new CostModel(200_000_000L, 2_000_000L, 0L, 10_000_000L, 0L);
+
+    /** The cost models by their {@code engine.cost} name. */
+    public static final java.util.Map<String, CostModel> BY_NAME = java.util.Map.of("llama-8b-h100", LLAMA_8B_H100, "llama-70b-tp4", LLAMA_70B_TP4,
+            "tiny", TINY);
+
+    /**
+     * {@code engine.cost=per-token}, the engines' model before the step model (and the tests' knob): a step costs the
+     * decode time per token, plus the prefill time per prompt token it computes; batch size and context cost nothing.
+     */
+    public static CostModel perToken(double prefillMsPerToken, double decodeMsPerToken) {
+        if (!(prefillMsPerToken >= 0) || !(decodeMsPerToken >= 0)) {
+            throw new IllegalArgumentException("engine.compute.*: must be >= 0 ms, got prefill " + prefillMsPerToken + " / decode " + decodeMsPerToken);
+        }
+        return new CostModel(Math.round(decodeMsPerToken * 1e9), Math.round(prefillMsPerToken * 1e9), 0, 0, 0);
+    }
 }

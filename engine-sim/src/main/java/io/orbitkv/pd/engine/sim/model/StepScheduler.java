@@ -76,12 +76,15 @@ public final class StepScheduler {
 
     private static final class Seq {
         final Request r;
+        /** Which part of the request this engine serves: the engine's role, or the part it was added with. */
+        final Role part;
         int computed;
         int generated;
         int blocks;
 
-        Seq(Request r) {
+        Seq(Request r, Role part) {
             this.r = r;
+            this.part = part;
             this.computed = r.cachedTokens();
         }
 
@@ -108,8 +111,17 @@ public final class StepScheduler {
      * asks for a single token has nothing left to decode and is not queued (false).
      */
     public boolean add(Request r) {
-        Seq s = new Seq(r);
-        if (role == Role.DECODE) {
+        return add(r, role);
+    }
+
+    /**
+     * Queues {@code r} for {@code part} of it, whatever the engine's role: an engine that serves both runs a P/D request's
+     * prefill ({@link Role#PREFILL}: it leaves after its first token), a transferred request's decode ({@link Role#DECODE})
+     * and a colocated one ({@link Role#BOTH}) side by side.
+     */
+    public boolean add(Request r, Role part) {
+        Seq s = new Seq(r, Objects.requireNonNull(part, "part"));
+        if (part == Role.DECODE) {
             if (r.outputTokens() == 1) {
                 return false;
             }
@@ -120,10 +132,29 @@ public final class StepScheduler {
         return true;
     }
 
-    /** Blocks a sequence holds while it runs: its prompt, plus its whole output unless the engine only prefills. */
-    private int blocksFor(Request r) {
-        int tokens = r.promptTokens() + (role == Role.PREFILL ? 0 : r.outputTokens());
+    /** Blocks a sequence holds while it runs: its prompt, plus its whole output unless it is only prefilled here. */
+    private int blocksFor(Seq s) {
+        int tokens = s.r.promptTokens() + (s.part == Role.PREFILL ? 0 : s.r.outputTokens());
         return (tokens + limits.blockTokens() - 1) / limits.blockTokens();
+    }
+
+    /** Takes {@code id} out, waiting or running (its blocks freed): a request that ended early. False when not here. */
+    public boolean abort(String id) {
+        for (java.util.Iterator<Seq> it = waiting.iterator(); it.hasNext(); ) {
+            if (it.next().r.id().equals(id)) {
+                it.remove();
+                return true;
+            }
+        }
+        for (java.util.Iterator<Seq> it = running.iterator(); it.hasNext(); ) {
+            Seq s = it.next();
+            if (s.r.id().equals(id)) {
+                it.remove();
+                blocksUsed -= s.blocks;
+                return true;
+            }
+        }
+        return false;
     }
 
     /** The next step, or null when nothing can run (nothing queued, or the head of the queue does not fit). */
@@ -149,10 +180,10 @@ public final class StepScheduler {
         int admitted = running.size();
         int free = limits.numBlocks() - blocksUsed;
         for (Seq s : waiting) {
-            if (admitted >= limits.maxNumSeqs() || budget <= 0 || blocksFor(s.r) > free) {
+            if (admitted >= limits.maxNumSeqs() || budget <= 0 || blocksFor(s) > free) {
                 break;
             }
-            free -= blocksFor(s.r);
+            free -= blocksFor(s);
             admitted++;
             if (s.decoding()) {
                 decodes.add(s.r.id());
@@ -177,7 +208,7 @@ public final class StepScheduler {
         p.prefills().forEach(c -> chunks.put(c.id(), c));
         while (!waiting.isEmpty() && (decoding.contains(waiting.peekFirst().r.id()) || chunks.containsKey(waiting.peekFirst().r.id()))) {
             Seq s = waiting.pollFirst();
-            s.blocks = blocksFor(s.r);
+            s.blocks = blocksFor(s);
             blocksUsed += s.blocks;
             running.add(s);
         }
@@ -199,7 +230,7 @@ public final class StepScheduler {
                 if (s.decoding()) {
                     s.generated = 1;
                     out.add(new Outcome(s.r.id(), Outcome.Kind.FIRST_TOKEN));
-                    if (role == Role.PREFILL || s.r.outputTokens() == 1) {
+                    if (s.part == Role.PREFILL || s.r.outputTokens() == 1) {
                         out.add(new Outcome(s.r.id(), Outcome.Kind.FINISHED));
                         done.add(s);
                     }

@@ -95,4 +95,35 @@ class StepSchedulerTest {
         assertThat(r.steps()).extracting(StepScheduler.SimStep::startUs).containsExactly(0L, 10L, 50L, 60L);
         assertThat(r.events()).extracting(StepScheduler.SimEvent::atUs).containsExactly(10L, 20L, 60L, 70L);
     }
+
+    @Test
+    void anEngineThatServesBothRunsEachRequestForItsOwnPart() {
+        StepScheduler s = new StepScheduler(Role.BOTH, new Limits(100, 8, 4, 100), COSTS);
+        s.add(new Request("p", 4, 5, 0), Role.PREFILL); // a P/D prefill: 1 block (its output is not decoded here)
+        s.add(new Request("d", 8, 3, 0), Role.DECODE); // a transferred KV: decodes from its second token, 3 blocks
+        s.add(new Request("c", 4, 2, 0)); // colocated (the engine's role): 2 blocks
+        StepScheduler.Plan p = s.plan();
+        assertThat(p.decodes()).containsExactly("d");
+        assertThat(p.prefills()).containsExactly(new Chunk("p", 0, 4), new Chunk("c", 0, 4));
+        assertThat(s.complete(p)).containsExactly(new Outcome("p", Outcome.Kind.FIRST_TOKEN), new Outcome("p", Outcome.Kind.FINISHED),
+                new Outcome("d", Outcome.Kind.TOKEN), new Outcome("c", Outcome.Kind.FIRST_TOKEN));
+        assertThat(s.blocksUsed()).as("d: 3 blocks, c: 2; p left").isEqualTo(5);
+        assertThat(s.add(new Request("one", 8, 1, 0), Role.DECODE)).as("nothing left to decode").isFalse();
+    }
+
+    @Test
+    void anAbortedSequenceLeavesAndFreesItsBlocks() {
+        StepScheduler s = new StepScheduler(Role.BOTH, new Limits(100, 8, 4, 100), COSTS);
+        s.add(new Request("a", 4, 10, 0));
+        s.add(new Request("b", 4, 10, 0));
+        s.complete(s.plan());
+        assertThat(s.blocksUsed()).isEqualTo(8);
+        assertThat(s.abort("a")).isTrue();
+        assertThat(s.blocksUsed()).isEqualTo(4);
+        s.add(new Request("w", 4, 10, 0));
+        assertThat(s.abort("w")).as("a waiting one too").isTrue();
+        assertThat(s.abort("a")).isFalse();
+        assertThat(s.plan().decodes()).containsExactly("b");
+        assertThat(s.waitingCount()).isZero();
+    }
 }

@@ -1,0 +1,248 @@
+package io.orbitkv.pd.engine.sim;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.orbitkv.pd.engine.sim.model.BlockHashes;
+import io.orbitkv.pd.engine.sim.model.PrefixCache;
+import io.orbitkv.pd.engine.sim.model.StepScheduler;
+import io.orbitkv.pd.engine.sim.model.StepScheduler.Outcome;
+import io.orbitkv.pd.engine.sim.model.StepScheduler.Plan;
+import io.orbitkv.pd.engine.sim.model.StepScheduler.Role;
+import io.orbitkv.pd.metrics.MetricNames;
+import io.vertx.core.Context;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * The engine's model in real time: the engine model's {@link StepScheduler} runs one forward step at a time, each as long
+ * as the cost model says, and hands every request the tokens its steps produced. While a step "computes" nothing runs:
+ * a timer on a clock thread ends it (so one core can run many engines). Touched on the engine's event loop only.
+ *
+ * <p>Steps follow each other on virtual deadlines: while the engine is busy, a step starts when the previous one was due
+ * to end, not when the loop got round to it, so a late wake-up does not stretch every later step (at most
+ * {@link #MAX_LAG_NANOS} is made up, so a long stall does not become a burst of instant steps).
+ *
+ * <p>The prefix cache ({@link PrefixCache}) holds the hashes of the blocks this engine computed or received.
+ */
+final class Stepper implements AutoCloseable {
+
+    /** What a request's steps produced so far: {@code produced} tokens in all; {@code finished} after the last. Event loop. */
+    interface Listener {
+        void tokens(int produced, boolean finished);
+    }
+
+    static final long MAX_LAG_NANOS = 5_000_000;
+
+    private final ComputeModel compute;
+    private final StepScheduler scheduler;
+    private final StepScheduler.Limits limits;
+    private final PrefixCache cache;
+    private final Context ctx;
+    private final ScheduledExecutorService clock;
+    private final Map<String, Entry> entries = new HashMap<>();
+    private Plan inFlight;
+    private long lastEndNanos;
+    private volatile boolean closed;
+
+    private final Timer stepTime;
+    private final DistributionSummary stepTokens;
+    private final Counter queried;
+    private final Counter hits;
+    private final LongAdder steps = new LongAdder();
+    private final LongAdder stepNanos = new LongAdder();
+    private final LongAdder tokens = new LongAdder();
+    private volatile int running;
+    private volatile int waiting;
+    private volatile int blocksUsed;
+
+    private static final class Entry {
+        final Listener listener;
+        int produced;
+
+        Entry(Listener listener, int produced) {
+            this.listener = listener;
+            this.produced = produced;
+        }
+    }
+
+    Stepper(String engineId, ComputeModel compute, int numBlocks, int blockTokens, Context ctx, MeterRegistry registry) {
+        this.compute = compute;
+        this.limits = new StepScheduler.Limits(compute.maxBatchedTokens(), compute.maxNumSeqs(), blockTokens, numBlocks);
+        this.scheduler = new StepScheduler(Role.BOTH, limits, compute.costs());
+        this.cache = new PrefixCache(numBlocks);
+        this.ctx = ctx;
+        this.clock = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "engine-clock-" + engineId);
+            t.setDaemon(true);
+            return t;
+        });
+        stepTime = Timer.builder(MetricNames.ENGINE_STEP).description("an engine's forward steps (the model's time)").tag("engine", engineId)
+                .publishPercentileHistogram().register(registry);
+        stepTokens = DistributionSummary.builder(MetricNames.ENGINE_STEP_TOKENS).description("tokens a step computed (decodes + prefill chunks)")
+                .tag("engine", engineId).publishPercentileHistogram().register(registry);
+        queried = Counter.builder(MetricNames.ENGINE_PREFIX_QUERIES).description("prompt tokens looked up in the prefix cache")
+                .tag("engine", engineId).register(registry);
+        hits = Counter.builder(MetricNames.ENGINE_PREFIX_HITS).description("prompt tokens found in the prefix cache (no compute)")
+                .tag("engine", engineId).register(registry);
+        Gauge.builder(MetricNames.ENGINE_SEQS, this, s -> s.running).description("sequences").tag("engine", engineId).tag("state", "running")
+                .register(registry);
+        Gauge.builder(MetricNames.ENGINE_SEQS, this, s -> s.waiting).description("sequences").tag("engine", engineId).tag("state", "waiting")
+                .register(registry);
+        Gauge.builder(MetricNames.ENGINE_KV_USAGE, this, s -> (double) s.blocksUsed / numBlocks)
+                .description("the model's KV blocks reserved by running sequences, of the pool").tag("engine", engineId).register(registry);
+    }
+
+    /** Whether a request of {@code prompt} + {@code output} tokens can ever run here (its blocks fit the whole pool). */
+    boolean fits(int prompt, int output, Role part) {
+        long t = prompt + (long) (part == Role.PREFILL ? 0 : output);
+        return (t + limits.blockTokens() - 1) / limits.blockTokens() <= limits.numBlocks();
+    }
+
+    int numBlocks() {
+        return limits.numBlocks();
+    }
+
+    /**
+     * Queues a sequence; {@code listener} hears of each token its steps produce. A decode part starts with its first token
+     * (1 produced); one that asks for a single token has nothing left to compute: false, and nothing is queued.
+     */
+    boolean submit(String seq, int prompt, int output, int cached, Role part, Listener listener) {
+        if (!scheduler.add(new StepScheduler.Request(seq, prompt, output, cached), part)) {
+            return false;
+        }
+        entries.put(seq, new Entry(listener, part == Role.DECODE ? 1 : 0));
+        observe();
+        kick();
+        return true;
+    }
+
+    /** The sequence ended early (client gone, lease lost, a failure): out of the scheduler, its blocks free. */
+    void abort(String seq) {
+        if (seq != null && entries.remove(seq) != null) {
+            scheduler.abort(seq);
+            observe();
+        }
+    }
+
+    /** Prompt tokens of {@code tokens} already in cached blocks (counted for the hit rate); 0 when the cache is off. */
+    int cachedTokens(int[] promptTokens) {
+        if (!compute.prefixCache()) {
+            return 0;
+        }
+        int hit = cache.lookup(hashes(promptTokens));
+        int cached = PrefixCache.cachedTokens(hit, limits.blockTokens(), promptTokens.length);
+        queried.increment(promptTokens.length);
+        hits.increment(cached);
+        return cached;
+    }
+
+    /** The prompt's full blocks are now in this engine's KV (computed, or received by a transfer): cached. */
+    void cache(int[] promptTokens) {
+        if (compute.prefixCache()) {
+            cache.insert(hashes(promptTokens));
+        }
+    }
+
+    private List<byte[]> hashes(int[] promptTokens) {
+        return BlockHashes.chain(compute.prefixCacheSeed(), limits.blockTokens(), promptTokens, null);
+    }
+
+    private void kick() {
+        if (inFlight != null || closed) {
+            return;
+        }
+        Plan p = scheduler.plan();
+        if (p == null) {
+            return;
+        }
+        inFlight = p;
+        long now = System.nanoTime();
+        long start = Math.max(lastEndNanos, now - MAX_LAG_NANOS);
+        long end = start + p.durationPs() / 1000;
+        lastEndNanos = end;
+        long delay = end - now;
+        if (delay <= 0) {
+            ctx.runOnContext(v -> done(p));
+        } else {
+            clock.schedule(() -> ctx.runOnContext(v -> done(p)), delay, TimeUnit.NANOSECONDS);
+        }
+    }
+
+    private void done(Plan p) {
+        if (closed) {
+            return;
+        }
+        inFlight = null;
+        long nanos = p.durationPs() / 1000;
+        stepTime.record(nanos, TimeUnit.NANOSECONDS);
+        stepTokens.record(p.tokens());
+        steps.increment();
+        stepNanos.add(nanos);
+        tokens.add(p.tokens());
+        List<Outcome> outcomes = scheduler.complete(p);
+        observe();
+        // per sequence, in order: FIRST_TOKEN (1 produced), TOKEN (one more), FINISHED (one more, unless it came with the
+        // first token in the same step: a prefill part, or a request of one token)
+        Map<String, Boolean> firstNow = new LinkedHashMap<>();
+        for (Outcome o : outcomes) {
+            Entry e = entries.get(o.id());
+            if (e == null) {
+                continue;
+            }
+            switch (o.kind()) {
+                case FIRST_TOKEN -> {
+                    e.produced = 1;
+                    firstNow.put(o.id(), Boolean.TRUE);
+                    e.listener.tokens(1, false);
+                }
+                case TOKEN -> e.listener.tokens(++e.produced, false);
+                case FINISHED -> {
+                    entries.remove(o.id());
+                    if (firstNow.containsKey(o.id())) {
+                        e.listener.tokens(e.produced, true);
+                    } else {
+                        e.listener.tokens(++e.produced, true);
+                    }
+                }
+            }
+        }
+        kick();
+    }
+
+    private void observe() {
+        running = scheduler.runningCount();
+        waiting = scheduler.waitingCount();
+        blocksUsed = scheduler.blocksUsed();
+    }
+
+    /** What {@code /stats} says of the model. */
+    Map<String, Object> stats() {
+        Map<String, Object> m = new LinkedHashMap<>(compute.describe());
+        long n = steps.sum();
+        m.put("steps", n);
+        m.put("mean_step_ms", n == 0 ? 0.0 : stepNanos.sum() / 1e6 / n);
+        m.put("mean_tokens_per_step", n == 0 ? 0.0 : (double) tokens.sum() / n);
+        m.put("running", running);
+        m.put("waiting", waiting);
+        m.put("kv_blocks_used", blocksUsed);
+        m.put("kv_blocks_total", limits.numBlocks());
+        double q = queried.count();
+        m.put("prefix_cache", Map.of("queried_tokens", (long) q, "hit_tokens", (long) hits.count(), "hit_rate", q == 0 ? 0.0 : hits.count() / q));
+        return m;
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        clock.shutdownNow();
+    }
+}

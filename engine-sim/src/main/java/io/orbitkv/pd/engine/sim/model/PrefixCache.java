@@ -1,0 +1,64 @@
+package io.orbitkv.pd.engine.sim.model;
+
+import java.nio.ByteBuffer;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+
+/**
+ * An engine's prefix cache, as vLLM's (docs/engine-model.md, "The prefix cache"): the hashes of the full blocks it
+ * computed or received ({@link BlockHashes}), least recently used first. A block keeps its hash after its request ends
+ * and serves later requests with the same prefix until it is evicted. Pure; the Python engine model's
+ * {@code PrefixCache} is the same.
+ *
+ * <p>The cache holds {@code capacity} blocks: the engine's whole KV pool. vLLM evicts a cached block only when the pool
+ * needs it for another request; counting the cache against the pool's size, not its free part, is the simplification
+ * (a busy engine keeps somewhat more cached here than vLLM could).
+ */
+public final class PrefixCache {
+
+    private final int capacity;
+    private final LinkedHashMap<ByteBuffer, Boolean> lru = new LinkedHashMap<>(16, 0.75f, true);
+
+    public PrefixCache(int capacityBlocks) {
+        if (capacityBlocks < 1) {
+            throw new IllegalArgumentException("prefix cache capacity must be >= 1 block, got " + capacityBlocks);
+        }
+        this.capacity = capacityBlocks;
+    }
+
+    /** How many of {@code hashes}, from the first, are cached (stops at the first miss); each hit becomes the most recent. */
+    public int lookup(List<byte[]> hashes) {
+        int hits = 0;
+        for (byte[] h : hashes) {
+            if (lru.get(ByteBuffer.wrap(h)) == null) {
+                break;
+            }
+            hits++;
+        }
+        return hits;
+    }
+
+    /** Caches {@code hashes} (each becomes the most recent, in order), then evicts the least recently used beyond capacity. */
+    public void insert(List<byte[]> hashes) {
+        for (byte[] h : hashes) {
+            lru.put(ByteBuffer.wrap(h.clone()), Boolean.TRUE);
+        }
+        for (Iterator<ByteBuffer> it = lru.keySet().iterator(); lru.size() > capacity && it.hasNext(); ) {
+            it.next();
+            it.remove();
+        }
+    }
+
+    public int size() {
+        return lru.size();
+    }
+
+    /**
+     * The prompt tokens a hit of {@code hitBlocks} blocks saves: all of them, except that a prompt wholly cached still
+     * computes its last token (to sample the first output token), as vLLM does.
+     */
+    public static int cachedTokens(int hitBlocks, int blockTokens, int promptTokens) {
+        return Math.max(0, Math.min(hitBlocks * blockTokens, promptTokens - 1));
+    }
+}

@@ -1,0 +1,84 @@
+package io.orbitkv.pd.engine.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.orbitkv.pd.schemas.config.ConfigProps;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A simulated engine computes one step at a time (real HTTP, a standalone colocated engine): concurrent requests share
+ * steps, a repeated prompt is served from the prefix cache, and a request whose KV could never fit is refused.
+ */
+class SteppingEngineTest {
+
+    private static SimEngine engine(String... kv) throws Exception {
+        ConfigProps p = ConfigProps.empty().with("engine.id", "c-0").with("engine.preset", "tiny").with("engine.http.port", "0")
+                .with("engine.pool.blocks", "64").with("engine.compute.prefill-ms-per-token", "0.01").with("engine.compute.decode-ms-per-token", "1");
+        for (int i = 0; i < kv.length; i += 2) {
+            p = p.with(kv[i], kv[i + 1]);
+        }
+        return SimEngine.start(SimEngineConfig.from(p));
+    }
+
+    private static CompletableFuture<HttpResponse<String>> complete(SimEngine e, String prompt, int maxTokens, boolean stream) {
+        HttpRequest req = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + e.port() + "/v1/completions"))
+                .header("content-type", "application/json").POST(HttpRequest.BodyPublishers.ofString("{\"model\": \"orbitkv-sim-tiny\","
+                        + " \"prompt\": \"" + prompt + "\", \"max_tokens\": " + maxTokens + ", \"stream\": " + stream + "}")).build();
+        return HttpClient.newHttpClient().sendAsync(req, HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static JsonNode model(SimEngine e) throws Exception {
+        HttpRequest req = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + e.port() + "/stats")).build();
+        return SimEngine.JSON.readTree(HttpClient.newHttpClient().send(req, HttpResponse.BodyHandlers.ofString()).body()).path("model");
+    }
+
+    @Test
+    void concurrentRequestsDecodeInTheSameSteps() throws Exception {
+        try (SimEngine e = engine()) {
+            var a = complete(e, "one prompt of a few words", 40, true);
+            var b = complete(e, "another prompt with other words", 40, false);
+            assertThat(a.get().statusCode()).isEqualTo(200);
+            assertThat(b.get().statusCode()).isEqualTo(200);
+            assertThat(a.get().body()).contains("[DONE]");
+            JsonNode m = model(e);
+            // alone, 2 × 40 tokens take at least 80 steps; batched they share most of them
+            assertThat(m.path("steps").asLong()).isLessThan(80);
+            assertThat(m.path("mean_tokens_per_step").asDouble()).isGreaterThan(1.0);
+            assertThat(m.path("running").asInt()).isZero();
+            assertThat(m.path("kv_blocks_used").asInt()).isZero();
+        }
+    }
+
+    @Test
+    void aRepeatedPromptIsServedFromThePrefixCache() throws Exception {
+        String prompt = "w ".repeat(40).trim(); // 40 tokens: 2 full blocks of 16
+        try (SimEngine e = engine()) {
+            assertThat(complete(e, prompt, 2, false).get().statusCode()).isEqualTo(200);
+            assertThat(model(e).path("prefix_cache").path("hit_tokens").asLong()).isZero();
+            assertThat(complete(e, prompt, 2, false).get().statusCode()).isEqualTo(200);
+            JsonNode pc = model(e).path("prefix_cache");
+            assertThat(pc.path("hit_tokens").asLong()).isEqualTo(32);
+            assertThat(pc.path("queried_tokens").asLong()).isEqualTo(80);
+        }
+        try (SimEngine e = engine("engine.prefix-cache.enabled", "false")) {
+            complete(e, prompt, 2, false).get();
+            complete(e, prompt, 2, false).get();
+            assertThat(model(e).path("prefix_cache").path("hit_tokens").asLong()).isZero();
+        }
+    }
+
+    @Test
+    void aRequestWhoseKvCouldNeverFitIsRefused() throws Exception {
+        try (SimEngine e = engine()) {
+            HttpResponse<String> r = complete(e, "a short prompt", 64 * 16, false).get();
+            assertThat(r.statusCode()).isEqualTo(400);
+            assertThat(r.body()).contains("max_tokens").contains("needs more KV than engine c-0 has (64 blocks of 16 tokens)");
+        }
+    }
+}
