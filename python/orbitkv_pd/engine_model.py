@@ -10,13 +10,19 @@ A step: every running sequence that decodes adds one token; prefill chunks fill 
 (``max_batched_tokens``), first for running sequences whose prompt is partly computed, then for waiting ones in arrival
 order (FCFS) while the running set is below ``max_num_seqs`` and the pool has the blocks the request needs for its
 prompt and its whole output. A request that does not fit waits, and so does every one behind it: no preemption.
-Cached prompt tokens (a prefix-cache hit) cost no compute.
+Cached prompt tokens (a prefix-cache hit, :class:`PrefixCache`, :func:`cached_tokens`) cost no compute.
+
+Each request names the part of its work this engine does (prefill only, decode only, or both), defaulting to the
+engine's role: a P/D engine that also serves colocated requests, or a decode engine that recomputes a prompt whose KV
+never came, runs different parts in the same steps. A request that ends early (its client gone, an error) is aborted,
+so its blocks do not stay reserved for a sequence nobody reads.
 """
 
 from __future__ import annotations
 
 import collections
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import Deque, Dict, List, Optional, Tuple
 
@@ -74,6 +80,22 @@ LLAMA_8B_H100 = CostModel(6_440_000_000, 22_300_000, 1_000, 28_000_000, 43_700)
 LLAMA_70B_TP4 = CostModel(15_600_000_000, 58_000_000, 1_100, 60_000_000, 27_000)
 TINY = CostModel(200_000_000, 2_000_000, 0, 10_000_000, 0)
 
+# The cost models an engine names by ``engine.cost`` (besides ``per-token``, see :func:`per_token_costs`).
+COSTS: Dict[str, CostModel] = {"llama-8b-h100": LLAMA_8B_H100, "llama-70b-tp4": LLAMA_70B_TP4, "tiny": TINY}
+
+
+def per_token_costs(prefill_ms_per_token: float, decode_ms_per_token: float) -> CostModel:
+    """The cost model of the legacy keys (``engine.compute.prefill-ms-per-token``, ``...decode-ms-per-token``): a step
+    costs the decode time, plus the per-token prefill time for each prompt token it computes. So a lone decode emits a
+    token every ``decode_ms``, and a lone prompt of n tokens takes ``decode_ms + n × prefill_ms``, as those keys always
+    meant, while steps still batch."""
+    return CostModel(_round_half_up(decode_ms_per_token * 1e9), _round_half_up(prefill_ms_per_token * 1e9), 0, 0, 0)
+
+
+def _round_half_up(x: float) -> int:
+    """As Java's Math.round (Python's round() goes to even at .5: the two engines would differ by a picosecond)."""
+    return math.floor(x + 0.5)
+
 
 @dataclass(frozen=True)
 class Request:
@@ -114,10 +136,11 @@ class Plan:
 
 
 class _Seq:
-    __slots__ = ("r", "computed", "generated", "blocks")
+    __slots__ = ("r", "part", "computed", "generated", "blocks")
 
-    def __init__(self, r: Request) -> None:
+    def __init__(self, r: Request, part: str) -> None:
         self.r = r
+        self.part = part
         self.computed = r.cached_tokens
         self.generated = 0
         self.blocks = 0
@@ -137,11 +160,17 @@ class StepScheduler:
         self._waiting: Deque[_Seq] = collections.deque()
         self.blocks_used = 0
 
-    def add(self, r: Request) -> bool:
-        """Queues ``r`` (FCFS). A decode engine's request arrives with its prompt computed and its first token out: one
-        that asks for a single token has nothing left to decode and is not queued (False)."""
-        s = _Seq(r)
-        if self.role == DECODE:
+    def add(self, r: Request, part: Optional[str] = None) -> bool:
+        """Queues ``r`` (FCFS) for ``part`` of its work (PREFILL, DECODE or BOTH; default: the engine's role). One engine
+        may serve different parts of different requests (a colocated engine that also decodes transferred KV), so the
+        part is the request's, the role only its default. A DECODE part arrives with its prompt computed and its first
+        token out: one that asks for a single token has nothing left to decode and is not queued (False). A PREFILL part
+        holds blocks for its prompt only and leaves at its first token."""
+        part = self.role if part is None else part
+        if part not in (PREFILL, DECODE, BOTH):
+            raise ValueError(f"part: prefill, decode or both, got {part!r}")
+        s = _Seq(r, part)
+        if part == DECODE:
             if r.output_tokens == 1:
                 return False
             s.computed = r.prompt_tokens
@@ -149,8 +178,25 @@ class StepScheduler:
         self._waiting.append(s)
         return True
 
-    def _blocks_for(self, r: Request) -> int:
-        tokens = r.prompt_tokens + (0 if self.role == PREFILL else r.output_tokens)
+    def abort(self, rid: str) -> bool:
+        """Removes the sequence ``rid``, waiting or running (its blocks freed): its request ended early (the client
+        left, an error). False when no such sequence is here (never added, not queued, or already finished). Safe between
+        :meth:`plan` and :meth:`complete`: the plan's other sequences complete as planned, the aborted one yields
+        nothing."""
+        for s in self._waiting:
+            if s.r.id == rid:
+                self._waiting.remove(s)
+                return True
+        for s in self._running:
+            if s.r.id == rid:
+                self._running.remove(s)
+                self.blocks_used -= s.blocks
+                return True
+        return False
+
+    def _blocks_for(self, s: _Seq) -> int:
+        """Blocks a sequence holds while it runs: its prompt, plus its whole output unless it only prefills."""
+        tokens = s.r.prompt_tokens + (0 if s.part == PREFILL else s.r.output_tokens)
         return (tokens + self.limits.block_tokens - 1) // self.limits.block_tokens
 
     def plan(self) -> Optional[Plan]:
@@ -172,7 +218,7 @@ class StepScheduler:
         admitted = len(self._running)
         free = self.limits.num_blocks - self.blocks_used
         for s in self._waiting:
-            need = self._blocks_for(s.r)
+            need = self._blocks_for(s)
             if admitted >= self.limits.max_num_seqs or budget <= 0 or need > free:
                 break
             free -= need
@@ -194,7 +240,7 @@ class StepScheduler:
         in_plan = set(p.decodes) | {c.id for c in p.prefills}
         while self._waiting and self._waiting[0].r.id in in_plan:
             s = self._waiting.popleft()
-            s.blocks = self._blocks_for(s.r)
+            s.blocks = self._blocks_for(s)
             self.blocks_used += s.blocks
             self._running.append(s)
         chunks: Dict[str, Chunk] = {c.id: c for c in p.prefills}
@@ -215,7 +261,7 @@ class StepScheduler:
                 if s.decoding():
                     s.generated = 1
                     out.append((s.r.id, FIRST_TOKEN))
-                    if self.role == PREFILL or s.r.output_tokens == 1:
+                    if s.part == PREFILL or s.r.output_tokens == 1:
                         out.append((s.r.id, FINISHED))
                         done.append(s)
         for s in done:
@@ -269,6 +315,51 @@ def simulate(role: str, limits: Limits, costs: CostModel,
         for rid, kind in s.complete(p):
             events.append((now, rid, kind))
     return steps, events
+
+
+# ---------------------------------------------------------------------------------------------------- prefix cache
+
+class PrefixCache:
+    """Which prompt blocks an engine still has computed, by block hash (:func:`block_hashes`), least recently used
+    evicted first, as vLLM's prefix cache keeps freed blocks until their memory is needed. Only the hashes: what a hit
+    saves is compute (:func:`cached_tokens` of the prompt cost nothing); the cached blocks are not counted against the
+    scheduler's pool. Not thread-safe (its owner locks)."""
+
+    def __init__(self, capacity_blocks: int) -> None:
+        if capacity_blocks < 1:
+            raise ValueError(f"prefix cache capacity must be >= 1 blocks, got {capacity_blocks}")
+        self.capacity = capacity_blocks
+        self._lru: "collections.OrderedDict[bytes, None]" = collections.OrderedDict()
+
+    def lookup(self, hashes: List[bytes]) -> int:
+        """The number of leading ``hashes`` present, stopping at the first miss (a block is only reusable when every
+        block before it is: its hash chains them); each hit becomes the most recently used."""
+        n = 0
+        for h in hashes:
+            if h not in self._lru:
+                break
+            self._lru.move_to_end(h)
+            n += 1
+        return n
+
+    def insert(self, hashes: List[bytes]) -> None:
+        """Adds each of ``hashes`` (or touches it) as the most recently used, in order; then evicts the least recently used
+        while over capacity."""
+        for h in hashes:
+            self._lru[h] = None
+            self._lru.move_to_end(h)
+        while len(self._lru) > self.capacity:
+            self._lru.popitem(last=False)
+
+    @property
+    def size(self) -> int:
+        return len(self._lru)
+
+
+def cached_tokens(hit_blocks: int, block_tokens: int, prompt_tokens: int) -> int:
+    """Prompt tokens a prefix-cache hit of ``hit_blocks`` spares: the hit blocks' tokens, but never the last prompt
+    token — as vLLM does, a full hit still computes it, to sample the first token from its logits."""
+    return max(0, min(hit_blocks * block_tokens, prompt_tokens - 1))
 
 
 # ---------------------------------------------------------------------------------------------------- block hashes

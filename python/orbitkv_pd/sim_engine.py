@@ -11,15 +11,26 @@ it the engine serves colocated requests only), ``engine.instance-epoch``, ``engi
 wildcard host), ``engine.compute.prefill-ms-per-token``,
 ``engine.compute.decode-ms-per-token``, ``engine.max-prompt-tokens``, ``engine.lease.duration``,
 ``engine.lease.heartbeat``, ``engine.kv.timeout``, ``engine.kv.verify``, ``engine.fault.corrupt-kv-prefix``,
-``engine.fault.stall-prefill-prefix``, ``engine.fault.no-heartbeat-prefix`` (fault tests).
+``engine.fault.stall-prefill-prefix``, ``engine.fault.no-heartbeat-prefix`` (fault tests), and the engine model's
+``engine.cost`` (``llama-8b-h100``, ``llama-70b-tp4``, ``tiny``, ``per-token``: the compute keys), ``engine.max-batched-tokens``,
+``engine.max-num-seqs``, ``engine.prefix-cache.enabled``, ``engine.prefix-cache.seed``.
+
+The engine computes as a GPU engine does, so that its latencies under load mean something: one forward step at a time
+(:class:`Stepper`, running the same :mod:`~orbitkv_pd.engine_model` scheduler as the Java engine), every running request
+decoding a token per step and prompts prefilled in chunks beside them, a queue when the batch or the KV pool is full,
+and a prefix cache that spares a repeated prompt's leading blocks. A request given its own timer instead would never
+wait for another, and P/D would look better than it is. The KV bytes are still written and checked for real (the
+transfers move them); only their compute time is modelled.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
+import queue
 import re
 import signal
 import socket
@@ -32,6 +43,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from . import engine_model as em
 from . import sim_model as sm
 from .client import EngineApiClient, KvSignal, LeaseKeeper, now_us
 from .pool import ShmKvPool
@@ -40,6 +52,8 @@ from .protocol import UNAVAILABLE, ApiError, Decision, Layout, Registration, Shm
 log = logging.getLogger("orbitkv_pd.sim_engine")
 
 PRESETS = {"tiny": (4, 2, 64), "8b": (32, 8, 128), "70b": (80, 8, 128)}
+PRESET_COSTS = {"tiny": "tiny", "8b": "llama-8b-h100", "70b": "llama-70b-tp4"}
+PER_TOKEN = "per-token"
 ROLES = ("user", "system", "assistant", "tool", "developer")
 
 
@@ -96,12 +110,25 @@ class SimEngineConfig:
     advertised_url: Optional[str] = None
     lease_margin_s: float = 3.0
     kv_confirm_s: float = 6.0
+    cost: str = PER_TOKEN
+    max_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    prefix_cache: bool = True
+    prefix_cache_seed: str = "orbitkv"
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
             "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens",
             "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.kv.verify",
-            "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix")
+            "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix",
+            "engine.cost", "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled",
+            "engine.prefix-cache.seed")
+
+    def cost_model(self) -> em.CostModel:
+        """The step cost model ``engine.cost`` names (``per-token``: the compute keys')."""
+        if self.cost == PER_TOKEN:
+            return em.per_token_costs(self.prefill_ms_per_token, self.decode_ms_per_token)
+        return em.COSTS[self.cost]
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "SimEngineConfig":
@@ -114,12 +141,46 @@ class SimEngineConfig:
         pool = p.get("engine.pool.path") or None
         if common["api_path"] and not pool:
             raise ValueError("engine.pool.path: required with engine.api.path (the pool file the engine and its worker share)")
+        # The legacy compute keys still mean what they did (a token's prefill and decode time), so a config that sets
+        # either keeps its timing; otherwise the preset's calibrated GPU cost model.
+        per_token_keys = ("engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token")
+        compute = [_number(p, k, d) for k, d in zip(per_token_keys, ("0.05", "2.0"))]
+        cost = p.get("engine.cost", PER_TOKEN if any(k in p for k in per_token_keys) else PRESET_COSTS[preset]).strip().lower()
+        if cost != PER_TOKEN and cost not in em.COSTS:
+            raise ValueError(f"engine.cost: must be one of {[*em.COSTS, PER_TOKEN]}, got '{p.get('engine.cost')}'")
+        enabled = p.get("engine.prefix-cache.enabled", "true").strip().lower()
+        if enabled not in ("true", "false"):
+            raise ValueError(f"engine.prefix-cache.enabled: true or false, got '{p.get('engine.prefix-cache.enabled')}'")
         return cls(**common, preset=preset, layout=layout, pool_path=pool, model=p.get("engine.model", f"orbitkv-sim-{preset}"),
                    seed=int(p.get("engine.model.seed", "42")),
-                   prefill_ms_per_token=float(p.get("engine.compute.prefill-ms-per-token", "0.05")),
-                   decode_ms_per_token=float(p.get("engine.compute.decode-ms-per-token", "2.0")),
+                   prefill_ms_per_token=compute[0], decode_ms_per_token=compute[1],
                    verify=p.get("engine.kv.verify", "true").lower() == "true",
-                   corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None)
+                   corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None,
+                   cost=cost, max_batched_tokens=_positive(p, "engine.max-batched-tokens", "8192"),
+                   max_num_seqs=_positive(p, "engine.max-num-seqs", "256"), prefix_cache=enabled == "true",
+                   prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"))
+
+
+def _number(p: Dict[str, str], key: str, default: str) -> float:
+    v = p.get(key, default)
+    try:
+        n = float(v)
+    except ValueError:
+        raise ValueError(f"{key}: a number of milliseconds, got '{v}'") from None
+    if not 0 <= n < float("inf"):
+        raise ValueError(f"{key}: must be >= 0, got '{v}'")
+    return n
+
+
+def _positive(p: Dict[str, str], key: str, default: str) -> int:
+    v = p.get(key, default)
+    try:
+        n = int(v)
+    except ValueError:
+        raise ValueError(f"{key}: an integer >= 1, got '{v}'") from None
+    if n < 1:
+        raise ValueError(f"{key}: must be >= 1, got {n}")
+    return n
 
 
 def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[str, Any]:
@@ -199,6 +260,160 @@ class BlockAllocator:
             return len(self._owners)
 
 
+class StepperClosed(Exception):
+    """The engine closed while a request waited for its steps."""
+
+
+class StepHandle:
+    """One sequence submitted to a :class:`Stepper`: the outcomes of its steps (``FIRST_TOKEN``, ``TOKEN``,
+    ``FINISHED``) arrive on ``outcomes`` in order, each once the step that produced it has ended. ``key`` is its id in the
+    scheduler (unique, so that the prefill and the decode of one request on the same engine never mix); ``queued`` is
+    False when it had nothing to run (a decode of a single token)."""
+
+    def __init__(self, stepper: "Stepper", rid: str, key: str, part: str, queued: bool) -> None:
+        self.stepper, self.rid, self.key, self.part, self.queued = stepper, rid, key, part, queued
+        self.outcomes: "queue.Queue[str]" = queue.Queue()
+
+    def next(self) -> str:
+        """The next outcome, waiting for its step; :class:`StepperClosed` when the engine closes first."""
+        kind = self.outcomes.get()
+        if kind == Stepper.CLOSED:
+            self.outcomes.put(kind)  # every later wait fails too
+            raise StepperClosed(f"the engine closed while {self.rid} waited for its steps")
+        return kind
+
+    def wait_for(self, kind: str) -> None:
+        while self.next() != kind:
+            pass
+
+    def abort(self) -> bool:
+        """Takes this sequence out of the scheduler (its blocks freed); False when it already finished."""
+        return self.stepper.abort_key(self.key)
+
+
+class Stepper:
+    """The engine's forward steps in real time: one thread runs the model's :class:`~orbitkv_pd.engine_model.StepScheduler`
+    (the same one the Java engine and the golden test use), one step at a time, and hands each step's outcomes to the
+    requests waiting on them. So the simulated engine shares its compute as a GPU engine does (continuous batching,
+    chunked prefill, a queue when the KV pool or the batch is full) instead of giving every request its own timer, and
+    its latencies under load are the model's.
+
+    A step runs from ``max(now, the previous step's end)`` for the cost model's duration: while busy, steps follow each
+    other on virtual deadlines, so late wake-ups do not add up to drift; the thread sleeps while a step "computes"."""
+
+    CLOSED = "CLOSED"
+
+    def __init__(self, role: str, limits: em.Limits, costs: em.CostModel, cost_name: str = "custom", name: str = "engine") -> None:
+        self.limits, self.costs, self.cost_name = limits, costs, cost_name
+        self._sched = em.StepScheduler(role, limits, costs)
+        self._cond = threading.Condition()
+        self._handles: Dict[str, StepHandle] = {}
+        self._by_rid: Dict[str, List[str]] = {}
+        self._keys = itertools.count()
+        self._closed = False
+        self.steps = 0
+        self.step_ps = 0
+        self.step_tokens = 0
+        self._thread = threading.Thread(target=self._run, name=f"steps-{name}", daemon=True)
+        self._thread.start()
+
+    def blocks_needed(self, prompt_tokens: int, output_tokens: int, part: str) -> int:
+        """The KV blocks the scheduler reserves for such a sequence (its prompt, and its output unless it only prefills)."""
+        tokens = prompt_tokens + (0 if part == em.PREFILL else output_tokens)
+        return -(-tokens // self.limits.block_tokens)
+
+    def submit(self, rid: str, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0, part: str = em.BOTH) -> StepHandle:
+        """Queues a sequence for ``part`` of request ``rid``. Refuses (ValueError) one that needs more blocks than the
+        whole pool: it could never run, and, first in line, would hold every request behind it (no preemption)."""
+        need = self.blocks_needed(prompt_tokens, output_tokens, part)
+        if need > self.limits.num_blocks:
+            raise ValueError(f"request {rid} needs {need} KV blocks ({prompt_tokens} prompt tokens + {output_tokens} output); "
+                             f"the engine's pool has {self.limits.num_blocks}")
+        with self._cond:
+            if self._closed:
+                raise StepperClosed(f"the engine is closed: {rid} not queued")
+            key = f"{rid}#{next(self._keys)}"
+            queued = self._sched.add(em.Request(key, prompt_tokens, output_tokens, cached_tokens), part)
+            h = StepHandle(self, rid, key, part, queued)
+            if queued:
+                self._handles[key] = h
+                self._by_rid.setdefault(rid, []).append(key)
+                self._cond.notify_all()
+            return h
+
+    def abort(self, rid: str) -> bool:
+        """Takes every sequence of request ``rid`` out of the scheduler (blocks freed); False when none was there."""
+        with self._cond:
+            keys = list(self._by_rid.get(rid, ()))
+        return any([self.abort_key(k) for k in keys])
+
+    def abort_key(self, key: str) -> bool:
+        with self._cond:
+            h = self._handles.pop(key, None)
+            if h is not None:
+                self._forget(h)
+            found = self._sched.abort(key)
+            self._cond.notify_all()  # freed blocks may let the head of the queue in
+            return found
+
+    def _forget(self, h: StepHandle) -> None:
+        keys = self._by_rid.get(h.rid)
+        if keys is not None:
+            keys.remove(h.key)
+            if not keys:
+                del self._by_rid[h.rid]
+
+    def close(self) -> None:
+        """Stops stepping; every request still waiting for a step gets :class:`StepperClosed`."""
+        with self._cond:
+            self._closed = True
+            for h in self._handles.values():
+                h.outcomes.put(self.CLOSED)
+            self._handles.clear()
+            self._by_rid.clear()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        end = 0.0  # the previous step's end (time.monotonic)
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        return
+                    p = self._sched.plan()
+                    if p is not None:
+                        break
+                    self._cond.wait()
+            start = max(time.monotonic(), end)
+            end = start + p.duration_ps / 1e12
+            left = end - time.monotonic()
+            time.sleep(left if left > 0 else 0)  # a step of no duration still lets the request threads run
+            with self._cond:
+                if self._closed:
+                    return
+                outcomes = self._sched.complete(p)
+                self.steps += 1
+                self.step_ps += p.duration_ps
+                self.step_tokens += p.tokens
+                for key, kind in outcomes:
+                    h = self._handles.get(key)
+                    if h is None:
+                        continue
+                    h.outcomes.put(kind)
+                    if kind == em.FINISHED:
+                        del self._handles[key]
+                        self._forget(h)
+
+    def stats(self) -> Dict[str, Any]:
+        with self._cond:
+            return {"cost": self.cost_name, "max_batched_tokens": self.limits.max_batched_tokens,
+                    "max_num_seqs": self.limits.max_num_seqs, "steps": self.steps,
+                    "mean_step_ms": self.step_ps / self.steps / 1e9 if self.steps else 0.0,
+                    "mean_tokens_per_step": self.step_tokens / self.steps if self.steps else 0.0,
+                    "running": self._sched.running_count, "waiting": self._sched.waiting_count,
+                    "kv_blocks_used": self._sched.blocks_used, "kv_blocks_total": self.limits.num_blocks}
+
+
 class HttpError(Exception):
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error", param: Optional[str] = None) -> None:
         super().__init__(message)
@@ -272,21 +487,33 @@ def parse_completion(chat: bool, body: bytes, max_prompt_chars: int) -> Completi
 
 class SimBackend:
     """The simulated model as the engine's model: the deterministic :class:`~orbitkv_pd.sim_model.SimModel` writing
-    and checking KV bytes in a shared-memory pool file, its compute time modelled by sleeping.
+    and checking KV bytes in a shared-memory pool file, its compute time that of the engine model's steps
+    (:class:`Stepper`): requests share steps as on a GPU engine, and a prompt whose leading blocks this engine computed
+    (or received) before skips them (the prefix cache), as vLLM's does.
 
     A backend is what the engine's HTTP and P/D flow (:class:`SimEngine`) needs from a model: ``layout``,
     ``pool_spec()``, ``tokenize``, ``blocks_for``, ``token_text``, ``prefill`` (KV into pages, the first token),
     ``tokens`` (the answer from KV in pages), ``checks_kv``/``verify``, ``step_s`` (pacing between streamed tokens)
-    and ``close``. The real transformer (``orbitkv_pd.real_engine``) is another."""
+    and ``close``; optionally ``too_long`` (a request it could never schedule), ``job_ended`` (a request is over, ended
+    early or not) and ``model_stats`` (``/stats`` "model"). The real transformer (``orbitkv_pd.real_engine``) is
+    another."""
 
     def __init__(self, config: "SimEngineConfig") -> None:
         self.config = config
         self.layout = config.layout
         self.model = sm.SimModel(config.seed)
         self.pool: Optional[ShmKvPool] = ShmKvPool(config.layout, config.pool_path) if config.pool_path else None
-        self.step_s = config.decode_ms_per_token / 1000.0
+        self.step_s = 0.0  # the steps pace the tokens (tokens())
         self.checks_kv = config.verify and self.pool is not None
         self.kind = "python"
+        self.block_tokens = config.layout.block_size_tokens
+        self.stepper = Stepper(config.role, em.Limits(config.max_batched_tokens, config.max_num_seqs, self.block_tokens,
+                                                      config.layout.num_blocks), config.cost_model(), config.cost, config.engine_id)
+        # As many blocks as the pool: vLLM keeps a freed block's hash until its memory is reused.
+        self.prefix = em.PrefixCache(config.layout.num_blocks) if config.prefix_cache else None
+        self._prefix_lock = threading.Lock()
+        self.queried_tokens = 0
+        self.hit_tokens = 0
 
     def pool_spec(self) -> Any:
         return ShmPool(self.config.pool_path) if self.config.pool_path else None
@@ -300,9 +527,43 @@ class SimBackend:
     def token_text(self, token: int) -> str:
         return " " + sm.word(token)
 
+    def _hashes(self, tokens: List[int]) -> List[bytes]:
+        if self.prefix is None:
+            return []
+        return em.block_hashes(self.config.prefix_cache_seed, self.block_tokens, tokens)
+
+    def _cached(self, hashes: List[bytes], prompt_tokens: int) -> int:
+        """Prompt tokens the prefix cache spares (0 when it is off), counted for ``/stats``."""
+        if self.prefix is None:
+            return 0
+        with self._prefix_lock:
+            cached = em.cached_tokens(self.prefix.lookup(hashes), self.block_tokens, prompt_tokens)
+            self.queried_tokens += prompt_tokens
+            self.hit_tokens += cached
+        return cached
+
+    def _remember(self, hashes: List[bytes]) -> None:
+        if self.prefix is not None and hashes:
+            with self._prefix_lock:
+                self.prefix.insert(hashes)
+
+    def too_long(self, prompt_tokens: int, max_tokens: int) -> Optional[str]:
+        """Why a request that decodes here (colocated, or the decode of P/D) can never be scheduled: its prompt and
+        output need more KV blocks than the pool has (None when it fits). Refused up front, as vLLM refuses one longer
+        than its max_model_len: queued, it would wait forever and hold every request behind it."""
+        need = self.stepper.blocks_needed(prompt_tokens, max_tokens, em.BOTH)
+        if need <= self.layout.num_blocks:
+            return None
+        return (f"{prompt_tokens} prompt tokens + max_tokens {max_tokens} need {need} KV blocks of {self.block_tokens} tokens; "
+                f"this engine's pool has {self.layout.num_blocks}")
+
     def prefill(self, job: "Job", blocks: List[int], mode: str) -> int:
-        """Writes the prompt's KV into ``blocks`` while the modelled compute time passes; the first token."""
-        t0 = time.monotonic()
+        """Writes the prompt's KV into ``blocks`` while the model's steps compute the prompt (less its cached prefix);
+        returns the first token once both are done. A colocated or recomputed request stays in the scheduler to decode
+        (:meth:`tokens` goes on with it); a prefill for another engine leaves at its first token."""
+        part = em.PREFILL if mode == "prefill" else em.BOTH
+        hashes = self._hashes(job.tokens)
+        job.step = self.stepper.submit(job.rid, len(job.tokens), job.req.max_tokens, self._cached(hashes, len(job.tokens)), part)
         if self.pool is not None:
             self.model.write_kv(self.pool, blocks, job.tokens)
             if self.config.corrupt_prefix and job.rid.startswith(self.config.corrupt_prefix) and mode == "prefill":
@@ -310,19 +571,49 @@ class SimBackend:
                 page[3] ^= 0x08  # engine.fault.corrupt-kv-prefix: one flipped bit, for tests of the decode side's check
                 self.pool.write(0, blocks[0] * self.layout.page, bytes(page))
         # Without a pool (a standalone engine) nothing is computed into memory; the answer is the same.
-        left = self.config.prefill_ms_per_token * len(job.tokens) / 1000.0 - (time.monotonic() - t0)
-        if left > 0:
-            time.sleep(left)
+        job.step.wait_for(em.FIRST_TOKEN)
+        self._remember(hashes)
         return self.model.generate(job.tokens, 1)[0]
 
     def tokens(self, job: "Job", blocks: List[int], first: Optional[int], max_tokens: int) -> Iterator[int]:
-        return iter(self.model.generate(job.tokens, max_tokens))
+        """The answer, each token once the step that computes it has ended; the first at once (the prefill sampled it).
+        After :meth:`prefill` here the same sequence goes on decoding; a decode of transferred KV is queued now (its
+        blocks are remembered by the prefix cache, as a vLLM decode instance caches the blocks it received)."""
+        out = self.model.generate(job.tokens, max_tokens)
+        h = job.step
+        if h is None or h.part != em.BOTH:
+            self._remember(self._hashes(job.tokens))
+            h = self.stepper.submit(job.rid, len(job.tokens), max_tokens, 0, em.DECODE)
+            job.step = h
+        return self._paced(out, h)
+
+    @staticmethod
+    def _paced(out: List[int], h: StepHandle) -> Iterator[int]:
+        yield out[0]
+        for t in out[1:]:
+            h.next()  # TOKEN, or FINISHED for the last
+            yield t
+
+    def job_ended(self, job: "Job") -> None:
+        """The request is over: a sequence still in the scheduler (its client gone, its lease lost, an error) is taken
+        out, so its blocks and its share of the steps go to the others."""
+        if job.step is not None:
+            job.step.abort()
+
+    def model_stats(self) -> Dict[str, Any]:
+        out = self.stepper.stats()
+        with self._prefix_lock:
+            q, hit = self.queried_tokens, self.hit_tokens
+        out["prefix_cache"] = {"enabled": self.prefix is not None, "queried_tokens": q, "hit_tokens": hit,
+                               "hit_rate": hit / q if q else 0.0}
+        return out
 
     def verify(self, blocks: List[int], tokens: List[int]) -> Optional[str]:
         assert self.pool is not None
         return self.model.verify_kv(self.pool, blocks, tokens)
 
     def close(self) -> None:
+        self.stepper.close()
         if self.pool is not None:
             self.pool.close()
 
@@ -447,12 +738,18 @@ class SimEngine:
 
     def stats(self) -> Dict[str, Any]:
         c = self.counters
-        return {"engine_id": self.config.engine_id, "role": self.config.role, "model": self.config.model,
-                "instance_epoch": self.instance_epoch, "blocks_total": self.allocator.num_blocks,
-                "blocks_used": self.allocator.used, "holders": self.allocator.holders,
-                "requests": {k: c[k] for k in ("prefill", "decode", "colocated", "recomputed")},
-                **{k: c[k] for k in ("completed", "verified_pages", "kv_corrupt", "ended_before_kv", "client_gone",
-                                     "rejected_no_blocks", "releases")}, "engine": self.backend.kind}
+        out = {"engine_id": self.config.engine_id, "role": self.config.role, "model": self.config.model,
+               "instance_epoch": self.instance_epoch, "blocks_total": self.allocator.num_blocks,
+               "blocks_used": self.allocator.used, "holders": self.allocator.holders,
+               "requests": {k: c[k] for k in ("prefill", "decode", "colocated", "recomputed")},
+               **{k: c[k] for k in ("completed", "verified_pages", "kv_corrupt", "ended_before_kv", "client_gone",
+                                    "rejected_no_blocks", "releases")}, "engine": self.backend.kind}
+        model_stats = getattr(self.backend, "model_stats", None)
+        if model_stats is not None:
+            # The engine model's steps, batch, KV pool and prefix cache; the served model's name moves to served_model.
+            out["served_model"] = self.config.model
+            out["model"] = model_stats()
+        return out
 
     def close(self) -> None:
         self.ready = False
@@ -504,6 +801,7 @@ class Job:
     kv_wait_ms: float = -1
     kv_bytes: int = 0
     lease: Optional[LeaseKeeper] = None
+    step: Optional[StepHandle] = None  # its sequence in the engine model's scheduler (SimBackend)
 
 
 class LeaseLost(Exception):
@@ -598,21 +896,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.extra = {"x-orbitkv-request-id": rid, "x-orbitkv-engine-id": e.config.engine_id}
         remote_decode = bool(kv and kv.get("do_remote_decode"))
         remote_prefill = bool(kv and kv.get("do_remote_prefill"))
-        if not remote_decode and not remote_prefill:
-            self.colocated(job)
-        elif e.client is None:
-            raise HttpError(503, f"engine {e.config.engine_id} runs standalone (no engine.api.path): it serves colocated requests only",
-                            "service_unavailable", "kv_transfer_params")
-        elif remote_decode:
-            if e.config.role == "decode":
-                raise HttpError(400, f"engine {e.config.engine_id} is a decode engine: it does not prefill for others",
-                                param="kv_transfer_params")
-            self.prefill(job)
-        else:
-            if e.config.role == "prefill":
-                raise HttpError(400, f"engine {e.config.engine_id} is a prefill engine: it does not decode transferred KV",
-                                param="kv_transfer_params")
-            self.decode(job)
+        try:
+            if not remote_decode and not remote_prefill:
+                self.colocated(job)
+            elif e.client is None:
+                raise HttpError(503, f"engine {e.config.engine_id} runs standalone (no engine.api.path): it serves colocated requests only",
+                                "service_unavailable", "kv_transfer_params")
+            elif remote_decode:
+                if e.config.role == "decode":
+                    raise HttpError(400, f"engine {e.config.engine_id} is a decode engine: it does not prefill for others",
+                                    param="kv_transfer_params")
+                self.prefill(job)
+            else:
+                if e.config.role == "prefill":
+                    raise HttpError(400, f"engine {e.config.engine_id} is a prefill engine: it does not decode transferred KV",
+                                    param="kv_transfer_params")
+                self.decode(job)
+        finally:
+            # However it ended (answered, client gone, lease lost, an error): nothing of it may stay in the model's steps.
+            ended = getattr(e.backend, "job_ended", None)
+            if ended is not None:
+                ended(job)
+
+    def too_long(self, job: Job) -> Optional[str]:
+        """Why the backend could never schedule this request's decode (None: it can, or the backend has no such limit)."""
+        check = getattr(self.engine.backend, "too_long", None)
+        return None if check is None else check(len(job.tokens), job.req.max_tokens)
 
     def allocate(self, job: Job, side: str) -> Optional[List[int]]:
         need = self.engine.backend.blocks_for(len(job.tokens))
@@ -671,6 +980,10 @@ class _Handler(BaseHTTPRequestHandler):
         job.mode = "decode"
         self.headers_sent = False
         e.count("decode")
+        why = self.too_long(job)
+        if why is not None:
+            client.decode_rejected(job.rid, f"does not fit {e.config.engine_id}: {why}", job.traceparent, job.marks)
+            raise HttpError(400, f"request {job.rid} does not fit engine {e.config.engine_id}: {why}", param="max_tokens")
         blocks = self.allocate(job, "D:")
         if blocks is None:
             err = self.no_blocks(job)
@@ -818,6 +1131,9 @@ class _Handler(BaseHTTPRequestHandler):
         e = self.engine
         job.mode = "colocated"
         e.count("colocated")
+        why = self.too_long(job)
+        if why is not None:
+            raise HttpError(400, f"request {job.rid} does not fit engine {e.config.engine_id}: {why}", param="max_tokens")
         blocks = self.allocate(job, "C:")
         if blocks is None:
             raise self.no_blocks(job)
@@ -851,11 +1167,12 @@ class _Handler(BaseHTTPRequestHandler):
         t0 = time.monotonic()
         if not r.stream:
             start_check()
-            out = list(produced)
-            if step > 0 and len(out) > 1:
-                for _ in range(len(out) - 1):
-                    self.check_lease(job)
+            out = []
+            for i, t in enumerate(produced):  # the backend's tokens come as they are computed: the lease is watched meanwhile
+                if i > 0 and step > 0:
                     time.sleep(step)
+                self.check_lease(job)
+                out.append(t)
             self.check_lease(job)
             why = verified.result()
             if why is not None:

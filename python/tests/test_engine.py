@@ -72,6 +72,122 @@ class StandaloneEngineTest(unittest.TestCase):
         self.assertEqual(json.loads(body)["error"]["param"], "kv_transfer_params")
 
 
+class EngineModelTest(unittest.TestCase):
+    """The engine computes one step at a time, as the engine model's scheduler says: concurrent requests share steps,
+    a repeated prompt's leading blocks come from the prefix cache, and a request leaving early leaves the steps."""
+
+    def start(self, keys: "dict | None" = None) -> SimEngine:
+        props = {"engine.id": "m-0", "engine.preset": "tiny", "engine.http.port": "0", "engine.model.seed": "42",
+                 "engine.compute.prefill-ms-per-token": "0.01", "engine.compute.decode-ms-per-token": "5", **(keys or {})}
+        e = SimEngine(SimEngineConfig.from_properties(props)).start()
+        self.addCleanup(e.close)
+        return e
+
+    def connect(self, e: SimEngine, body: dict) -> "http.client.HTTPResponse":
+        c = http.client.HTTPConnection("127.0.0.1", e.server.server_address[1], timeout=10)
+        self.addCleanup(c.close)
+        c.request("POST", "/v1/completions", json.dumps(body), {"content-type": "application/json"})
+        r = c.getresponse()
+        r.connection = c  # type: ignore[attr-defined]
+        return r
+
+    def stats(self, e: SimEngine) -> dict:
+        c = http.client.HTTPConnection("127.0.0.1", e.server.server_address[1], timeout=10)
+        try:
+            c.request("GET", "/stats")
+            return json.loads(c.getresponse().read())
+        finally:
+            c.close()
+
+    def await_stats(self, e: SimEngine, ok, what: str) -> dict:
+        deadline = time.monotonic() + 5
+        while True:
+            st = self.stats(e)
+            if ok(st) or time.monotonic() > deadline:
+                self.assertTrue(ok(st), f"{what}: {st['model']}")
+                return st
+            time.sleep(0.01)
+
+    @staticmethod
+    def first_event(r: "http.client.HTTPResponse") -> bytes:
+        got = b""
+        while b"\n\n" not in got:
+            got += r.read1(65536)
+        return got
+
+    @staticmethod
+    def text(body: bytes) -> str:
+        events = [line[6:] for line in body.decode().splitlines() if line.startswith("data: ")]
+        assert events[-1] == "[DONE]", events[-3:]
+        return "".join(json.loads(x)["choices"][0]["text"] for x in events[:-1])
+
+    def test_two_streamed_requests_share_steps(self) -> None:
+        e = self.start()
+        a = self.connect(e, {"prompt": "the first of two answers", "max_tokens": 40, "stream": True})
+        head = self.first_event(a)  # a is decoding: b joins its steps
+        b = self.connect(e, {"prompt": "the second one", "max_tokens": 40, "stream": True})
+        text_b = self.text(b.read())
+        text_a = self.text(head + a.read())
+        want = lambda p: sm.detokenize(sm.SimModel(42).generate(sm.tokenize(p), 40))
+        self.assertEqual((text_a, text_b), (want("the first of two answers"), want("the second one")))
+        m = self.stats(e)["model"]
+        self.assertLess(m["steps"], 80 - 20, m)  # alone, each would take 40 steps
+        self.assertGreater(m["mean_tokens_per_step"], 1.4, m)
+        self.assertEqual((m["cost"], m["running"], m["waiting"], m["kv_blocks_used"]), ("per-token", 0, 0, 0))
+        self.assertAlmostEqual(m["mean_step_ms"], 5.0, delta=0.1)  # decode time + 0.01 ms per prompt token
+        self.assertEqual((m["max_batched_tokens"], m["max_num_seqs"], m["kv_blocks_total"]), (8192, 256, 256))
+
+    def test_a_repeated_prompt_hits_the_prefix_cache(self) -> None:
+        from orbitkv_pd.engine_model import cached_tokens
+        e = self.start({"engine.compute.decode-ms-per-token": "0"})
+        prompt = "a prompt long enough to fill a few blocks of sixteen tokens each, " * 3
+        n = len(sm.tokenize(prompt))
+        full_blocks = n // e.backend.layout.block_size_tokens
+        self.assertGreaterEqual(full_blocks, 2)
+        for _ in range(2):
+            r = self.connect(e, {"prompt": prompt, "max_tokens": 2})
+            self.assertEqual(r.status, 200)
+            r.read()
+        pc = self.stats(e)["model"]["prefix_cache"]
+        self.assertEqual(pc["queried_tokens"], 2 * n)
+        self.assertEqual(pc["hit_tokens"], cached_tokens(full_blocks, 16, n))
+        self.assertGreater(pc["hit_tokens"], 0)
+        self.assertAlmostEqual(pc["hit_rate"], pc["hit_tokens"] / (2 * n))
+        other = "a prompt long enough to fill a few blocks of sixteen tokens each, and then something else entirely"
+        a, b = sm.tokenize(prompt), sm.tokenize(other)
+        common = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        self.assertGreaterEqual(common // 16, 1)
+        self.connect(e, {"prompt": other, "max_tokens": 2}).read()
+        # the leading blocks the two prompts share, and none after the first that differs
+        self.assertEqual(self.stats(e)["model"]["prefix_cache"]["hit_tokens"], pc["hit_tokens"] + 16 * (common // 16))
+
+    def test_without_the_prefix_cache_nothing_hits(self) -> None:
+        e = self.start({"engine.prefix-cache.enabled": "false"})
+        for _ in range(2):
+            self.connect(e, {"prompt": "the same prompt twice, over two blocks of tokens or more", "max_tokens": 1}).read()
+        self.assertEqual(self.stats(e)["model"]["prefix_cache"],
+                         {"enabled": False, "queried_tokens": 0, "hit_tokens": 0, "hit_rate": 0.0})
+
+    def test_a_client_that_leaves_takes_its_sequence_out_of_the_steps(self) -> None:
+        e = self.start()
+        r = self.connect(e, {"prompt": "a very long answer", "max_tokens": 1000, "stream": True})  # 5 s of steps
+        self.first_event(r)
+        self.assertEqual(self.stats(e)["model"]["running"], 1)
+        r.connection.close()
+        st = self.await_stats(e, lambda st: st["model"]["running"] == 0 and st["model"]["kv_blocks_used"] == 0, "aborted")
+        self.assertEqual(st["client_gone"], 1)
+
+    def test_a_request_that_could_never_fit_the_pool_is_refused_naming_max_tokens(self) -> None:
+        e = self.start({"engine.pool.blocks": "4"})  # 64 tokens
+        r = self.connect(e, {"prompt": "a short prompt", "max_tokens": 100})
+        body = json.loads(r.read())
+        self.assertEqual((r.status, body["error"]["param"]), (400, "max_tokens"))
+        self.assertIn("this engine's pool has 4", body["error"]["message"])
+        r = self.connect(e, {"prompt": "a short prompt", "max_tokens": 20})
+        r.read()
+        self.assertEqual(r.status, 200)
+
+
 class ProbesTest(unittest.TestCase):
     """Readiness ends with the engine's close; liveness only once it has stopped."""
 
@@ -86,6 +202,29 @@ class ProbesTest(unittest.TestCase):
 
 
 class ConfigTest(unittest.TestCase):
+
+    def test_the_cost_model_follows_the_compute_keys_else_the_preset(self) -> None:
+        from orbitkv_pd.engine_model import LLAMA_8B_H100, LLAMA_70B_TP4, TINY, per_token_costs
+
+        def config(keys: "dict | None" = None) -> SimEngineConfig:
+            return SimEngineConfig.from_properties({"engine.id": "c-0", **(keys or {})})
+        self.assertEqual((config().cost, config().cost_model()), ("llama-8b-h100", LLAMA_8B_H100))
+        self.assertEqual(config({"engine.preset": "70b"}).cost_model(), LLAMA_70B_TP4)
+        self.assertEqual(config({"engine.preset": "tiny"}).cost_model(), TINY)
+        c = config({"engine.preset": "70b", "engine.compute.decode-ms-per-token": "3"})
+        self.assertEqual((c.cost, c.cost_model()), ("per-token", per_token_costs(0.05, 3.0)))
+        self.assertEqual(config({"engine.cost": "tiny", "engine.compute.prefill-ms-per-token": "1"}).cost_model(), TINY)
+        c = config({"engine.max-batched-tokens": "512", "engine.max-num-seqs": "4", "engine.prefix-cache.enabled": "false",
+                    "engine.prefix-cache.seed": "s"})
+        self.assertEqual((c.max_batched_tokens, c.max_num_seqs, c.prefix_cache, c.prefix_cache_seed), (512, 4, False, "s"))
+        c = config()
+        self.assertEqual((c.max_batched_tokens, c.max_num_seqs, c.prefix_cache, c.prefix_cache_seed), (8192, 256, True, "orbitkv"))
+
+    def test_a_bad_engine_model_key_is_refused_naming_it(self) -> None:
+        for key, value in (("engine.cost", "llama-405b"), ("engine.max-batched-tokens", "0"), ("engine.max-num-seqs", "many"),
+                           ("engine.prefix-cache.enabled", "yes"), ("engine.compute.decode-ms-per-token", "-1")):
+            with self.assertRaisesRegex(ValueError, "^" + key.replace(".", r"\.") + ":"):
+                SimEngineConfig.from_properties({"engine.id": "c-0", key: value})
 
     def test_the_fault_keys_are_read(self) -> None:
         c = SimEngineConfig.from_properties({"engine.id": "d-0", "engine.fault.stall-prefill-prefix": "s-",

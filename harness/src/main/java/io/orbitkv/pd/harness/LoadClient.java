@@ -147,13 +147,18 @@ public final class LoadClient implements AutoCloseable {
         List<Request> out = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
             int words = minWords + rnd.nextInt(Math.max(1, maxWords - minWords + 1));
-            StringBuilder b = new StringBuilder("Request ").append(i).append(':');
-            for (int w = 0; w < words; w++) {
-                b.append(' ').append(WORDS[rnd.nextInt(WORDS.length)]);
-            }
-            out.add(new Request(i, i % 3 == 2, b.toString(), maxTokens, stream, false, Cancel.NONE, 0));
+            out.add(new Request(i, i % 3 == 2, prompt(rnd, "Request " + i + ":", words), maxTokens, stream, false, Cancel.NONE, 0));
         }
         return out;
+    }
+
+    /** A prompt: {@code head}, then {@code words} words drawn from a small vocabulary. */
+    static String prompt(Random rnd, String head, int words) {
+        StringBuilder b = new StringBuilder(head);
+        for (int w = 0; w < words; w++) {
+            b.append(' ').append(WORDS[rnd.nextInt(WORDS.length)]);
+        }
+        return b.toString();
     }
 
     /** Sends one request and waits for the whole answer (or for the walk-away), on a connection of its own. */
@@ -357,6 +362,35 @@ public final class LoadClient implements AutoCloseable {
                         slot[0].close();
                     }
                 }
+            }));
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        return List.of(out);
+    }
+
+    /**
+     * Open loop: request {@code k} is sent at {@code offsetsNanos[k]} after the start, each on a connection of its own,
+     * whether or not earlier ones were answered (Poisson arrivals: a server that falls behind sees its queue grow, as in
+     * production; a closed loop would slow its clients down instead). Returns the results in request order.
+     */
+    public List<Result> runOpen(List<Request> requests, long[] offsetsNanos, Runnable onEach) throws InterruptedException {
+        if (offsetsNanos.length != requests.size()) {
+            throw new IllegalArgumentException("one arrival time per request: " + offsetsNanos.length + " for " + requests.size());
+        }
+        Result[] out = new Result[requests.size()];
+        List<Thread> threads = new ArrayList<>();
+        long t0 = System.nanoTime();
+        for (int k = 0; k < requests.size(); k++) {
+            long wait;
+            while ((wait = t0 + offsetsNanos[k] - System.nanoTime()) > 0) {
+                java.util.concurrent.locks.LockSupport.parkNanos(wait);
+            }
+            int i = k;
+            threads.add(Thread.ofVirtual().name("open-" + k).start(() -> {
+                out[i] = send(requests.get(i));
+                onEach.run();
             }));
         }
         for (Thread t : threads) {

@@ -495,7 +495,8 @@ public final class Pipeline implements AutoCloseable {
     private static final java.util.Set<String> PYTHON_ENGINE_KEYS = java.util.Set.of("engine.id", "engine.role", "engine.preset", "engine.pool.blocks",
             "engine.pool.path", "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port",
             "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens", "engine.lease.duration",
-            "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.verify", "engine.fault.corrupt-kv-prefix");
+            "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.verify", "engine.fault.corrupt-kv-prefix", "engine.cost",
+            "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled", "engine.prefix-cache.seed");
 
     /** Starts {@code python3 -m orbitkv_pd.sim_engine} with {@code props}; it exits by itself when this JVM dies. */
     private void launchPython(String name, Map<String, String> props) throws IOException {

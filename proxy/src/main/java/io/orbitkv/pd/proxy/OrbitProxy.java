@@ -349,7 +349,7 @@ public final class OrbitProxy implements AutoCloseable {
 
         /** Picks the engines and dispatches; false (nothing started) when a side has no engine. */
         boolean start() {
-            EngineInfo decode = pick(RoutingPolicy.Side.DECODE);
+            EngineInfo decode = pick(colocated ? RoutingPolicy.Side.COLOCATED : RoutingPolicy.Side.DECODE);
             EngineInfo prefill = colocated ? null : pick(RoutingPolicy.Side.PREFILL);
             if (decode == null || (!colocated && prefill == null)) {
                 missing = decode == null ? "decode" : "prefill";
@@ -390,7 +390,7 @@ public final class OrbitProxy implements AutoCloseable {
             }
             java.util.Set<String> more = new java.util.HashSet<>(avoid);
             more.addAll(failed);
-            boolean canDecode = candidates.stream().anyMatch(e -> e.canDecode() && !more.contains(e.engineId()));
+            boolean canDecode = candidates.stream().anyMatch(e -> (colocated || e.canDecode()) && !more.contains(e.engineId()));
             boolean canPrefill = colocated || candidates.stream().anyMatch(e -> e.canPrefill() && !more.contains(e.engineId()));
             if (!canDecode || !canPrefill) {
                 return null;

@@ -30,6 +30,15 @@ public final class ComponentMetrics implements AutoCloseable {
             0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})
             .mapToObj(s -> Duration.ofNanos(Math.round(s * 1e9))).toArray(Duration[]::new);
 
+    /**
+     * Token-time buckets (forward steps, inter-token latency, TPOT): 1 ms apart up to 20 ms, where a decode step's time
+     * lives (an 8B model's is ~6.5 ms on an H100) and a 1.3× change must show, then coarser up to 2 s.
+     */
+    public static final Duration[] TOKEN_BUCKETS = java.util.stream.Stream.concat(
+            java.util.stream.IntStream.rangeClosed(1, 20).mapToObj(ms -> Duration.ofMillis(ms)),
+            java.util.stream.IntStream.of(25, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000, 2000).mapToObj(ms -> Duration.ofMillis(ms)))
+            .toArray(Duration[]::new);
+
     /** Byte buckets, 32 KiB (one page) to 8 GiB in steps of 4×. */
     public static final double[] BYTE_BUCKETS = {32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20, 128 << 20, 512 << 20,
             2.0 * (1L << 30), 8.0 * (1L << 30)};
@@ -79,6 +88,12 @@ public final class ComponentMetrics implements AutoCloseable {
     public static Timer latency(MeterRegistry registry, String name, String description, String... tags) {
         return Timer.builder(name).description(description).tags(tags).serviceLevelObjectives(LATENCY_BUCKETS)
                 .maximumExpectedValue(LATENCY_BUCKETS[LATENCY_BUCKETS.length - 1]).register(registry);
+    }
+
+    /** A histogram of token times ({@link #TOKEN_BUCKETS}): steps, inter-token latency, time per output token. */
+    public static Timer tokenTime(MeterRegistry registry, String name, String description, String... tags) {
+        return Timer.builder(name).description(description).tags(tags).serviceLevelObjectives(TOKEN_BUCKETS)
+                .maximumExpectedValue(TOKEN_BUCKETS[TOKEN_BUCKETS.length - 1]).register(registry);
     }
 
     /** {@link #bytes(String, String, String...)} on any registry. */

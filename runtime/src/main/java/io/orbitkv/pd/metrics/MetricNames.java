@@ -63,6 +63,8 @@ public final class MetricNames {
     public static final String PROXY_REQUESTS = "orbitkv.proxy.requests";
     /** Timer, tag {@code phase}: ttft (first byte of the answer), handoff (prefill answered → decode first byte) or total. */
     public static final String PROXY_REQUEST = "orbitkv.proxy.request";
+    /** Timer, tag {@code phase}: itl (between two chunks of a streamed answer) or tpot (a streamed answer's mean chunk gap). */
+    public static final String PROXY_TOKEN = "orbitkv.proxy.token";
     /** Timer, tag {@code role}: prefill or decode upstream call. */
     public static final String PROXY_UPSTREAM = "orbitkv.proxy.upstream";
     /** Gauge: streams in flight. */
@@ -80,6 +82,8 @@ public final class MetricNames {
     public static final String ENGINE_PAGES_TOTAL = "orbitkv.engine.pages.total";
     /** Counter, tags {@code engine}, {@code kind}: prompt or output tokens. */
     public static final String ENGINE_TOKENS = "orbitkv.engine.tokens";
+    /** Timer, tag {@code engine}: between two tokens of a streamed answer, as the engine sent them (vLLM's inter_token_latency). */
+    public static final String ENGINE_ITL = "orbitkv.engine.itl";
     /** Timer, tag {@code engine}: the model's forward steps (simulated engines: the cost model's time). */
     public static final String ENGINE_STEP = "orbitkv.engine.step";
     /** Distribution, tag {@code engine}: tokens a step computed (one per decoding sequence, plus prefill chunks). */

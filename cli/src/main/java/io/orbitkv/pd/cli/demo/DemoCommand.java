@@ -3,6 +3,7 @@ package io.orbitkv.pd.cli.demo;
 import static io.orbitkv.pd.harness.Samples.pct;
 
 import io.orbitkv.pd.harness.LoadClient;
+import io.orbitkv.pd.harness.MixedWorkload;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.EngineJoin;
 import io.orbitkv.pd.harness.HostsOption;
@@ -35,10 +36,11 @@ import picocli.CommandLine.Option;
 @Command(name = "demo", mixinStandardHelpOptions = true,
         header = "Runs the whole P/D pipeline on this machine, sends it load and prints what it measured.",
         description = {"Runs the whole P/D pipeline on this machine, every component its own process: an embedded KRaft broker, the",
-                "decider, a prefill and a decode engine (simulated, 8B-shaped KV) with their transfer workers (tcp), and the proxy;",
-                "sends a workload through the proxy at a few concurrency levels and prints a summary (throughput, TTFT, handoff",
-                "overhead, KV bytes, outcomes from the log). Exits 0 only if every answer equals the colocated reference.",
-                "--events shows the foundation event timeline instead."})
+                "decider, a prefill and a decode engine (simulated: each computes one step at a time as Llama-3.1-8B on an H100 does)",
+                "with their transfer workers (tcp), and the proxy; sends a mixed workload (Poisson arrivals at a few rates) to P/D",
+                "(1 prefill + 1 decode engine) and to the same two engines colocated, and prints TTFT, ITL, TPOT and goodput against",
+                "the SLOs it judges by, the handoff, and the outcomes from the log. Exits 0 only if every answer equals the",
+                "colocated reference. --events shows the foundation event timeline instead."})
 public final class DemoCommand implements Callable<Integer> {
 
     /** Bars are redrawn in place only on a terminal (JDK 22+: {@code System.console()} exists even when redirected). */
@@ -53,17 +55,27 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--keep", description = "--events: keep the broker's data and logs after the demo.")
     boolean keep;
 
-    @Option(names = "--requests", defaultValue = "300", description = "Requests in the workload, split over the levels (default: ${DEFAULT-VALUE}).")
-    int requests;
+    @Option(names = "--rates", defaultValue = "2,4,8", split = ",", description = "Arrival rates (requests/s, Poisson) of the mixed workload"
+            + " (default: ${DEFAULT-VALUE}).")
+    List<Double> rates;
 
-    @Option(names = "--concurrency", defaultValue = "2,8,16", split = ",", description = "Concurrency levels (default: ${DEFAULT-VALUE}).")
-    List<Integer> levels;
+    @Option(names = "--seconds", defaultValue = "8", description = "Seconds of arrivals per rate and layout (default: ${DEFAULT-VALUE}).")
+    double seconds;
 
-    @Option(names = "--max-tokens", defaultValue = "16", description = "Tokens generated per request (default: ${DEFAULT-VALUE}).")
-    int maxTokens;
+    @Option(names = "--slo-ttft-ms", defaultValue = "500", description = "Time-to-first-token objective of goodput (default: ${DEFAULT-VALUE}).")
+    double sloTtftMs;
 
-    @Option(names = "--preset", defaultValue = "8b", description = "KV layout shape: 8b, 70b, tiny (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--slo-tpot-ms", defaultValue = "8", description = "Time-per-output-token objective of goodput: a request's mean inter-token"
+            + " latency (default: ${DEFAULT-VALUE}: 1.25 times the 8B model's decode step at zero load, 6.5 ms).")
+    double sloTpotMs;
+
+    @Option(names = "--preset", defaultValue = "tiny", description = "The KV pages' shape: tiny (2 KiB a token), 8b (128 KiB a token), 70b"
+            + " (default: ${DEFAULT-VALUE}: 8B-shaped KV of these prompts at these rates is more than 2 cores can copy; bench transport measures it).")
     String preset;
+
+    @Option(names = "--cost", defaultValue = "llama-8b-h100", description = "How long the engines' steps take (engine.cost: llama-8b-h100,"
+            + " llama-70b-tp4, tiny, per-token; default: ${DEFAULT-VALUE}).")
+    String cost;
 
     @Option(names = "--prefill-engines", defaultValue = "1", description = "Prefill engines (default: ${DEFAULT-VALUE}).")
     int prefillEngines;
@@ -109,7 +121,8 @@ public final class DemoCommand implements Callable<Integer> {
         long t0 = System.nanoTime();
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(prefillEngines, decodeEngines)
-                .withModel(ModelPreset.of(preset), 512, 0.05, 2.0).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines))
+                .withModel(ModelPreset.of(preset), ModelPreset.of(preset) == ModelPreset.TINY ? 4096 : 512, 0.05, 2.0)
+                .withExtra(java.util.Map.of(), java.util.Map.of("engine.cost", cost), java.util.Map.of(), java.util.Map.of()).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines))
                 .withEngineApi(engines == EngineJoin.api).withNetns(HostsOption.netns(hosts, link)).withLink(link);
         SimModel model = new SimModel(42);
         try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s), bootstrap);
@@ -118,36 +131,42 @@ public final class DemoCommand implements Callable<Integer> {
             if (p.dashboardUrl() != null) {
                 out.println("  dashboard " + p.dashboardUrl() + "  (live statistics from the log; Prometheus " + p.dashboardUrl() + "metrics)");
             }
-            // Cold JVMs on 2 cores measure the JIT, not the design: a discarded pass first, P/D and colocated, at the middle
-            // concurrency (24 requests at c=4 left the first level's P/D TTFT p50 at ~200 ms against ~20 ms colocated).
-            List<LoadClient.Request> warm = LoadClient.workload(7, 96, 40, 200, maxTokens, true);
+            MixedWorkload.Slo slo = new MixedWorkload.Slo(sloTtftMs, sloTpotMs);
+            MixedWorkload.Shape shape = MixedWorkload.Shape.DEFAULT;
+            out.println("  engines: engine.cost=" + cost + ", KV pages shaped " + preset + "; workload: Poisson arrivals, " + shape + ", seed 42;"
+                    + " SLOs: TTFT <= " + num(sloTtftMs) + " ms and TPOT <= " + num(sloTpotMs) + " ms");
+            // Cold JVMs on 2 cores measure the JIT, not the design: a discarded pass first, P/D and colocated (without it the
+            // first level's P/D TTFT p50 read ~200 ms against ~20 ms colocated).
+            List<LoadClient.Request> warm = MixedWorkload.requests(7, 64, shape, false);
             AtomicInteger wdone = new AtomicInteger();
-            client.run(warm, 8, () -> progress(out, "  warming up   ", wdone.incrementAndGet(), warm.size() * 2));
-            client.run(warm.stream().map(LoadClient.Request::colocatedTwin).toList(), 8,
-                    () -> progress(out, "  warming up   ", wdone.incrementAndGet(), warm.size() * 2));
+            client.run(warm, 8, () -> progress(out, "  warming up     ", wdone.incrementAndGet(), warm.size() * 2));
+            client.run(MixedWorkload.requests(7, 64, shape, true), 8,
+                    () -> progress(out, "  warming up     ", wdone.incrementAndGet(), warm.size() * 2));
             out.println(" (not measured)");
-            List<LoadClient.Request> work = LoadClient.workload(42, requests, 40, 200, maxTokens, true);
+            // Zero load: one request at a time, the reference the loaded ITL is compared with.
+            List<LoadClient.Request> alone = MixedWorkload.requests(11, 8, shape, false);
+            AtomicInteger zdone = new AtomicInteger();
+            List<LoadClient.Result> zeroPd = client.run(alone, 1, () -> progress(out, "  zero load      ", zdone.incrementAndGet(), alone.size() * 2));
+            List<LoadClient.Result> zeroCol = client.run(MixedWorkload.requests(11, 8, shape, true), 1,
+                    () -> progress(out, "  zero load      ", zdone.incrementAndGet(), alone.size() * 2));
+            out.println();
             List<Level> results = new ArrayList<>();
-            int per = Math.max(1, requests / levels.size());
-            for (int li = 0; li < levels.size(); li++) {
-                int c = levels.get(li);
-                List<LoadClient.Request> slice = work.subList(Math.min(work.size(), li * per), li == levels.size() - 1 ? work.size()
-                        : Math.min(work.size(), (li + 1) * per));
-                if (slice.isEmpty()) {
-                    continue;
-                }
+            results.add(new Level(0, zeroPd, zeroCol));
+            for (int li = 0; li < rates.size(); li++) {
+                double rate = rates.get(li);
+                int n = Math.max(4, (int) Math.round(rate * seconds));
+                List<LoadClient.Request> work = MixedWorkload.requests(42 + li, n, shape, false);
+                long[] at = MixedWorkload.poisson(42 + li, rate, n);
                 AtomicInteger done = new AtomicInteger();
-                String label = String.format(Locale.ROOT, "  P/D        c=%-3d", c);
-                long s = System.nanoTime();
-                List<LoadClient.Result> rs = client.run(slice, c, () -> progress(out, label, done.incrementAndGet(), slice.size()));
-                double secs = (System.nanoTime() - s) / 1e9;
+                String label = String.format(Locale.ROOT, "  P/D       %4s/s", num(rate));
+                List<LoadClient.Result> rs = client.runOpen(work, at, () -> progress(out, label, done.incrementAndGet(), n));
                 out.println();
                 AtomicInteger cdone = new AtomicInteger();
-                String clabel = String.format(Locale.ROOT, "  colocated  c=%-3d", c);
-                List<LoadClient.Result> col = client.run(slice.stream().map(LoadClient.Request::colocatedTwin).toList(), c,
-                        () -> progress(out, clabel, cdone.incrementAndGet(), slice.size()));
+                String clabel = String.format(Locale.ROOT, "  colocated %4s/s", num(rate));
+                List<LoadClient.Result> col = client.runOpen(MixedWorkload.requests(42 + li, n, shape, true), at,
+                        () -> progress(out, clabel, cdone.incrementAndGet(), n));
                 out.println();
-                results.add(new Level(c, rs, secs, col));
+                results.add(new Level(rate, rs, col));
             }
             // Let the last outcomes reach the log before reading it.
             long admitted = results.stream().mapToLong(l -> l.results.size()).sum() + warm.size();
@@ -173,7 +192,7 @@ public final class DemoCommand implements Callable<Integer> {
                     }
                 }
             }
-            printSummary(out, results, log, verified, total, wrong);
+            printSummary(out, results, slo, log, verified, total, wrong);
             out.printf(Locale.ROOT, "%nDone in %.0f s. Logs of every component: %s%n", (System.nanoTime() - t0) / 1e9, p.logsDir());
             out.println("Look further: one request's story  curl " + p.deciderUrl() + "/requests/" + firstId(results)
                     + "   phases  curl " + p.deciderUrl() + "/states   engines  curl " + p.deciderUrl() + "/engines");
@@ -199,7 +218,8 @@ public final class DemoCommand implements Callable<Integer> {
         }
     }
 
-    private record Level(int concurrency, List<LoadClient.Result> results, double seconds, List<LoadClient.Result> colocated) { }
+    /** One rate's results (rate 0: zero load, one request at a time). */
+    private record Level(double rate, List<LoadClient.Result> results, List<LoadClient.Result> colocated) { }
 
     private static String firstId(List<Level> levels) {
         return levels.stream().flatMap(l -> l.results.stream()).map(LoadClient.Result::requestId).filter(java.util.Objects::nonNull).findFirst()
@@ -223,24 +243,41 @@ public final class DemoCommand implements Callable<Integer> {
     }
 
 
-    private static void printSummary(PrintStream out, List<Level> levels, PipelineLog log, int verified, int total, List<String> wrong) {
+    private static void printSummary(PrintStream out, List<Level> levels, MixedWorkload.Slo slo, PipelineLog log, int verified, int total,
+                                     List<String> wrong) {
         out.println();
-        out.println("Summary (TTFT = client-side time to first streamed token; ITL = between streamed tokens; TPOT = a request's mean ITL;"
-                + " handoff = prefill answered -> decode's first byte, at the proxy; coloc = the same engines without a handoff)");
-        out.printf("%-5s %-9s %-8s %-11s %-11s %-11s %-11s %-11s %-11s %-11s %-13s %-13s %-10s%n", "conc", "requests", "req/s", "TTFT p50",
-                "TTFT p99", "coloc p50", "ITL p50", "ITL p99", "coloc ITL99", "TPOT p50", "handoff p50", "handoff p99", "KV MiB");
+        out.println("Summary (client side: TTFT = time to the first streamed token; ITL = between streamed tokens, every gap of every request;"
+                + " TPOT = a request's mean ITL; goodput = requests/s meeting TTFT <= " + num(slo.ttftMs()) + " ms and TPOT <= "
+                + num(slo.tpotMs()) + " ms; handoff = prefill answered -> decode's first byte, at the proxy)");
+        out.printf("%-6s %-10s %-5s %-10s %-10s %-9s %-9s %-9s %-13s %-11s %-13s %-7s%n", "rate", "layout", "reqs", "TTFT p50", "TTFT p99",
+                "ITL p50", "ITL p99", "TPOT p50", "SLOs met", "goodput", "handoff p50", "KV MiB");
+        List<MixedWorkload.Point> pd = new ArrayList<>();
+        List<MixedWorkload.Point> col = new ArrayList<>();
         for (Level l : levels) {
-            double[] ttft = Samples.ttftMs(l.results);
-            double[] col = Samples.ttftMs(l.colocated);
-            double[] hand = l.results.stream().filter(r -> r.ok() && !Double.isNaN(r.handoffMs())).mapToDouble(LoadClient.Result::handoffMs).sorted()
-                    .toArray();
-            long kv = l.results.stream().mapToLong(LoadClient.Result::kvBytes).sum();
-            double[] itl = Samples.itlMs(l.results);
-            double[] colItl = Samples.itlMs(l.colocated);
-            double[] tpot = Samples.tpotMs(l.results);
-            out.printf(Locale.ROOT, "%-5d %-9d %-8.1f %-11s %-11s %-11s %-11s %-11s %-11s %-11s %-13s %-13s %-10.0f%n", l.concurrency,
-                    l.results.size(), l.results.size() / l.seconds, ms(pct(ttft, 50)), ms(pct(ttft, 99)), ms(pct(col, 50)), ms(pct(itl, 50)),
-                    ms(pct(itl, 99)), ms(pct(colItl, 99)), ms(pct(tpot, 50)), ms(pct(hand, 50)), ms(pct(hand, 99)), kv / 1048576.0);
+            MixedWorkload.Point a = MixedWorkload.Point.of("P/D 1+1", l.rate, l.results, slo);
+            MixedWorkload.Point b = MixedWorkload.Point.of("colocated", l.rate, l.colocated, slo);
+            for (MixedWorkload.Point x : List.of(a, b)) {
+                out.printf(Locale.ROOT, "%-6s %-10s %-5d %-10s %-10s %-9s %-9s %-9s %-13s %-11s %-13s %-7.1f%n", l.rate == 0 ? "zero" : num(l.rate),
+                        x.layout(), x.requests(), ms(x.ttftP50()), ms(x.ttftP99()), ms(x.itlP50()), ms(x.itlP99()), ms(x.tpotP50()),
+                        String.format(Locale.ROOT, "%.0f %%", 100 * x.attained()) + (x.failed() > 0 ? " (" + x.failed() + " failed)" : ""),
+                        l.rate == 0 ? "-" : String.format(Locale.ROOT, "%.2f/s", x.goodput()), ms(x.handoffP50()), x.kvBytes() / 1048576.0);
+            }
+            if (l.rate > 0) {
+                pd.add(a);
+                col.add(b);
+            }
+        }
+        MixedWorkload.Point zPd = MixedWorkload.Point.of("P/D", 0, levels.get(0).results, slo);
+        MixedWorkload.Point zCol = MixedWorkload.Point.of("colocated", 0, levels.get(0).colocated, slo);
+        if (!pd.isEmpty()) {
+            MixedWorkload.Point top = pd.get(pd.size() - 1);
+            MixedWorkload.Point topCol = col.get(col.size() - 1);
+            out.printf(Locale.ROOT, "At %s requests/s, ITL p99 against zero load: colocated %.1fx (%s vs %s), P/D decode %.1fx (%s vs %s).%n",
+                    num(top.rate()), topCol.itlP99() / zCol.itlP99(), ms(topCol.itlP99()), ms(zCol.itlP99()), top.itlP99() / zPd.itlP99(),
+                    ms(top.itlP99()), ms(zPd.itlP99()));
+            double from = MixedWorkload.crossover(pd, col);
+            out.println(Double.isNaN(from) ? "P/D goodput does not overtake colocated goodput at these rates."
+                    : "P/D goodput overtakes colocated goodput (same two engines) from " + num(from) + " requests/s on.");
         }
         Map<OutcomeKind, Integer> o = log.outcomes;
         out.printf(Locale.ROOT, "%nFrom the log: %d requests admitted; outcomes %s; %d transfers moved %.1f MiB of KV at %.2f GB/s (bytes / summed"
@@ -251,14 +288,17 @@ public final class DemoCommand implements Callable<Integer> {
         wrong.forEach(w -> out.println("  " + w));
     }
 
+    private static String num(double v) {
+        return v == Math.rint(v) ? Long.toString((long) v) : String.format(Locale.ROOT, "%.1f", v);
+    }
+
     /** The handoff hop by hop, p50 over the run's requests, from the records' timing marks (what `trace` shows for one). */
     private static void printHops(PrintStream out, PipelineLog log) {
         Samples.Hops hops = Samples.hops(log.stories.values().stream().map(PipelineLog.Story::anatomy).filter(a -> !a.spans().isEmpty()).toList());
         if (hops.ms().isEmpty()) {
             return;
         }
-        StringBuilder b = new StringBuilder("Where a handoff's time went (p50 ms, wall clock, from the log; the first minutes run on cold JVMs,"
-                + " './orbitkv-pd bench e2e' warms up first):");
+        StringBuilder b = new StringBuilder("Where a handoff's time went (p50 ms, wall clock, from the log, warm-up included):");
         int col = 0;
         for (Map.Entry<Hop, double[]> e : hops.ms().entrySet()) {
             if (e.getKey().ordinal() < Hop.FACT_TO_DECIDER.ordinal() || e.getKey() == Hop.PREFILL_ANSWER) {

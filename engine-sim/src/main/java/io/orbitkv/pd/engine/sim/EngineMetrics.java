@@ -22,6 +22,7 @@ final class EngineMetrics {
     private final Timer prefill;
     private final Timer kvWait;
     private final Timer decode;
+    private final Timer itl;
     private final Counter promptTokens;
     private final Counter outputTokens;
 
@@ -32,6 +33,8 @@ final class EngineMetrics {
                 "phase", "kv_wait");
         decode = ComponentMetrics.latency(registry, MetricNames.ENGINE_PHASE, "an engine's phases of one request", "engine", engineId,
                 "phase", "decode");
+        itl = ComponentMetrics.tokenTime(registry, MetricNames.ENGINE_ITL, "between two tokens of a streamed answer, as the engine sent them"
+                + " (vLLM's inter_token_latency)", "engine", engineId);
         promptTokens = Counter.builder(MetricNames.ENGINE_TOKENS).description("tokens processed").tag("engine", engineId).tag("kind", "prompt")
                 .register(registry);
         outputTokens = Counter.builder(MetricNames.ENGINE_TOKENS).description("tokens processed").tag("engine", engineId).tag("kind", "output")
@@ -49,6 +52,10 @@ final class EngineMetrics {
 
     void kvWait(long nanos) {
         kvWait.record(nanos, TimeUnit.NANOSECONDS);
+    }
+
+    void itl(long nanos) {
+        itl.record(nanos, TimeUnit.NANOSECONDS);
     }
 
     void decode(long nanos, int tokens) {

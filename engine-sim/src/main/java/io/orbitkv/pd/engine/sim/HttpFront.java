@@ -168,7 +168,7 @@ final class HttpFront {
         EngineControl c = client.get();
         JobFlow.Counters counters = flow.counters();
         ObjectNode s = SimEngine.JSON.createObjectNode().put("engine_id", config.engineId()).put("role", config.role().name().toLowerCase())
-                .put("model", config.model()).put("instance_epoch", c == null ? 0 : c.instanceEpoch())
+                .put("served_model", config.model()).put("instance_epoch", c == null ? 0 : c.instanceEpoch())
                 .put("blocks_total", allocator.numBlocks()).put("blocks_used", allocator.usedBlocks()).put("holders", allocator.holders())
                 .put("in_flight", flow.inFlight()).put("block_bytes", config.geometry().bytesPerBlock());
         s.putObject("requests").put("prefill", counters.prefills.sum()).put("decode", counters.decodes.sum()).put("colocated", counters.colocated.sum())

@@ -53,6 +53,7 @@ final class Job {
     /** Tokens the job's steps produced so far, and those sent. */
     int produced;
     int emitted;
+    long lastTokenNanos;
     /** Runs once, at the first token of the job's compute; then {@link #drain} runs at every token. */
     Runnable onFirst;
     Runnable drain;

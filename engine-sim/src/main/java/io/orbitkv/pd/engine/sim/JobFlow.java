@@ -642,6 +642,11 @@ final class JobFlow {
                 return;
             }
             OpenAiFormat.event(resp, format.tokenChunk(job, out[i], last));
+            long now = System.nanoTime();
+            if (job.emitted > 0) {
+                meters.itl(now - job.lastTokenNanos);
+            }
+            job.lastTokenNanos = now;
             job.emitted++;
             if (last) {
                 if (job.request.includeUsage()) {

@@ -85,10 +85,10 @@ final class Stepper implements AutoCloseable {
             t.setDaemon(true);
             return t;
         });
-        stepTime = Timer.builder(MetricNames.ENGINE_STEP).description("an engine's forward steps (the model's time)").tag("engine", engineId)
-                .publishPercentileHistogram().register(registry);
+        stepTime = io.orbitkv.pd.metrics.ComponentMetrics.tokenTime(registry, MetricNames.ENGINE_STEP, "an engine's forward steps (the model's time)",
+                "engine", engineId);
         stepTokens = DistributionSummary.builder(MetricNames.ENGINE_STEP_TOKENS).description("tokens a step computed (decodes + prefill chunks)")
-                .tag("engine", engineId).publishPercentileHistogram().register(registry);
+                .tag("engine", engineId).serviceLevelObjectives(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384).register(registry);
         queried = Counter.builder(MetricNames.ENGINE_PREFIX_QUERIES).description("prompt tokens looked up in the prefix cache")
                 .tag("engine", engineId).register(registry);
         hits = Counter.builder(MetricNames.ENGINE_PREFIX_HITS).description("prompt tokens found in the prefix cache (no compute)")

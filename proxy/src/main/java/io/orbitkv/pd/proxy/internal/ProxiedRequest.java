@@ -87,6 +87,9 @@ public final class ProxiedRequest {
     private long prefillDoneMicros;
     private long firstByteMicros;
     private long firstByteNanos = -1;
+    /** The last chunk of the answer so far, and how many came: inter-token latency and time per output token. */
+    private long lastChunkNanos = -1;
+    private int chunks;
     private int status;
     private Hop.Meters hops = Hop.Meters.none();
     private EngineHealth health;
@@ -368,7 +371,11 @@ public final class ProxiedRequest {
                 if (pd) {
                     hops.record(Hop.FIRST_TOKEN_TO_PROXY, Marks.parse(r.getHeader(Marks.HTTP_HEADER)).get(Marks.FIRST_TOKEN).orElse(0), firstByteMicros);
                 }
+            } else if (request.stream()) {
+                metrics.itl(System.nanoTime() - lastChunkNanos);
             }
+            lastChunkNanos = System.nanoTime();
+            chunks++;
             response.write(buf);
             armIdle();
             if (response.writeQueueFull()) {
@@ -454,6 +461,9 @@ public final class ProxiedRequest {
     private void finish(End how) {
         ended = true;
         metrics.total(System.nanoTime() - startNanos);
+        if (how == End.ANSWERED && request.stream() && chunks > 1) {
+            metrics.tpot((lastChunkNanos - firstByteNanos) / (chunks - 1));
+        }
         if (how == End.CLIENT_GONE) {
             metrics.status(499);
         }

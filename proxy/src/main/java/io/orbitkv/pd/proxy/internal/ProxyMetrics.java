@@ -13,7 +13,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The proxy's meters, registered up front (a request records, it never registers or builds a name):
- * {@code orbitkv_proxy_request_seconds{phase="ttft"|"handoff"|"total"}}, {@code orbitkv_proxy_upstream_seconds{role}},
+ * {@code orbitkv_proxy_request_seconds{phase="ttft"|"handoff"|"total"}}, {@code orbitkv_proxy_token_seconds{phase="itl"|"tpot"}}
+ * (itl: between two chunks of a streamed answer, one per token from engines that flush each token, as vLLM and ours do;
+ * tpot: a streamed answer's first chunk to its last over the chunks after the first), {@code orbitkv_proxy_upstream_seconds{role}},
  * {@code orbitkv_proxy_requests_total{status}} (the status codes the proxy answers pre-registered, others on first use),
  * {@code orbitkv_proxy_cancels_total}, {@code orbitkv_proxy_inflight}. Thread-safe.
  */
@@ -25,6 +27,8 @@ public final class ProxyMetrics {
     private final Timer total;
     private final Timer ttft;
     private final Timer handoff;
+    private final Timer itl;
+    private final Timer tpot;
     private final Timer prefillUpstream;
     private final Timer decodeUpstream;
     private final Timer colocatedUpstream;
@@ -38,6 +42,8 @@ public final class ProxyMetrics {
         total = ComponentMetrics.latency(registry, MetricNames.PROXY_REQUEST, d, "phase", "total");
         ttft = ComponentMetrics.latency(registry, MetricNames.PROXY_REQUEST, d, "phase", "ttft");
         handoff = ComponentMetrics.latency(registry, MetricNames.PROXY_REQUEST, d, "phase", "handoff");
+        itl = ComponentMetrics.tokenTime(registry, MetricNames.PROXY_TOKEN, "a streamed answer's token times", "phase", "itl");
+        tpot = ComponentMetrics.tokenTime(registry, MetricNames.PROXY_TOKEN, "a streamed answer's token times", "phase", "tpot");
         prefillUpstream = ComponentMetrics.latency(registry, MetricNames.PROXY_UPSTREAM, "one call to an engine", "role", "prefill");
         decodeUpstream = ComponentMetrics.latency(registry, MetricNames.PROXY_UPSTREAM, "one call to an engine", "role", "decode");
         colocatedUpstream = ComponentMetrics.latency(registry, MetricNames.PROXY_UPSTREAM, "one call to an engine", "role", "colocated");
@@ -85,6 +91,16 @@ public final class ProxyMetrics {
 
     public void handoff(long nanos) {
         handoff.record(nanos, TimeUnit.NANOSECONDS);
+    }
+
+    /** The gap between two chunks of a streamed answer. */
+    public void itl(long nanos) {
+        itl.record(nanos, TimeUnit.NANOSECONDS);
+    }
+
+    /** A streamed answer's time per output token: first chunk to last over the chunks after the first. */
+    public void tpot(long nanos) {
+        tpot.record(nanos, TimeUnit.NANOSECONDS);
     }
 
     /** {@code role}: prefill, decode or colocated. */

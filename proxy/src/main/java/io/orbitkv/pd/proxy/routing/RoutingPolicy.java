@@ -11,8 +11,12 @@ import java.util.function.ToLongFunction;
  */
 public interface RoutingPolicy {
 
-    /** Which side is being chosen (policies keep separate state per side). */
-    enum Side { PREFILL, DECODE }
+    /**
+     * Which side is being chosen (policies keep separate state per side). {@code COLOCATED}: one engine does both (the
+     * benchmarks' baseline, {@code x-orbitkv-route: colocated}); any engine can, whatever its P/D role, so a colocated
+     * baseline runs on as many engines as the P/D layout it is compared with.
+     */
+    enum Side { PREFILL, DECODE, COLOCATED }
 
     /**
      * @param side       prefill or decode
@@ -33,7 +37,7 @@ public interface RoutingPolicy {
     /** Engine ids in turn, per side. */
     final class RoundRobin implements RoutingPolicy {
         private final java.util.concurrent.atomic.AtomicLong[] next = {new java.util.concurrent.atomic.AtomicLong(),
-                new java.util.concurrent.atomic.AtomicLong()};
+                new java.util.concurrent.atomic.AtomicLong(), new java.util.concurrent.atomic.AtomicLong()};
 
         @Override
         public EngineInfo choose(Side side, List<EngineInfo> candidates, ToLongFunction<String> localLoad) {
@@ -68,7 +72,7 @@ public interface RoutingPolicy {
 
     /** The candidates of a side, stable order. */
     static List<EngineInfo> candidates(List<EngineInfo> engines, Side side) {
-        return engines.stream().filter(side == Side.PREFILL ? EngineInfo::canPrefill : EngineInfo::canDecode)
+        return engines.stream().filter(side == Side.PREFILL ? EngineInfo::canPrefill : side == Side.DECODE ? EngineInfo::canDecode : e -> true)
                 .sorted(java.util.Comparator.comparing(EngineInfo::engineId)).toList();
     }
 

@@ -1,0 +1,105 @@
+"""The simulated engine's step loop (sim_engine.Stepper): the engine model's scheduler in real time, its outcomes handed
+to the requests waiting on them."""
+
+import time
+import unittest
+
+from orbitkv_pd import engine_model as em
+from orbitkv_pd.sim_engine import Stepper, StepperClosed
+
+
+def stepper(decode_ms: float = 0.0, prefill_ms: float = 0.0, blocks: int = 100, role: str = em.BOTH) -> Stepper:
+    return Stepper(role, em.Limits(64, 8, 4, blocks), em.per_token_costs(prefill_ms, decode_ms), "per-token", "t")
+
+
+def drain(h, n: int) -> list:
+    return [h.next() for _ in range(n)]
+
+
+class StepperTest(unittest.TestCase):
+
+    def test_a_whole_request_gets_its_first_token_then_one_outcome_per_step(self) -> None:
+        s = stepper()
+        try:
+            h = s.submit("r", 6, 4, 0, em.BOTH)
+            self.assertTrue(h.queued)
+            self.assertEqual(drain(h, 4), [em.FIRST_TOKEN, em.TOKEN, em.TOKEN, em.FINISHED])
+            st = s.stats()
+            self.assertEqual((st["steps"], st["running"], st["waiting"], st["kv_blocks_used"]), (4, 0, 0, 0))
+            self.assertEqual(st["mean_tokens_per_step"], (6 + 3) / 4)
+        finally:
+            s.close()
+
+    def test_steps_take_the_cost_models_time_without_drifting(self) -> None:
+        s = stepper(decode_ms=10)
+        try:
+            t0 = time.monotonic()
+            h = s.submit("r", 4, 20, 0, em.BOTH)
+            drain(h, 20)
+            took = time.monotonic() - t0
+            self.assertGreaterEqual(took, 20 * 0.010 - 0.002)
+            self.assertLess(took, 20 * 0.010 + 0.15)  # deadlines follow each other: late wake-ups do not add up
+            self.assertAlmostEqual(s.stats()["mean_step_ms"], 10.0)
+        finally:
+            s.close()
+
+    def test_two_requests_share_steps(self) -> None:
+        s = stepper(decode_ms=5)
+        try:
+            a = s.submit("a", 4, 10, 0, em.BOTH)
+            b = s.submit("b", 4, 10, 0, em.BOTH)
+            drain(a, 10)
+            drain(b, 10)
+            self.assertLessEqual(s.stats()["steps"], 11)  # 10 when b came before the first step was planned
+        finally:
+            s.close()
+
+    def test_a_decode_part_of_one_token_is_not_queued(self) -> None:
+        s = stepper()
+        try:
+            self.assertFalse(s.submit("d", 4, 1, 0, em.DECODE).queued)
+            h = s.submit("d2", 4, 3, 0, em.DECODE)
+            self.assertEqual(drain(h, 2), [em.TOKEN, em.FINISHED])
+        finally:
+            s.close()
+
+    def test_an_aborted_request_frees_its_blocks_for_the_one_waiting(self) -> None:
+        s = stepper(decode_ms=5, blocks=4)
+        try:
+            a = s.submit("a", 8, 8, 0, em.BOTH)  # the whole pool
+            self.assertEqual(a.next(), em.FIRST_TOKEN)
+            b = s.submit("b", 8, 8, 0, em.BOTH)
+            self.assertEqual(s.stats()["waiting"], 1)
+            self.assertTrue(s.abort("a"))
+            self.assertFalse(s.abort("a"))
+            self.assertEqual(drain(b, 8)[-1], em.FINISHED)
+            self.assertEqual(s.stats()["kv_blocks_used"], 0)
+        finally:
+            s.close()
+
+    def test_the_prefill_and_decode_of_one_request_are_apart(self) -> None:
+        s = stepper()
+        try:
+            p = s.submit("r", 4, 5, 0, em.PREFILL)
+            self.assertEqual(drain(p, 2), [em.FIRST_TOKEN, em.FINISHED])
+            d = s.submit("r", 4, 5, 0, em.DECODE)
+            self.assertFalse(p.abort())  # the finished prefill's handle leaves the decode alone
+            self.assertEqual(drain(d, 4)[-1], em.FINISHED)
+        finally:
+            s.close()
+
+    def test_a_request_larger_than_the_pool_is_refused_and_closing_wakes_the_waiting(self) -> None:
+        s = stepper(decode_ms=1000, blocks=4)
+        with self.assertRaisesRegex(ValueError, "needs 5 KV blocks"):
+            s.submit("big", 8, 9, 0, em.BOTH)
+        self.assertTrue(s.submit("p", 8, 100, 0, em.PREFILL).queued)  # a prefill holds its prompt only
+        h = s.submit("r", 4, 2, 0, em.BOTH)
+        s.close()
+        with self.assertRaises(StepperClosed):
+            h.next()
+        with self.assertRaises(StepperClosed):
+            s.submit("late", 4, 2, 0, em.BOTH)
+
+
+if __name__ == "__main__":
+    unittest.main()
