@@ -50,8 +50,29 @@ public final class E2eBenchCommand implements Callable<Integer> {
     @Option(names = "--concurrency", defaultValue = "1,4,16", split = ",", description = "Concurrency levels (default: ${DEFAULT-VALUE}).")
     List<Integer> levels;
 
-    @Option(names = "--preset", defaultValue = "8b", description = "KV layout shape (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--workload", defaultValue = "handoff", description = {"handoff: TTFT at fixed concurrency levels with the handoff's",
+            "anatomy; mixed: the mixed workload (Poisson arrivals, long prompts) at --rates on P/D and colocated, TTFT/ITL/TPOT/goodput",
+            "against SLOs, and the goodput-vs-rate plot (docs/bench/e2e-goodput.md) (default: ${DEFAULT-VALUE})."})
+    String workload;
+
+    @Option(names = "--preset", description = "KV layout shape (default: 8b; tiny with --workload mixed).")
     String preset;
+
+    @Option(names = "--rates", defaultValue = "2,4,6,8,10", split = ",", description = "--workload mixed: arrival rates, requests/s (default:"
+            + " ${DEFAULT-VALUE}).")
+    List<Double> rates;
+
+    @Option(names = "--seconds", defaultValue = "20", description = "--workload mixed: seconds of arrivals per rate and layout (default: ${DEFAULT-VALUE}).")
+    double seconds;
+
+    @Option(names = "--cost", defaultValue = "llama-8b-h100", description = "--workload mixed: the engines' step cost model (default: ${DEFAULT-VALUE}).")
+    String cost;
+
+    @Option(names = "--slo-ttft-ms", defaultValue = "500", description = "--workload mixed: TTFT objective (default: ${DEFAULT-VALUE}).")
+    double sloTtftMs;
+
+    @Option(names = "--slo-tpot-ms", defaultValue = "8", description = "--workload mixed: TPOT objective (default: ${DEFAULT-VALUE}).")
+    double sloTpotMs;
 
     @Option(names = "--prompt-words", defaultValue = "40,200", split = ",", description = "Prompt length range in words (default: ${DEFAULT-VALUE}).")
     List<Integer> words;
@@ -93,10 +114,11 @@ public final class E2eBenchCommand implements Callable<Integer> {
             "is compared with a raw TCP stream of the same bytes between the same hosts over it."})
     String link;
 
-    @Option(names = "--out", defaultValue = "docs/bench/e2e.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--out", description = "Markdown result file (default: docs/bench/e2e.md; docs/bench/e2e-goodput.md with --workload mixed).")
     Path outFile;
 
-    @Option(names = "--json", defaultValue = "bench/results/e2e.json", description = "Machine-readable results (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--json", description = "Machine-readable results (default: bench/results/e2e.json; bench/results/e2e-goodput.json with"
+            + " --workload mixed).")
     Path jsonFile;
 
     /** The Kafka hops whose in-situ p50 the target holds to 2× the raw hop. */
@@ -117,8 +139,24 @@ public final class E2eBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        if ("mixed".equals(workload)) {
+            Path md = outFile != null ? outFile : Path.of("docs/bench/e2e-goodput.md");
+            String base = md.getFileName().toString().replaceFirst("\\.md$", "");
+            return GoodputBench.run(new GoodputBench.Options(ModelPreset.of(preset != null ? preset : "tiny"), cost, rates, seconds, 40, 24,
+                    new io.orbitkv.pd.harness.MixedWorkload.Slo(sloTtftMs, sloTpotMs), md,
+                    jsonFile != null ? jsonFile : Path.of("bench/results/" + base + ".json"), md.resolveSibling(base + ".svg"), engineProps));
+        }
+        if (!"handoff".equals(workload)) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--workload: handoff or mixed, got '" + workload + "'");
+        }
+        if (outFile == null) {
+            outFile = Path.of("docs/bench/e2e.md");
+        }
+        if (jsonFile == null) {
+            jsonFile = Path.of("bench/results/e2e.json");
+        }
         Path work = Files.createTempDirectory("orbitkv-bench-e2e-");
-        ModelPreset p = ModelPreset.of(preset);
+        ModelPreset p = ModelPreset.of(preset != null ? preset : "8b");
         // Room for the longest prompt (about a token per word) on both sides, at least the default pool.
         int blocks = Math.max(384, (words.get(1) * 2 + 64) / 16 * 2);
         PipelineSpec spec = PipelineSpec.defaults().withModel(p, blocks, prefillMs, decodeMs).withExtra(deciderProps, engineProps, workerProps,

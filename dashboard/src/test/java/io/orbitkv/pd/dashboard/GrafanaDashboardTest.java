@@ -29,6 +29,9 @@ class GrafanaDashboardTest {
                 String base = ((String) f.get(null)).replace('.', '_');
                 out.add(base);
                 out.add(base + "_total");
+                for (String suffix : new String[] {"_bucket", "_count", "_sum", "_max"}) {
+                    out.add(base + suffix); // a distribution summary without a unit
+                }
                 for (String unit : new String[] {"_seconds", "_bytes"}) {
                     for (String suffix : new String[] {"", "_bucket", "_count", "_sum", "_max"}) {
                         out.add(base + unit + suffix);

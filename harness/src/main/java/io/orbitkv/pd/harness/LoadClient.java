@@ -351,6 +351,8 @@ public final class LoadClient implements AutoCloseable {
         List<Thread> threads = new ArrayList<>();
         for (int t = 0; t < Math.max(1, Math.min(concurrency, requests.size())); t++) {
             threads.add(Thread.ofPlatform().daemon().name("load-" + t).start(() -> {
+                // the instrument reads each token as it comes: on the token path's priority, as the engines and proxies
+                io.orbitkv.pd.kv.BulkPriority.latencyCritical(Pipeline.TOKEN_PATH_NICE);
                 HttpConnection[] slot = new HttpConnection[1];
                 try {
                     for (int k = next.getAndIncrement(); k < requests.size(); k = next.getAndIncrement()) {
@@ -388,7 +390,8 @@ public final class LoadClient implements AutoCloseable {
                 java.util.concurrent.locks.LockSupport.parkNanos(wait);
             }
             int i = k;
-            threads.add(Thread.ofVirtual().name("open-" + k).start(() -> {
+            threads.add(Thread.ofPlatform().daemon().name("open-" + k).start(() -> { // as the closed loop reads: the same instrument
+                io.orbitkv.pd.kv.BulkPriority.latencyCritical(Pipeline.TOKEN_PATH_NICE);
                 out[i] = send(requests.get(i));
                 onEach.run();
             }));

@@ -79,6 +79,23 @@ public final class BulkPriority {
         }
     }
 
+    /**
+     * Gives the calling thread a negative niceness {@code nice} (-20..-1): work on the token path — a stream's reads in a
+     * load client — that bulk and control-plane work on the same cores must not delay. Needs the privilege to raise a
+     * priority (root, or CAP_SYS_NICE); without it the thread stays as it is. Returns whether it was applied.
+     */
+    public static boolean latencyCritical(int nice) {
+        if (nice >= 0 || SETPRIORITY == null) {
+            return false;
+        }
+        try {
+            int tid = (int) GETTID.invokeExact();
+            return (int) SETPRIORITY.invokeExact(PRIO_PROCESS, tid, Math.max(-20, nice)) == 0;
+        } catch (Throwable t) {
+            return false;
+        }
+    }
+
     private static void warnOnce(String message) {
         if (!warned) {
             warned = true;

@@ -23,7 +23,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.atomic.AtomicInteger;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -59,7 +58,7 @@ public final class DemoCommand implements Callable<Integer> {
             + " (default: ${DEFAULT-VALUE}).")
     List<Double> rates;
 
-    @Option(names = "--seconds", defaultValue = "8", description = "Seconds of arrivals per rate and layout (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--seconds", defaultValue = "7", description = "Seconds of arrivals per rate and layout (default: ${DEFAULT-VALUE}).")
     double seconds;
 
     @Option(names = "--slo-ttft-ms", defaultValue = "500", description = "Time-to-first-token objective of goodput (default: ${DEFAULT-VALUE}).")
@@ -135,41 +134,15 @@ public final class DemoCommand implements Callable<Integer> {
             MixedWorkload.Shape shape = MixedWorkload.Shape.DEFAULT;
             out.println("  engines: engine.cost=" + cost + ", KV pages shaped " + preset + "; workload: Poisson arrivals, " + shape + ", seed 42;"
                     + " SLOs: TTFT <= " + num(sloTtftMs) + " ms and TPOT <= " + num(sloTpotMs) + " ms");
-            // Cold JVMs on 2 cores measure the JIT, not the design: a discarded pass first, P/D and colocated (without it the
-            // first level's P/D TTFT p50 read ~200 ms against ~20 ms colocated).
-            List<LoadClient.Request> warm = MixedWorkload.requests(7, 64, shape, false);
-            AtomicInteger wdone = new AtomicInteger();
-            client.run(warm, 8, () -> progress(out, "  warming up     ", wdone.incrementAndGet(), warm.size() * 2));
-            client.run(MixedWorkload.requests(7, 64, shape, true), 8,
-                    () -> progress(out, "  warming up     ", wdone.incrementAndGet(), warm.size() * 2));
-            out.println(" (not measured)");
-            // Zero load: one request at a time, the reference the loaded ITL is compared with.
-            List<LoadClient.Request> alone = MixedWorkload.requests(11, 8, shape, false);
-            AtomicInteger zdone = new AtomicInteger();
-            List<LoadClient.Result> zeroPd = client.run(alone, 1, () -> progress(out, "  zero load      ", zdone.incrementAndGet(), alone.size() * 2));
-            List<LoadClient.Result> zeroCol = client.run(MixedWorkload.requests(11, 8, shape, true), 1,
-                    () -> progress(out, "  zero load      ", zdone.incrementAndGet(), alone.size() * 2));
-            out.println();
-            List<Level> results = new ArrayList<>();
-            results.add(new Level(0, zeroPd, zeroCol));
-            for (int li = 0; li < rates.size(); li++) {
-                double rate = rates.get(li);
-                int n = Math.max(4, (int) Math.round(rate * seconds));
-                List<LoadClient.Request> work = MixedWorkload.requests(42 + li, n, shape, false);
-                long[] at = MixedWorkload.poisson(42 + li, rate, n);
-                AtomicInteger done = new AtomicInteger();
-                String label = String.format(Locale.ROOT, "  P/D       %4s/s", num(rate));
-                List<LoadClient.Result> rs = client.runOpen(work, at, () -> progress(out, label, done.incrementAndGet(), n));
-                out.println();
-                AtomicInteger cdone = new AtomicInteger();
-                String clabel = String.format(Locale.ROOT, "  colocated %4s/s", num(rate));
-                List<LoadClient.Result> col = client.runOpen(MixedWorkload.requests(42 + li, n, shape, true), at,
-                        () -> progress(out, clabel, cdone.incrementAndGet(), n));
-                out.println();
-                results.add(new Level(rate, rs, col));
-            }
+            MixedWorkload.Run run = MixedWorkload.run(client, shape, WARM_UP, ZERO_LOAD, rates, seconds, (label, done, all) -> {
+                progress(out, String.format(Locale.ROOT, "  %-26s", label), done, all);
+                if (done == all) {
+                    out.println();
+                }
+            });
+            List<Level> results = run.levels().stream().map(l -> new Level(l.rate(), l.pd(), l.colocated())).toList();
             // Let the last outcomes reach the log before reading it.
-            long admitted = results.stream().mapToLong(l -> l.results.size()).sum() + warm.size();
+            long admitted = results.stream().mapToLong(l -> l.results.size()).sum() + run.warmed();
             PipelineLog log = PipelineLog.read(p.bootstrapServers());
             long until = System.nanoTime() + 20_000_000_000L;
             while (log.outcomeCount() < admitted && System.nanoTime() < until) {
@@ -192,7 +165,9 @@ public final class DemoCommand implements Callable<Integer> {
                     }
                 }
             }
-            printSummary(out, results, slo, log, verified, total, wrong);
+            out.println();
+            MixedWorkload.Summary.of(run, slo).print(out);
+            printLog(out, log, verified, total, wrong);
             out.printf(Locale.ROOT, "%nDone in %.0f s. Logs of every component: %s%n", (System.nanoTime() - t0) / 1e9, p.logsDir());
             out.println("Look further: one request's story  curl " + p.deciderUrl() + "/requests/" + firstId(results)
                     + "   phases  curl " + p.deciderUrl() + "/states   engines  curl " + p.deciderUrl() + "/engines");
@@ -217,6 +192,10 @@ public final class DemoCommand implements Callable<Integer> {
             return 1;
         }
     }
+
+    /** Discarded warm-up requests per layout, and zero-load requests per layout (one at a time). */
+    private static final int WARM_UP = 40;
+    private static final int ZERO_LOAD = 12;
 
     /** One rate's results (rate 0: zero load, one request at a time). */
     private record Level(double rate, List<LoadClient.Result> results, List<LoadClient.Result> colocated) { }
@@ -243,42 +222,7 @@ public final class DemoCommand implements Callable<Integer> {
     }
 
 
-    private static void printSummary(PrintStream out, List<Level> levels, MixedWorkload.Slo slo, PipelineLog log, int verified, int total,
-                                     List<String> wrong) {
-        out.println();
-        out.println("Summary (client side: TTFT = time to the first streamed token; ITL = between streamed tokens, every gap of every request;"
-                + " TPOT = a request's mean ITL; goodput = requests/s meeting TTFT <= " + num(slo.ttftMs()) + " ms and TPOT <= "
-                + num(slo.tpotMs()) + " ms; handoff = prefill answered -> decode's first byte, at the proxy)");
-        out.printf("%-6s %-10s %-5s %-10s %-10s %-9s %-9s %-9s %-13s %-11s %-13s %-7s%n", "rate", "layout", "reqs", "TTFT p50", "TTFT p99",
-                "ITL p50", "ITL p99", "TPOT p50", "SLOs met", "goodput", "handoff p50", "KV MiB");
-        List<MixedWorkload.Point> pd = new ArrayList<>();
-        List<MixedWorkload.Point> col = new ArrayList<>();
-        for (Level l : levels) {
-            MixedWorkload.Point a = MixedWorkload.Point.of("P/D 1+1", l.rate, l.results, slo);
-            MixedWorkload.Point b = MixedWorkload.Point.of("colocated", l.rate, l.colocated, slo);
-            for (MixedWorkload.Point x : List.of(a, b)) {
-                out.printf(Locale.ROOT, "%-6s %-10s %-5d %-10s %-10s %-9s %-9s %-9s %-13s %-11s %-13s %-7.1f%n", l.rate == 0 ? "zero" : num(l.rate),
-                        x.layout(), x.requests(), ms(x.ttftP50()), ms(x.ttftP99()), ms(x.itlP50()), ms(x.itlP99()), ms(x.tpotP50()),
-                        String.format(Locale.ROOT, "%.0f %%", 100 * x.attained()) + (x.failed() > 0 ? " (" + x.failed() + " failed)" : ""),
-                        l.rate == 0 ? "-" : String.format(Locale.ROOT, "%.2f/s", x.goodput()), ms(x.handoffP50()), x.kvBytes() / 1048576.0);
-            }
-            if (l.rate > 0) {
-                pd.add(a);
-                col.add(b);
-            }
-        }
-        MixedWorkload.Point zPd = MixedWorkload.Point.of("P/D", 0, levels.get(0).results, slo);
-        MixedWorkload.Point zCol = MixedWorkload.Point.of("colocated", 0, levels.get(0).colocated, slo);
-        if (!pd.isEmpty()) {
-            MixedWorkload.Point top = pd.get(pd.size() - 1);
-            MixedWorkload.Point topCol = col.get(col.size() - 1);
-            out.printf(Locale.ROOT, "At %s requests/s, ITL p99 against zero load: colocated %.1fx (%s vs %s), P/D decode %.1fx (%s vs %s).%n",
-                    num(top.rate()), topCol.itlP99() / zCol.itlP99(), ms(topCol.itlP99()), ms(zCol.itlP99()), top.itlP99() / zPd.itlP99(),
-                    ms(top.itlP99()), ms(zPd.itlP99()));
-            double from = MixedWorkload.crossover(pd, col);
-            out.println(Double.isNaN(from) ? "P/D goodput does not overtake colocated goodput at these rates."
-                    : "P/D goodput overtakes colocated goodput (same two engines) from " + num(from) + " requests/s on.");
-        }
+    private static void printLog(PrintStream out, PipelineLog log, int verified, int total, List<String> wrong) {
         Map<OutcomeKind, Integer> o = log.outcomes;
         out.printf(Locale.ROOT, "%nFrom the log: %d requests admitted; outcomes %s; %d transfers moved %.1f MiB of KV at %.2f GB/s (bytes / summed"
                         + " transfer time)%n", log.admitted(), o, log.transfers, log.transferBytes / 1048576.0,
@@ -308,10 +252,6 @@ public final class DemoCommand implements Callable<Integer> {
                     .append(String.format(Locale.ROOT, "%.2f", pct(e.getValue(), 50))).append(hops.share(e.getKey()));
         }
         out.println(b);
-    }
-
-    private static String ms(double v) {
-        return Double.isNaN(v) ? "-" : String.format(Locale.ROOT, "%.1f ms", v);
     }
 
     static String join(int[] a) {
