@@ -411,7 +411,8 @@ class Stepper:
                     "mean_step_ms": self.step_ps / self.steps / 1e9 if self.steps else 0.0,
                     "mean_tokens_per_step": self.step_tokens / self.steps if self.steps else 0.0,
                     "running": self._sched.running_count, "waiting": self._sched.waiting_count,
-                    "kv_blocks_used": self._sched.blocks_used, "kv_blocks_total": self.limits.num_blocks}
+                    "kv_blocks_used": self._sched.blocks_used, "kv_blocks_total": self.limits.num_blocks,
+                    "step_seconds_sum": self.step_ps / 1e12, "step_tokens_sum": self.step_tokens}
 
 
 class HttpError(Exception):
@@ -736,6 +737,29 @@ class SimEngine:
         with self._lock:
             self._leases[rid] = (lease_id, lease_epoch)
 
+    def metrics_text(self) -> str:
+        """``/metrics``: the Java engine's names (docs/dashboard.md) in the Prometheus text format, from the counters
+        and, with the step model, its steps (as summaries: count and sum), sequences, KV use and prefix cache."""
+        tag = '{engine="%s"}' % self.config.engine_id
+        lines = [f"# TYPE orbitkv_engine_pages_used gauge", f"orbitkv_engine_pages_used{tag} {self.allocator.used}",
+                 f"# TYPE orbitkv_engine_pages_total gauge", f"orbitkv_engine_pages_total{tag} {self.allocator.num_blocks}"]
+        model_stats = getattr(self.backend, "model_stats", None)
+        if model_stats is not None:
+            m = model_stats()
+            pc = m["prefix_cache"]
+            e = self.config.engine_id
+            lines += [f"# TYPE orbitkv_engine_step_seconds summary", f"orbitkv_engine_step_seconds_count{tag} {m['steps']}",
+                      f"orbitkv_engine_step_seconds_sum{tag} {m['step_seconds_sum']:.6f}",
+                      f"# TYPE orbitkv_engine_step_tokens summary", f"orbitkv_engine_step_tokens_count{tag} {m['steps']}",
+                      f"orbitkv_engine_step_tokens_sum{tag} {m['step_tokens_sum']}",
+                      f"# TYPE orbitkv_engine_seqs gauge", f'orbitkv_engine_seqs{{engine="{e}",state="running"}} {m["running"]}',
+                      f'orbitkv_engine_seqs{{engine="{e}",state="waiting"}} {m["waiting"]}',
+                      f"# TYPE orbitkv_engine_kv_usage gauge", f"orbitkv_engine_kv_usage{tag} {m['kv_blocks_used'] / m['kv_blocks_total']:.6f}",
+                      f"# TYPE orbitkv_engine_prefix_cache_queries_total counter",
+                      f"orbitkv_engine_prefix_cache_queries_total{tag} {pc['queried_tokens']}",
+                      f"# TYPE orbitkv_engine_prefix_cache_hits_total counter", f"orbitkv_engine_prefix_cache_hits_total{tag} {pc['hit_tokens']}"]
+        return "\n".join(lines) + "\n"
+
     def stats(self) -> Dict[str, Any]:
         c = self.counters
         out = {"engine_id": self.config.engine_id, "role": self.config.role, "model": self.config.model,
@@ -863,6 +887,13 @@ class _Handler(BaseHTTPRequestHandler):
                                                              "owned_by": "orbitkv-sim", "max_model_len": e.config.max_prompt_tokens}]})
         elif self.path == "/stats":
             self.send_json(200, e.stats())
+        elif self.path == "/metrics":
+            data = e.metrics_text().encode("utf-8")
+            self.send_response(200)
+            self.send_header("content-type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
         else:
             self.send_error_json(HttpError(404, f"no such endpoint: GET {self.path}"))
 

@@ -160,6 +160,18 @@ class EngineModelTest(unittest.TestCase):
         self.connect(e, {"prompt": other, "max_tokens": 2}).read()
         # the leading blocks the two prompts share, and none after the first that differs
         self.assertEqual(self.stats(e)["model"]["prefix_cache"]["hit_tokens"], pc["hit_tokens"] + 16 * (common // 16))
+        # and /metrics says the same, in the Java engine's names
+        c = http.client.HTTPConnection("127.0.0.1", e.server.server_address[1], timeout=10)
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        self.assertEqual((r.status, r.getheader("content-type").split(";")[0]), (200, "text/plain"))
+        metrics = dict(line.rsplit(" ", 1) for line in r.read().decode().splitlines() if not line.startswith("#"))
+        c.close()
+        tag = '{engine="%s"}' % e.config.engine_id
+        self.assertEqual(int(metrics["orbitkv_engine_prefix_cache_hits_total" + tag]), pc["hit_tokens"] + 16 * (common // 16))
+        self.assertEqual(int(metrics["orbitkv_engine_prefix_cache_queries_total" + tag]), 2 * n + len(b))
+        self.assertEqual(int(metrics["orbitkv_engine_step_seconds_count" + tag]), self.stats(e)["model"]["steps"])
+        self.assertEqual(metrics['orbitkv_engine_seqs{engine="%s",state="running"}' % e.config.engine_id], "0")
 
     def test_without_the_prefix_cache_nothing_hits(self) -> None:
         e = self.start({"engine.prefix-cache.enabled": "false"})
