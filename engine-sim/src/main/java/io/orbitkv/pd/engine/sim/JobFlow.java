@@ -139,7 +139,9 @@ final class JobFlow {
             job.gone = true;
             counters.clientGone.increment();
             stopTimers(job);
-            stepper.abort(job.seq);
+            if (!job.computing) {
+                stepper.abort(job.seq); // while computing, the computation's end does (and then reports or frees as before)
+            }
             EngineControl c = client();
             if (c != null) {
                 c.forget(job.rid);
@@ -169,7 +171,9 @@ final class JobFlow {
     private void finish(Job job) {
         job.finished = true;
         stopTimers(job);
-        stepper.abort(job.seq); // a job that ends early leaves the scheduler; one that finished has left it
+        if (!job.computing) {
+            stepper.abort(job.seq); // a job that ends early leaves the scheduler; one that finished has left it
+        }
         jobs.remove(job.rid + "/" + job.mode);
     }
 
@@ -250,6 +254,11 @@ final class JobFlow {
             }
             meters.prefill(job.prefillNanos, job.tokens.length);
             stepper.cache(job.tokens);
+            if (job.gone || job.finished) {
+                // Ended while computing: the prompt is computed (a prefill still reports it, a colocated job frees its
+                // pages, as below), but nobody waits for more tokens.
+                stepper.abort(job.seq);
+            }
             then.run();
         });
     }

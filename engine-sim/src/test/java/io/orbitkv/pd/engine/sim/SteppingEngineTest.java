@@ -81,4 +81,25 @@ class SteppingEngineTest {
             assertThat(r.body()).contains("max_tokens").contains("needs more KV than engine c-0 has (64 blocks of 16 tokens)");
         }
     }
+
+    @Test
+    void aClientThatLeavesWhileItsPromptComputesLeavesNothingHeld() throws Exception {
+        // 200 prompt tokens at 1 ms each: the client is long gone before the prompt is computed
+        try (SimEngine e = engine("engine.compute.prefill-ms-per-token", "1")) {
+            String body = "{\"model\": \"orbitkv-sim-tiny\", \"prompt\": \"" + "w ".repeat(200).trim() + "\", \"max_tokens\": 50, \"stream\": true}";
+            try (java.net.Socket s = new java.net.Socket("127.0.0.1", e.port())) {
+                s.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: "
+                        + body.length() + "\r\n\r\n" + body).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                s.getOutputStream().flush();
+                org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(5)).until(() -> model(e).path("running").asInt() == 1);
+            }
+            org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(10)).untilAsserted(() -> {
+                assertThat(e.allocatorForTests().usedBlocks()).isZero();
+                JsonNode m = model(e);
+                assertThat(m.path("running").asInt() + m.path("waiting").asInt()).isZero();
+            });
+            // it left before its 50 tokens were decoded (once the engine saw the connection gone)
+            assertThat(model(e).path("steps").asLong()).isLessThan(50);
+        }
+    }
 }
