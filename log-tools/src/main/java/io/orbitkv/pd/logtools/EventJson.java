@@ -35,7 +35,7 @@ public final class EventJson {
                 }
                 for (Schema.Field f : r.getSchema().getFields()) {
                     g.writeFieldName(f.name());
-                    boolean union = r instanceof RequestEvent || r instanceof Decision;
+                    boolean union = r instanceof RequestEvent || r instanceof Decision || r instanceof io.orbitkv.pd.events.KvCacheEvent;
                     write(g, r.get(f.pos()), union && f.name().equals("payload"));
                 }
                 g.writeEndObject();

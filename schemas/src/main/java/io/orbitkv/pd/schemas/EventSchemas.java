@@ -31,7 +31,8 @@ public final class EventSchemas {
     public static final String RELEASED_ROOT = "io/orbitkv/pd/schemas/released/";
 
     private static final List<Class<? extends SpecificRecord>> TOP_LEVEL =
-            List.of(EngineRegistration.class, RequestEvent.class, Decision.class, DeadLetter.class, RequestAnswered.class);
+            List.of(EngineRegistration.class, RequestEvent.class, Decision.class, DeadLetter.class, RequestAnswered.class,
+                    io.orbitkv.pd.events.KvCacheEvent.class);
 
     /** Durable internal records (state stores): resolvable by fingerprint, not part of the public contract. */
     private static final List<Class<? extends SpecificRecord>> INTERNAL = List.of(io.orbitkv.pd.state.DeciderState.class);

@@ -3,6 +3,7 @@ package io.orbitkv.pd.schemas;
 import io.orbitkv.pd.events.DeadLetter;
 import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.KvCacheEvent;
 import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import io.orbitkv.pd.schemas.internal.ConfluentFormat;
@@ -26,6 +27,7 @@ public final class EventSerdes implements AutoCloseable {
     private final AvroEventSerde<Decision> decision;
     private final AvroEventSerde<DeadLetter> deadLetter;
     private final AvroEventSerde<RequestAnswered> requestAnswered;
+    private final AvroEventSerde<KvCacheEvent> kvCacheEvent;
 
     private EventSerdes(SerdeConfig config, WireFormat format, SchemaRegistryClient client) {
         this.config = config;
@@ -36,6 +38,7 @@ public final class EventSerdes implements AutoCloseable {
         this.decision = forType(Decision.class);
         this.deadLetter = forType(DeadLetter.class);
         this.requestAnswered = forType(RequestAnswered.class);
+        this.kvCacheEvent = forType(KvCacheEvent.class);
     }
 
     public static EventSerdes create(SerdeConfig config) {
@@ -83,6 +86,10 @@ public final class EventSerdes implements AutoCloseable {
 
     public AvroEventSerde<RequestAnswered> requestAnswered() {
         return requestAnswered;
+    }
+
+    public AvroEventSerde<KvCacheEvent> kvCacheEvent() {
+        return kvCacheEvent;
     }
 
     @Override

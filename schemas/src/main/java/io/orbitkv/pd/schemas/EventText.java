@@ -35,6 +35,9 @@ public final class EventText {
         if (event instanceof Decision d) {
             return d.getPayload();
         }
+        if (event instanceof io.orbitkv.pd.events.KvCacheEvent k) {
+            return k.getPayload();
+        }
         return event;
     }
 

@@ -3,6 +3,7 @@ package io.orbitkv.pd.schemas;
 import io.orbitkv.pd.events.DeadLetter;
 import io.orbitkv.pd.events.Decision;
 import io.orbitkv.pd.events.EngineRegistration;
+import io.orbitkv.pd.events.KvCacheEvent;
 import io.orbitkv.pd.events.RequestAnswered;
 import io.orbitkv.pd.events.RequestEvent;
 import java.util.List;
@@ -23,6 +24,7 @@ public final class Topics {
     private final Topic<String, Decision> engineCommands;
     private final Topic<String, DeadLetter> deadLetters;
     private final Topic<String, RequestAnswered> answers;
+    private final Topic<String, KvCacheEvent> kvEvents;
 
     public Topics(TopicsConfig config, EventSerdes serdes) {
         this.config = config;
@@ -55,6 +57,12 @@ public final class Topics {
         this.answers = new Topic<>(config.prefix() + "answers", "request id", key, serdes.requestAnswered(),
                 new TopicSpec(config.partitions(), rf, log),
                 "What each client got from the proxy (status, route, TTFT, handoff), keyed by request id; observations, not read by the decider.");
+        // Keyed by engine: one engine's stored / removed / cleared stay in order, and an index partitioned like the topic
+        // holds each engine whole. Deleted by age like the other logs: an index rebuilt from it sees what is still cached
+        // only if blocks are re-reported within the retention (engines report a cache's content again after a restart).
+        this.kvEvents = new Topic<>(config.prefix() + "kv-events", "engine id", key, serdes.kvCacheEvent(),
+                new TopicSpec(config.partitions(), rf, log),
+                "Every engine's KV cache events (blocks stored, removed, all cleared), keyed by engine id: what a prefix-aware router indexes.");
     }
 
 
@@ -94,8 +102,12 @@ public final class Topics {
         return answers;
     }
 
+    public Topic<String, KvCacheEvent> kvEvents() {
+        return kvEvents;
+    }
+
     /** Every topic, in a stable order. */
     public List<Topic<String, ?>> all() {
-        return List.of(engines, requestEvents, decisions, engineCommands, deadLetters, answers);
+        return List.of(engines, requestEvents, decisions, engineCommands, deadLetters, answers, kvEvents);
     }
 }

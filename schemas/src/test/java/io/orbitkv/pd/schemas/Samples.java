@@ -151,6 +151,28 @@ public final class Samples {
                 .setHandoffUs(18_000L).setTotalUs(70_000L).setAnsweredAtMs(1_733_000_003_000L).build();
     }
 
+    /** A stored run of two blocks, an eviction and a clear: every branch of the KV cache event. */
+    public static List<io.orbitkv.pd.events.KvCacheEvent> kvCacheEvents() {
+        ByteBuffer h1 = ByteBuffer.wrap(new byte[32]);
+        byte[] b2 = new byte[32];
+        b2[0] = 7;
+        ByteBuffer h2 = ByteBuffer.wrap(b2);
+        List<Integer> tokens = new ArrayList<>();
+        for (int i = 0; i < 32; i++) {
+            tokens.add(1000 + i);
+        }
+        return List.of(
+                kv(1, io.orbitkv.pd.events.BlockStored.newBuilder().setBlockHashes(List.of(h1, h2)).setTokenIds(tokens).setBlockSize(16)
+                        .setMedium("GPU").setLoraName("lora-a").setExtraKeys(java.util.Arrays.asList(List.of("lora-a"), null)).build()),
+                kv(2, io.orbitkv.pd.events.BlockRemoved.newBuilder().setBlockHashes(List.of(h2)).build()),
+                kv(3, io.orbitkv.pd.events.AllBlocksCleared.newBuilder().setReason("reset").build()));
+    }
+
+    private static io.orbitkv.pd.events.KvCacheEvent kv(long seq, Object payload) {
+        return io.orbitkv.pd.events.KvCacheEvent.newBuilder().setEngineId("prefill-0").setInstanceEpoch(1_733_000_000_000L).setSeq(seq)
+                .setEventTimeMs(1_733_000_004_000L + seq).setPayload(payload).build();
+    }
+
     /** Every sample of every top-level type. */
     public static List<SpecificRecord> all() {
         List<SpecificRecord> out = new ArrayList<>();
@@ -159,6 +181,7 @@ public final class Samples {
         out.addAll(decisions());
         out.add(deadLetter());
         out.add(requestAnswered());
+        out.addAll(kvCacheEvents());
         return out;
     }
 }

@@ -93,6 +93,7 @@ public record AclPlan(Topics topics, String deciderApplicationId, String dashboa
                 a.topic(engines, AclOperation.READ, AclOperation.WRITE);
                 a.topic(facts, AclOperation.WRITE);
                 a.topic(dead, AclOperation.WRITE);
+                a.topic(topics.kvEvents().name(), AclOperation.WRITE); // its engine's KV cache events (engine API)
                 a.prefixed(ResourceType.GROUP, WORKER_GROUP_PREFIX, AclOperation.READ);
             }
             case ENGINE -> {

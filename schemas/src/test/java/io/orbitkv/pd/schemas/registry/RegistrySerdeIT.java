@@ -107,7 +107,8 @@ class RegistrySerdeIT {
                 new TopicEvent(TOPICS.decisions().name(), transferOrder()),
                 new TopicEvent(TOPICS.decisions().name(), requestOutcome()),
                 new TopicEvent(TOPICS.deadLetters().name(), deadLetter()),
-                new TopicEvent(TOPICS.answers().name(), io.orbitkv.pd.schemas.Samples.requestAnswered()));
+                new TopicEvent(TOPICS.answers().name(), io.orbitkv.pd.schemas.Samples.requestAnswered()),
+                new TopicEvent(TOPICS.kvEvents().name(), io.orbitkv.pd.schemas.Samples.kvCacheEvents().get(0)));
     }
 
     @Test
