@@ -157,6 +157,7 @@ class EngineApiClient:
         self._write_lock = threading.Lock()
         self._state = threading.Lock()
         self._ids = 0
+        self._kv_seq = 0  # the KV cache events of this instance, numbered from 1
         self._pending: Dict[int, "tuple[Dict[str, Any], Future[Any]]"] = {}
         self._waiters: Dict[str, "Future[KvSignal]"] = {}
         self._ends: "collections.OrderedDict[str, KvSignal]" = collections.OrderedDict()
@@ -482,6 +483,29 @@ class EngineApiClient:
         m = self._fact(p.CANCEL, request_id, traceparent, marks)
         m["reason"] = reason
         return self._request(m)
+
+    # ------------------------------------------------------------------------------------------------ KV cache events
+
+    def kv_events(self, events: Sequence[Dict[str, Any]]) -> "Future[str]":
+        """The engine's KV cache changed (vLLM's KV events): ``events`` in order, each ``{"type": "stored", "block_hashes":
+        [bytes], "token_ids": [...], "block_size": n, "parent_block_hash": bytes | None, "lora_name", "medium"}``, ``{"type":
+        "removed", "block_hashes": [bytes]}`` or ``{"type": "cleared"}``. Numbered here from 1 for this instance without
+        gaps (a message sent again after a reconnect keeps its numbers: readers drop repeats); the worker writes them to
+        ``orbitkv.kv-events``. Completes once the broker has them all."""
+        out: List[Dict[str, Any]] = []
+        with self._state:
+            for e in events:
+                self._kv_seq += 1
+                m: Dict[str, Any] = {"seq": self._kv_seq, "type": e["type"]}
+                if "block_hashes" in e:
+                    m["block_hashes"] = [bytes(h).hex() for h in e["block_hashes"]]
+                if e.get("parent_block_hash") is not None:
+                    m["parent_block_hash"] = bytes(e["parent_block_hash"]).hex()
+                for k in ("token_ids", "block_size", "lora_id", "lora_name", "medium"):
+                    if e.get(k) is not None:
+                        m[k] = list(e[k]) if k == "token_ids" else e[k]
+                out.append(m)
+        return self._request({"op": p.KV_EVENTS, "events": out})
 
     def ping(self) -> "Future[Any]":
         """A round trip to the worker (no Kafka): completes with the worker's clock (µs)."""

@@ -25,6 +25,7 @@ DECODE_REJECTED = "decode_rejected"
 HEARTBEAT = "heartbeat"
 DECODE_COMPLETED = "decode_completed"
 CANCEL = "cancel"
+KV_EVENTS = "kv_events"
 PING = "ping"
 BYE = "bye"
 # worker -> client

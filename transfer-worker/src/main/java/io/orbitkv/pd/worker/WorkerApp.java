@@ -327,11 +327,15 @@ public final class WorkerApp implements AutoCloseable {
                     }
                 }
                 KvPool p = mapPool(hello);
+                Engine previous = engine;
                 engine = new Engine(hello.instanceEpoch(), hello.role(), hello.model(), hello.httpUrl(), hello.geometry(), hello.tpRank(),
                         hello.tpSize(), hello.pool() != null && ApiProtocol.PoolSpec.CUDA_IPC.equals(hello.pool().kind()) ? hello.pool().regions() : null);
                 try {
                     openData(p);
                     announce(false).get(30, TimeUnit.SECONDS);
+                    if (previous != null) {
+                        cleared(previous.instanceEpoch(), "new_instance"); // what the old instance cached is gone with it
+                    }
                 } catch (IllegalArgumentException e) {
                     closeData();
                     throw new ApiException(ApiException.POOL, null, "the worker cannot serve this engine: " + e.getMessage());
@@ -413,11 +417,31 @@ public final class WorkerApp implements AutoCloseable {
         }
 
         @Override
+        public java.util.concurrent.CompletableFuture<String> reportKv(long instanceEpoch, ApiProtocol.KvEventsRequest r) {
+            java.util.concurrent.CompletableFuture<String> done = new java.util.concurrent.CompletableFuture<>();
+            java.util.concurrent.atomic.AtomicInteger left = new java.util.concurrent.atomic.AtomicInteger(r.events().size());
+            long now = System.currentTimeMillis();
+            String last = "kv/" + instanceEpoch + "/" + r.events().get(r.events().size() - 1).seq();
+            // One producer, one partition per engine: the events land in the order the engine reported them.
+            for (ApiProtocol.KvEvent e : r.events()) {
+                producer.send(kvRecord(instanceEpoch, e.seq(), now, e.payload()), (md, err) -> {
+                    if (err != null) {
+                        done.completeExceptionally(err);
+                    } else if (left.decrementAndGet() == 0) {
+                        done.complete(last);
+                    }
+                });
+            }
+            return done;
+        }
+
+        @Override
         public void detach(long instanceEpoch) {
             synchronized (WorkerApp.this) {
                 if (engine == null || engine.instanceEpoch() != instanceEpoch) {
                     return;
                 }
+                cleared(instanceEpoch, "deregistered");
                 try {
                     announce(true).get(10, TimeUnit.SECONDS);
                 } catch (Exception e) {
@@ -429,6 +453,31 @@ public final class WorkerApp implements AutoCloseable {
                         .log("the engine said goodbye: announced that it left; waiting for its next instance");
             }
         }
+    }
+
+    /** A KV cache event of this worker's engine, keyed by the engine id (one partition per engine keeps its order). */
+    private org.apache.kafka.clients.producer.ProducerRecord<String, byte[]> kvRecord(long instanceEpoch, long seq, long atMs, Object payload) {
+        io.orbitkv.pd.events.KvCacheEvent ev = io.orbitkv.pd.events.KvCacheEvent.newBuilder().setEngineId(config.engineId())
+                .setInstanceEpoch(instanceEpoch).setSeq(seq).setEventTimeMs(atMs).setPayload(payload).build();
+        String topic = topics.kvEvents().name();
+        return new org.apache.kafka.clients.producer.ProducerRecord<>(topic, config.engineId(),
+                topics.kvEvents().valueSerde().serializer().serialize(topic, ev));
+    }
+
+    /**
+     * Says that nothing the engine's instance {@code instanceEpoch} cached is cached any more (seq 0: the worker's, outside
+     * the engine's own numbering). Best effort: a reader also drops an older instance's blocks on its newer epoch.
+     */
+    private void cleared(long instanceEpoch, String reason) {
+        if (producer == null) {
+            return;
+        }
+        producer.send(kvRecord(instanceEpoch, 0, System.currentTimeMillis(), io.orbitkv.pd.events.AllBlocksCleared.newBuilder().setReason(reason).build()),
+                (md, err) -> {
+                    if (err != null) {
+                        log.atWarn().log("could not write that engine " + config.engineId() + "'s KV cache is cleared (" + reason + "): " + err);
+                    }
+                });
     }
 
     /** A transport of another module (cuda, mooncake): refused with the provider's reason where it cannot run. */
@@ -574,6 +623,10 @@ public final class WorkerApp implements AutoCloseable {
                 });
                 step("announce that the engine left", () -> {
                     if (registration != null && producer != null) {
+                        Engine current = engine;
+                        if (current != null) {
+                            cleared(current.instanceEpoch(), "worker_stopped");
+                        }
                         try {
                             announce(true).get(10, TimeUnit.SECONDS);
                         } catch (Exception e) {

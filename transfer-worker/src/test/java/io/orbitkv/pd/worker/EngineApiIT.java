@@ -348,6 +348,60 @@ class EngineApiIT {
         }
     }
 
+    /**
+     * The engine's KV cache events reach orbitkv.kv-events in order, keyed by the engine, with its numbers; a bad one is
+     * refused naming the field (nothing of the message written); a new instance of the engine is written as a clear of the
+     * old one's blocks.
+     */
+    @Test
+    void kvCacheEventsGoToTheirTopicInOrderAndANewInstanceClearsTheOld() throws Exception {
+        int bs = G.blockSizeTokens();
+        com.fasterxml.jackson.databind.node.ArrayNode tokens = ApiFrames.object().arrayNode();
+        for (int i = 0; i < 2 * bs; i++) {
+            tokens.add(100 + i);
+        }
+        try (Raw r = new Raw()) {
+            assertThat(r.hello(5, null).path("op").asText()).isEqualTo("welcome");
+            ObjectNode bad = ApiFrames.object().put("op", "kv_events").put("id", 1);
+            bad.putArray("events").addObject().put("seq", 1).put("type", "stored").put("block_size", bs + 1).set("token_ids", tokens);
+            ((ObjectNode) bad.get("events").get(0)).putArray("block_hashes").add("aa").add("bb");
+            r.send(bad);
+            ObjectNode e = r.answer();
+            assertThat(e.path("code").asText()).isEqualTo("bad_request");
+            assertThat(e.path("field").asText()).isEqualTo("events[0].block_size");
+            ObjectNode ok = ApiFrames.object().put("op", "kv_events").put("id", 2);
+            com.fasterxml.jackson.databind.node.ArrayNode ev = ok.putArray("events");
+            ObjectNode stored = ev.addObject().put("seq", 1).put("type", "stored").put("block_size", bs).put("lora_name", "lora-a");
+            stored.putArray("block_hashes").add("0a0b").add("0c0d");
+            stored.set("token_ids", tokens);
+            ev.addObject().put("seq", 2).put("type", "removed").putArray("block_hashes").add("0c0d");
+            ev.addObject().put("seq", 3).put("type", "cleared");
+            r.send(ok);
+            ObjectNode ack = r.answer();
+            assertThat(ack.path("op").asText()).isEqualTo("ack");
+            assertThat(ack.path("event_id").asText()).isEqualTo("kv/5/3");
+        }
+        try (Raw r = new Raw()) {
+            assertThat(r.hello(6, null).path("op").asText()).isEqualTo("welcome"); // a new instance: the old one's blocks are gone
+        }
+        KafkaConsumer<byte[], byte[]> c = reader(topics.kvEvents().name());
+        List<io.orbitkv.pd.events.KvCacheEvent> got = new ArrayList<>();
+        await().atMost(Duration.ofSeconds(20)).until(() -> {
+            for (ConsumerRecord<byte[], byte[]> rec : c.poll(Duration.ofMillis(200))) {
+                assertThat(new String(rec.key(), StandardCharsets.UTF_8)).isEqualTo("decode-0");
+                got.add(topics.kvEvents().valueSerde().deserializer().deserialize(rec.topic(), rec.value()));
+            }
+            return got.size() >= 4;
+        });
+        assertThat(got).extracting(k -> k.getInstanceEpoch() + "/" + k.getSeq() + "/" + k.getPayload().getClass().getSimpleName())
+                .containsExactly("5/1/BlockStored", "5/2/BlockRemoved", "5/3/AllBlocksCleared", "5/0/AllBlocksCleared");
+        io.orbitkv.pd.events.BlockStored s0 = (io.orbitkv.pd.events.BlockStored) got.get(0).getPayload();
+        assertThat(s0.getBlockHashes()).containsExactly(ByteBuffer.wrap(new byte[] {0x0a, 0x0b}), ByteBuffer.wrap(new byte[] {0x0c, 0x0d}));
+        assertThat(s0.getTokenIds()).hasSize(2 * bs).startsWith(100, 101);
+        assertThat(s0.getLoraName()).isEqualTo("lora-a");
+        assertThat(((io.orbitkv.pd.events.AllBlocksCleared) got.get(3).getPayload()).getReason()).isEqualTo("new_instance");
+    }
+
     @Test
     void badFramesUnknownOpsAndBadFieldsGetClearErrorsAndTheWorkerServesOn() throws Exception {
         try (Raw r = new Raw()) {

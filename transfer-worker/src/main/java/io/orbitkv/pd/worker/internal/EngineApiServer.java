@@ -66,6 +66,9 @@ public final class EngineApiServer implements AutoCloseable {
         /** Writes a fact to Kafka; completes with its event id once the broker has it. */
         CompletableFuture<String> report(ApiProtocol.FactRequest fact);
 
+        /** Writes the engine's KV cache events to Kafka, in order; completes with the last one's id once the broker has them all. */
+        CompletableFuture<String> reportKv(long instanceEpoch, ApiProtocol.KvEventsRequest events);
+
         /** The engine said goodbye: announce that it left and release its pool. */
         void detach(long instanceEpoch);
 
@@ -438,13 +441,17 @@ public final class EngineApiServer implements AutoCloseable {
             }
             ApiProtocol.Hello h = hello;
             if (h == null) {
-                if (ApiProtocol.isFact(op) || ApiProtocol.BYE.equals(op)) {
+                if (ApiProtocol.isFact(op) || ApiProtocol.BYE.equals(op) || ApiProtocol.KV_EVENTS.equals(op)) {
                     throw new ApiException(ApiException.NOT_REGISTERED, "op", "op: '" + op + "' before a successful hello: register first");
                 }
                 throw new ApiException(ApiException.UNKNOWN_OP, "op", "op: unknown op '" + op + "'");
             }
             if (ApiProtocol.BYE.equals(op)) {
                 bye(h);
+                return;
+            }
+            if (ApiProtocol.KV_EVENTS.equals(op)) {
+                kvEvents(h, m);
                 return;
             }
             if (!ApiProtocol.isFact(op)) {
@@ -465,6 +472,24 @@ public final class EngineApiServer implements AutoCloseable {
                     send(ApiProtocol.ack(f.id(), eventId));
                 } else {
                     refuse(f.id(), new ApiException(ApiException.UNAVAILABLE, null, "not written to Kafka: " + err.getMessage()));
+                }
+            });
+        }
+
+        /** The engine's KV cache events: checked against its layout, written in order by this connection's owner only. */
+        private void kvEvents(ApiProtocol.Hello h, ObjectNode m) throws ApiException {
+            synchronized (EngineApiServer.this) {
+                if (owner != this) {
+                    throw new ApiException(ApiException.FENCED, null, "this connection no longer speaks for engine " + h.engineId()
+                            + ": a newer instance registered");
+                }
+            }
+            ApiProtocol.KvEventsRequest r = ApiProtocol.parseKvEvents(m, h.geometry().blockSizeTokens());
+            host.reportKv(h.instanceEpoch(), r).whenComplete((eventId, err) -> {
+                if (err == null) {
+                    send(ApiProtocol.ack(r.id(), eventId));
+                } else {
+                    refuse(r.id(), new ApiException(ApiException.UNAVAILABLE, null, "not written to Kafka: " + err.getMessage()));
                 }
             });
         }

@@ -46,6 +46,7 @@ public final class ApiProtocol {
     public static final String HEARTBEAT = "heartbeat";
     public static final String DECODE_COMPLETED = "decode_completed";
     public static final String CANCEL = "cancel";
+    public static final String KV_EVENTS = "kv_events";
     public static final String PING = "ping";
     public static final String BYE = "bye";
     // worker → client
@@ -252,6 +253,112 @@ public final class ApiProtocol {
             }
         }
         return new FactRequest(id, f, trace, marks);
+    }
+
+    /** Most events in one {@code kv_events} message, and most block hashes in one event. */
+    static final int MAX_KV_EVENTS = 4096;
+    static final int MAX_EVENT_BLOCKS = 65_536;
+
+    /**
+     * A checked {@code kv_events} message: the client's correlation id and the events in order, each a {@code BlockStored},
+     * {@code BlockRemoved} or {@code AllBlocksCleared} with the engine's own sequence number (from 1 per instance, no gaps:
+     * a message sent again after a reconnect carries the same numbers, so readers drop the repeats).
+     */
+    public record KvEventsRequest(long id, List<KvEvent> events) { }
+
+    /** One event of an engine's KV cache: its sequence number and the payload. */
+    public record KvEvent(long seq, Object payload) { }
+
+    /**
+     * Reads a {@code kv_events} message ({@code events}: an array of {@code {seq, type: stored|removed|cleared, ...}}, vLLM's
+     * fields; hashes as hex strings). A stored event's {@code block_size} must be the engine's ({@code blockSizeTokens}) and
+     * its token ids exactly {@code block_size} per hash.
+     */
+    public static KvEventsRequest parseKvEvents(JsonNode m, int blockSizeTokens) throws ApiException {
+        long id = integer(m, "id", 0, Long.MAX_VALUE);
+        JsonNode arr = m.get("events");
+        if (arr == null || !arr.isArray() || arr.isEmpty()) {
+            throw bad("events", "required: a non-empty array of KV cache events");
+        }
+        if (arr.size() > MAX_KV_EVENTS) {
+            throw bad("events", "at most " + MAX_KV_EVENTS + " events in one message, got " + arr.size());
+        }
+        List<KvEvent> out = new java.util.ArrayList<>(arr.size());
+        for (int i = 0; i < arr.size(); i++) {
+            JsonNode e = arr.get(i);
+            String at = "events[" + i + "]";
+            if (!e.isObject()) {
+                throw bad(at, "must be an object");
+            }
+            long seq = integer(e, at + ".seq", "seq", 1, Long.MAX_VALUE);
+            String type = text(e, at + ".type", "type", false);
+            Object payload = switch (type) {
+                case "stored" -> {
+                    List<java.nio.ByteBuffer> hashes = hashes(e, at);
+                    int size = (int) integer(e, at + ".block_size", "block_size", 1, Integer.MAX_VALUE);
+                    if (size != blockSizeTokens) {
+                        throw bad(at + ".block_size", "must be the engine's block size (" + blockSizeTokens + " tokens), got " + size);
+                    }
+                    JsonNode tok = e.get("token_ids");
+                    if (tok == null || !tok.isArray() || tok.size() != (long) hashes.size() * size) {
+                        throw bad(at + ".token_ids", "must hold block_size token ids per block hash (" + (long) hashes.size() * size + "), got "
+                                + (tok == null || !tok.isArray() ? "none" : tok.size()));
+                    }
+                    List<Integer> ids = new java.util.ArrayList<>(tok.size());
+                    for (int k = 0; k < tok.size(); k++) {
+                        ids.add((int) checkInteger(tok.get(k), at + ".token_ids[" + k + "]", 0, Integer.MAX_VALUE));
+                    }
+                    io.orbitkv.pd.events.BlockStored.Builder b = io.orbitkv.pd.events.BlockStored.newBuilder().setBlockHashes(hashes)
+                            .setTokenIds(ids).setBlockSize(size).setParentBlockHash(e.hasNonNull("parent_block_hash")
+                                    ? hash(e.get("parent_block_hash"), at + ".parent_block_hash") : null)
+                            .setMedium(optionalText(e, "medium").orElse(null)).setLoraName(optionalText(e, "lora_name").orElse(null));
+                    if (e.hasNonNull("lora_id")) {
+                        b.setLoraId((int) integer(e, at + ".lora_id", "lora_id", 0, Integer.MAX_VALUE));
+                    }
+                    yield b.build();
+                }
+                case "removed" -> io.orbitkv.pd.events.BlockRemoved.newBuilder().setBlockHashes(hashes(e, at))
+                        .setMedium(optionalText(e, "medium").orElse(null)).build();
+                case "cleared" -> io.orbitkv.pd.events.AllBlocksCleared.newBuilder().setReason("reset").build();
+                default -> throw bad(at + ".type", "must be stored, removed or cleared, got '" + abbreviate(type) + "'");
+            };
+            if (!out.isEmpty() && seq != out.get(out.size() - 1).seq() + 1) {
+                throw bad(at + ".seq", "must follow the previous event's (" + out.get(out.size() - 1).seq() + ") without a gap, got " + seq);
+            }
+            out.add(new KvEvent(seq, payload));
+        }
+        return new KvEventsRequest(id, out);
+    }
+
+    private static List<java.nio.ByteBuffer> hashes(JsonNode e, String at) throws ApiException {
+        JsonNode h = e.get("block_hashes");
+        if (h == null || !h.isArray() || h.isEmpty()) {
+            throw bad(at + ".block_hashes", "required: a non-empty array of block hashes (hex)");
+        }
+        if (h.size() > MAX_EVENT_BLOCKS) {
+            throw bad(at + ".block_hashes", "at most " + MAX_EVENT_BLOCKS + " hashes in one event, got " + h.size());
+        }
+        List<java.nio.ByteBuffer> out = new java.util.ArrayList<>(h.size());
+        for (int k = 0; k < h.size(); k++) {
+            out.add(hash(h.get(k), at + ".block_hashes[" + k + "]"));
+        }
+        return out;
+    }
+
+    /** A block hash: 1 to 64 bytes as an even number of hex digits (vLLM's are 32-byte SHA-256 digests). */
+    private static java.nio.ByteBuffer hash(JsonNode n, String path) throws ApiException {
+        if (!n.isTextual()) {
+            throw bad(path, "must be a hex string");
+        }
+        String s = n.asText();
+        if (s.isEmpty() || s.length() > 128 || s.length() % 2 != 0) {
+            throw bad(path, "must be 1 to 64 bytes as hex, got " + s.length() + " hex digits");
+        }
+        try {
+            return java.nio.ByteBuffer.wrap(java.util.HexFormat.of().parseHex(s));
+        } catch (IllegalArgumentException ex) {
+            throw bad(path, "not hex: '" + abbreviate(s) + "'");
+        }
     }
 
     /** Whether {@code op} is one of the facts. */
