@@ -124,6 +124,22 @@ class ClientTest(unittest.TestCase):
             client.prefill_completed("r1", [99], 10).result(5)
         self.assertEqual((e.exception.code, e.exception.field), ("bad_request", "source_blocks"))
 
+    def test_kv_cache_events_are_numbered_from_one_without_gaps_and_hashes_go_as_hex(self) -> None:
+        def on(w: FakeWorker, c: socket.socket, m: Dict[str, Any]) -> None:
+            if m["op"] == "hello":
+                welcome(c)
+            elif m["op"] == "kv_events":
+                w.send(c, {"op": "ack", "id": m["id"], "event_id": "kv/7/%d" % m["events"][-1]["seq"]})
+        self.worker(on)
+        client = self.connect()
+        self.assertEqual(client.kv_events([{"type": "stored", "block_hashes": [b"\x0a\x0b", b"\xff"], "token_ids": list(range(32)),
+                                            "block_size": 16, "parent_block_hash": b"\x01", "lora_name": None}]).result(5), "kv/7/1")
+        self.assertEqual(client.kv_events([{"type": "removed", "block_hashes": [b"\xff"]}, {"type": "cleared"}]).result(5), "kv/7/3")
+        sent = [f for f in self.workers[0].frames if f["op"] == "kv_events"]
+        self.assertEqual(sent[0]["events"], [{"seq": 1, "type": "stored", "block_hashes": ["0a0b", "ff"], "parent_block_hash": "01",
+                                              "token_ids": list(range(32)), "block_size": 16}])
+        self.assertEqual(sent[1]["events"], [{"seq": 2, "type": "removed", "block_hashes": ["ff"]}, {"seq": 3, "type": "cleared"}])
+
     def test_a_request_that_ended_before_the_wait_completes_it_at_once(self) -> None:
         def on(w: FakeWorker, c: socket.socket, m: Dict[str, Any]) -> None:
             if m["op"] == "hello":
