@@ -342,14 +342,20 @@ class PrefixCache:
             n += 1
         return n
 
-    def insert(self, hashes: List[bytes]) -> None:
+    def insert(self, hashes: List[bytes]) -> Tuple[List[int], List[bytes]]:
         """Adds each of ``hashes`` (or touches it) as the most recently used, in order; then evicts the least recently used
-        while over capacity."""
-        for h in hashes:
+        while over capacity. Returns what changed: the positions of ``hashes`` not cached before, and the hashes evicted
+        (as the Java ``PrefixCache.insert``'s ``Change``)."""
+        added: List[int] = []
+        for i, h in enumerate(hashes):
+            if h not in self._lru:
+                added.append(i)
             self._lru[h] = None
             self._lru.move_to_end(h)
+        evicted: List[bytes] = []
         while len(self._lru) > self.capacity:
-            self._lru.popitem(last=False)
+            evicted.append(self._lru.popitem(last=False)[0])
+        return added, evicted
 
     @property
     def size(self) -> int:

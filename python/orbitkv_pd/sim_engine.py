@@ -513,6 +513,8 @@ class SimBackend:
         # As many blocks as the pool: vLLM keeps a freed block's hash until its memory is reused.
         self.prefix = em.PrefixCache(config.layout.num_blocks) if config.prefix_cache else None
         self._prefix_lock = threading.Lock()
+        # the engine's API client, once it joined (SimEngine sets it): where KV cache events go
+        self.report_to: Optional[Callable[[], Any]] = None
         self.queried_tokens = 0
         self.hit_tokens = 0
 
@@ -543,10 +545,33 @@ class SimBackend:
             self.hit_tokens += cached
         return cached
 
-    def _remember(self, hashes: List[bytes]) -> None:
-        if self.prefix is not None and hashes:
-            with self._prefix_lock:
-                self.prefix.insert(hashes)
+    def _remember(self, hashes: List[bytes], tokens: Optional[List[int]] = None) -> None:
+        """The prompt's blocks are in this engine's KV now: cached, and what changed reported as KV cache events (a
+        ``stored`` per run of blocks not cached before, a ``removed`` for those evicted) through the engine's client."""
+        if self.prefix is None or not hashes:
+            return
+        with self._prefix_lock:
+            added, evicted = self.prefix.insert(hashes)
+        client = self.report_to() if self.report_to is not None else None
+        if client is None or tokens is None or not (added or evicted):
+            return
+        bs = self.block_tokens
+        events: List[Dict[str, Any]] = []
+        k = 0
+        while k < len(added):
+            first = last = added[k]
+            while k + 1 < len(added) and added[k + 1] == last + 1:
+                k += 1
+                last += 1
+            k += 1
+            events.append({"type": "stored", "block_hashes": hashes[first:last + 1], "token_ids": tokens[first * bs:(last + 1) * bs],
+                           "block_size": bs, "parent_block_hash": hashes[first - 1] if first > 0 else None})
+        if evicted:
+            events.append({"type": "removed", "block_hashes": evicted})
+        try:
+            client.kv_events(events)
+        except Exception as e:  # never let a report fail the request that computed the blocks
+            log.debug("KV cache events not reported: %s", e)
 
     def too_long(self, prompt_tokens: int, max_tokens: int) -> Optional[str]:
         """Why a request that decodes here (colocated, or the decode of P/D) can never be scheduled: its prompt and
@@ -573,7 +598,7 @@ class SimBackend:
                 self.pool.write(0, blocks[0] * self.layout.page, bytes(page))
         # Without a pool (a standalone engine) nothing is computed into memory; the answer is the same.
         job.step.wait_for(em.FIRST_TOKEN)
-        self._remember(hashes)
+        self._remember(hashes, job.tokens)
         return self.model.generate(job.tokens, 1)[0]
 
     def tokens(self, job: "Job", blocks: List[int], first: Optional[int], max_tokens: int) -> Iterator[int]:
@@ -583,7 +608,7 @@ class SimBackend:
         out = self.model.generate(job.tokens, max_tokens)
         h = job.step
         if h is None or h.part != em.BOTH:
-            self._remember(self._hashes(job.tokens))
+            self._remember(self._hashes(job.tokens), job.tokens)
             h = self.stepper.submit(job.rid, len(job.tokens), max_tokens, 0, em.DECODE)
             job.step = h
         return self._paced(out, h)
@@ -625,6 +650,8 @@ class SimEngine:
     def __init__(self, config: Any, backend: Any = None) -> None:
         self.config = config
         self.backend = backend if backend is not None else SimBackend(config)
+        if isinstance(self.backend, SimBackend):
+            self.backend.report_to = lambda: self.client
         self.allocator = BlockAllocator(self.backend.layout.num_blocks)
         self.client: Optional[EngineApiClient] = None
         self.lease_epochs = 0

@@ -173,6 +173,26 @@ class EngineModelTest(unittest.TestCase):
         self.assertEqual(int(metrics["orbitkv_engine_step_seconds_count" + tag]), self.stats(e)["model"]["steps"])
         self.assertEqual(metrics['orbitkv_engine_seqs{engine="%s",state="running"}' % e.config.engine_id], "0")
 
+    def test_what_the_cache_gains_and_loses_is_reported_as_kv_cache_events(self) -> None:
+        e = self.start({"engine.pool.blocks": "4", "engine.compute.decode-ms-per-token": "0"})  # 4 blocks: the second prompt evicts
+
+        class Events:
+            def __init__(self) -> None:
+                self.sent: list = []
+
+            def kv_events(self, events: list) -> None:
+                self.sent.extend(events)
+        got = Events()
+        e.backend.report_to = lambda: got
+        a = " ".join(["w"] * 40)  # 40 tokens: 2 full blocks
+        for prompt in (a, a, " ".join(["v"] * 50)):
+            self.connect(e, {"prompt": prompt, "max_tokens": 2}).read()
+        self.assertEqual([x["type"] for x in got.sent], ["stored", "stored", "removed"])
+        first = got.sent[0]
+        self.assertEqual((len(first["block_hashes"]), len(first["token_ids"]), first["block_size"], first["parent_block_hash"]),
+                         (2, 32, 16, None))
+        self.assertEqual(got.sent[2]["block_hashes"], [first["block_hashes"][0]])
+
     def test_without_the_prefix_cache_nothing_hits(self) -> None:
         e = self.start({"engine.prefix-cache.enabled": "false"})
         for _ in range(2):

@@ -41,6 +41,15 @@ public interface EngineControl extends AutoCloseable {
     CompletableFuture<Void> cancel(String requestId, String reason, TraceContext trace, Marks marks);
 
     /**
+     * The engine's KV cache changed: {@code payloads} in order, each a {@code BlockStored}, {@code BlockRemoved} or
+     * {@code AllBlocksCleared} (vLLM's KV events), numbered by the client. Through the engine API the worker writes them to
+     * {@code orbitkv.kv-events}; a client that cannot (an engine on Kafka clients of its own) drops them.
+     */
+    default CompletableFuture<Void> kvEvents(java.util.List<Object> payloads) {
+        return CompletableFuture.completedFuture(null);
+    }
+
+    /**
      * Completes with the first of: the KV landed, recompute, or the request ended / its decode pages were released.
      * Call before reporting {@link #decodeReady}. A signal that arrived before (the request already ended) completes it
      * at once.

@@ -24,6 +24,7 @@ import io.vertx.core.http.HttpServerResponse;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -253,7 +254,7 @@ final class JobFlow {
                 return;
             }
             meters.prefill(job.prefillNanos, job.tokens.length);
-            stepper.cache(job.tokens);
+            reportCache(stepper.cache(job.tokens));
             if (job.gone || job.finished) {
                 // Ended while computing: the prompt is computed (a prefill still reports it, a colocated job frees its
                 // pages, as below), but nobody waits for more tokens.
@@ -261,6 +262,17 @@ final class JobFlow {
             }
             then.run();
         });
+    }
+
+    /** The prefix cache changed: the events go to the engine's worker (orbitkv.kv-events), for a prefix-aware router. */
+    private void reportCache(List<Object> events) {
+        EngineControl c = client();
+        if (c != null && !events.isEmpty()) {
+            c.kvEvents(events).exceptionally(e -> {
+                log.atDebug().log("KV cache events not reported: " + e);
+                return null;
+            });
+        }
     }
 
     /** What the job's steps produced: the first token completes its compute; later ones go out as they come. */
@@ -593,7 +605,7 @@ final class JobFlow {
         if (job.seq == null) {
             // The KV came by transfer: decode here, from the first token the prefill sampled. Its blocks are cached now,
             // as a vLLM decode instance with prefix caching caches the blocks it received.
-            stepper.cache(job.tokens);
+            reportCache(stepper.cache(job.tokens));
             job.seq = job.rid + "#" + (++seqs);
             job.produced = 1;
             stepper.submit(job.seq, job.tokens.length, out.length, 0, StepScheduler.Role.DECODE, steps(job));

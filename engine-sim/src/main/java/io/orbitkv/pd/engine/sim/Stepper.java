@@ -145,11 +145,43 @@ final class Stepper implements AutoCloseable {
         return cached;
     }
 
-    /** The prompt's full blocks are now in this engine's KV (computed, or received by a transfer): cached. */
-    void cache(int[] promptTokens) {
-        if (compute.prefixCache()) {
-            cache.insert(hashes(promptTokens));
+    /**
+     * The prompt's full blocks are now in this engine's KV (computed, or received by a transfer): cached. Returns what
+     * changed as KV cache events (vLLM's): a {@code BlockStored} per run of blocks that were not cached, a
+     * {@code BlockRemoved} for the blocks evicted to make room; empty when nothing changed or the cache is off.
+     */
+    List<Object> cache(int[] promptTokens) {
+        if (!compute.prefixCache()) {
+            return List.of();
         }
+        List<byte[]> h = hashes(promptTokens);
+        PrefixCache.Change c = cache.insert(h);
+        List<Object> events = new java.util.ArrayList<>();
+        int bs = limits.blockTokens();
+        for (int k = 0; k < c.added().size(); ) {
+            int first = c.added().get(k);
+            int last = first;
+            while (k + 1 < c.added().size() && c.added().get(k + 1) == last + 1) {
+                k++;
+                last++;
+            }
+            k++;
+            List<java.nio.ByteBuffer> run = new java.util.ArrayList<>();
+            List<Integer> tokens = new java.util.ArrayList<>();
+            for (int i = first; i <= last; i++) {
+                run.add(java.nio.ByteBuffer.wrap(h.get(i)));
+                for (int t = i * bs; t < (i + 1) * bs; t++) {
+                    tokens.add(promptTokens[t]);
+                }
+            }
+            events.add(io.orbitkv.pd.events.BlockStored.newBuilder().setBlockHashes(run).setTokenIds(tokens).setBlockSize(bs)
+                    .setParentBlockHash(first == 0 ? null : java.nio.ByteBuffer.wrap(h.get(first - 1))).build());
+        }
+        if (!c.evicted().isEmpty()) {
+            events.add(io.orbitkv.pd.events.BlockRemoved.newBuilder().setBlockHashes(c.evicted().stream().map(java.nio.ByteBuffer::wrap).toList())
+                    .build());
+        }
+        return events;
     }
 
     private List<byte[]> hashes(int[] promptTokens) {

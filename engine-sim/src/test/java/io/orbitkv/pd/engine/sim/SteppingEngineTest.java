@@ -102,4 +102,31 @@ class SteppingEngineTest {
             assertThat(model(e).path("steps").asLong()).isLessThan(50);
         }
     }
+
+    @Test
+    void whatTheCacheGainsAndLosesIsReportedAsKvCacheEvents() throws Exception {
+        java.util.List<Object> events = new java.util.concurrent.CopyOnWriteArrayList<>();
+        // a pool of 4 blocks: the second prompt's blocks evict the first's
+        try (SimEngine e = engine("engine.pool.blocks", "4")) {
+            e.useControl(new SelfFencingTest.Control(false) {
+                @Override
+                public java.util.concurrent.CompletableFuture<Void> kvEvents(java.util.List<Object> payloads) {
+                    events.addAll(payloads);
+                    return java.util.concurrent.CompletableFuture.completedFuture(null);
+                }
+            });
+            String a = "w ".repeat(40).trim(); // 40 tokens: 2 full blocks
+            assertThat(complete(e, a, 2, false).get().statusCode()).isEqualTo(200);
+            assertThat(complete(e, a, 2, false).get().statusCode()).isEqualTo(200); // all cached: nothing new
+            assertThat(complete(e, "v ".repeat(50).trim(), 2, false).get().statusCode()).isEqualTo(200); // 3 blocks: 1 evicted
+            org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(5)).until(() -> events.size() >= 3);
+            assertThat(events).extracting(x -> x.getClass().getSimpleName()).containsExactly("BlockStored", "BlockStored", "BlockRemoved");
+            io.orbitkv.pd.events.BlockStored first = (io.orbitkv.pd.events.BlockStored) events.get(0);
+            assertThat(first.getBlockHashes()).hasSize(2);
+            assertThat(first.getTokenIds()).hasSize(32);
+            assertThat(first.getBlockSize()).isEqualTo(16);
+            assertThat(first.getParentBlockHash()).isNull();
+            assertThat(((io.orbitkv.pd.events.BlockRemoved) events.get(2)).getBlockHashes()).containsExactly(first.getBlockHashes().get(0));
+        }
+    }
 }

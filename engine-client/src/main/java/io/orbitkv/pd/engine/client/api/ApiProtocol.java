@@ -330,6 +330,42 @@ public final class ApiProtocol {
         return new KvEventsRequest(id, out);
     }
 
+    /** Writes KV cache event {@code payload} into {@code e} as {@link #parseKvEvents} reads it (hex hashes). */
+    public static void kvEvent(ObjectNode e, Object payload) {
+        java.util.HexFormat hex = java.util.HexFormat.of();
+        switch (payload) {
+            case io.orbitkv.pd.events.BlockStored b -> {
+                e.put("type", "stored").put("block_size", b.getBlockSize());
+                ArrayNode h = e.putArray("block_hashes");
+                b.getBlockHashes().forEach(x -> h.add(hex.formatHex(bytes(x))));
+                ArrayNode t = e.putArray("token_ids");
+                b.getTokenIds().forEach(t::add);
+                if (b.getParentBlockHash() != null) {
+                    e.put("parent_block_hash", hex.formatHex(bytes(b.getParentBlockHash())));
+                }
+                if (b.getLoraName() != null) {
+                    e.put("lora_name", b.getLoraName());
+                }
+                if (b.getMedium() != null) {
+                    e.put("medium", b.getMedium());
+                }
+            }
+            case io.orbitkv.pd.events.BlockRemoved r -> {
+                e.put("type", "removed");
+                ArrayNode h = e.putArray("block_hashes");
+                r.getBlockHashes().forEach(x -> h.add(hex.formatHex(bytes(x))));
+            }
+            case io.orbitkv.pd.events.AllBlocksCleared c -> e.put("type", "cleared");
+            default -> throw new IllegalArgumentException("not a KV cache event: " + payload);
+        }
+    }
+
+    private static byte[] bytes(java.nio.ByteBuffer b) {
+        byte[] out = new byte[b.remaining()];
+        b.duplicate().get(out);
+        return out;
+    }
+
     private static List<java.nio.ByteBuffer> hashes(JsonNode e, String at) throws ApiException {
         JsonNode h = e.get("block_hashes");
         if (h == null || !h.isArray() || h.isEmpty()) {

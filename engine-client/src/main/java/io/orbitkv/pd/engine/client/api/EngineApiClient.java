@@ -299,6 +299,9 @@ public final class EngineApiClient implements EngineControl {
 
     // ------------------------------------------------------------------------------------------------ writing
 
+    /** The KV cache events of this instance, numbered from 1 (docs/engine-api.md, "KV cache events"). */
+    private final java.util.concurrent.atomic.AtomicLong kvSeq = new java.util.concurrent.atomic.AtomicLong();
+
     private CompletableFuture<Void> request(ObjectNode frame) {
         if (closed.get() || fencedBecause != null) {
             return CompletableFuture.failedFuture(new IllegalStateException(fencedBecause != null ? fencedBecause : "engine API client closed"));
@@ -399,6 +402,19 @@ public final class EngineApiClient implements EngineControl {
     @Override
     public CompletableFuture<Void> cancel(String requestId, String reason, TraceContext trace, Marks marks) {
         return request(fact(ApiProtocol.CANCEL, requestId, trace, marks).put("reason", reason));
+    }
+
+    @Override
+    public CompletableFuture<Void> kvEvents(java.util.List<Object> payloads) {
+        ObjectNode m = ApiFrames.object().put("op", ApiProtocol.KV_EVENTS);
+        ArrayNode a = m.putArray("events");
+        synchronized (kvSeq) {
+            for (Object p : payloads) {
+                ApiProtocol.kvEvent(a.addObject().put("seq", kvSeq.incrementAndGet()), p);
+            }
+            // numbered and queued under one lock: the worker sees the numbers in order
+            return request(m);
+        }
     }
 
     /** A round trip to the worker (no Kafka): completes on its pong. */

@@ -39,15 +39,23 @@ public final class PrefixCache {
         return hits;
     }
 
+    /** What an insert changed: the positions of {@code hashes} that were not cached before, and the hashes evicted for them. */
+    public record Change(List<Integer> added, List<byte[]> evicted) { }
+
     /** Caches {@code hashes} (each becomes the most recent, in order), then evicts the least recently used beyond capacity. */
-    public void insert(List<byte[]> hashes) {
-        for (byte[] h : hashes) {
-            lru.put(ByteBuffer.wrap(h.clone()), Boolean.TRUE);
+    public Change insert(List<byte[]> hashes) {
+        List<Integer> added = new java.util.ArrayList<>();
+        for (int i = 0; i < hashes.size(); i++) {
+            if (lru.put(ByteBuffer.wrap(hashes.get(i).clone()), Boolean.TRUE) == null) {
+                added.add(i);
+            }
         }
+        List<byte[]> evicted = new java.util.ArrayList<>();
         for (Iterator<ByteBuffer> it = lru.keySet().iterator(); lru.size() > capacity && it.hasNext(); ) {
-            it.next();
+            evicted.add(it.next().array());
             it.remove();
         }
+        return new Change(added, evicted);
     }
 
     public int size() {
