@@ -11,7 +11,7 @@ import json
 import socket
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 VERSION = 1
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
@@ -221,6 +221,9 @@ class Registration:
     pool: Optional[Any] = None  # ShmPool | CudaIpcPool | None (the worker's configured pool)
     model: str = ""
     http_url: str = ""
+    # How the engine hashes its prefix-cache blocks, e.g. ("sha256_cbor", seed): announced in its registration so that a
+    # router hashes prompts the same way (docs/routing.md); None: it does not say.
+    block_hash: Optional[Tuple[str, str]] = None
 
     def hello(self, resume: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         m: Dict[str, Any] = {
@@ -231,6 +234,8 @@ class Registration:
             m["pool"] = self.pool.to_json()
         if resume is not None:
             m["resume"] = resume
+        if self.block_hash is not None:
+            m["block_hash"] = {"algorithm": self.block_hash[0], "seed": self.block_hash[1]}
         return m
 
 

@@ -515,6 +515,8 @@ class SimBackend:
         self._prefix_lock = threading.Lock()
         # the engine's API client, once it joined (SimEngine sets it): where KV cache events go
         self.report_to: Optional[Callable[[], Any]] = None
+        # how the blocks are hashed, announced in the registration (None without a prefix cache)
+        self.block_hash: Optional[Tuple[str, str]] = ("sha256_cbor", config.prefix_cache_seed) if config.prefix_cache else None
         self.queried_tokens = 0
         self.hit_tokens = 0
 
@@ -696,7 +698,7 @@ class SimEngine:
         if self.config.api_path:
             self.client = EngineApiClient.connect(self.config.api_path, Registration(
                 self.config.engine_id, self.config.instance_epoch, self.config.role, self.backend.layout, self.backend.pool_spec(),
-                self.config.model, url), on_decision=self.on_decision, connect_timeout=180)
+                self.config.model, url, getattr(self.backend, "block_hash", None)), on_decision=self.on_decision, connect_timeout=180)
         self.ready = True
         self.lifecycle = "running"
         threading.Thread(target=self.server.serve_forever, name="http", daemon=True).start()

@@ -135,7 +135,7 @@ public final class WorkerApp implements AutoCloseable {
             } else {
                 KvPool own = config.poolPath() == null ? HostKvPool.allocate(config.geometry()) : HostKvPool.mapFile(config.geometry(), config.poolPath());
                 engine = new Engine(config.instanceEpoch(), config.role(), config.model(), "", config.geometry(), config.tpRank(), config.tpSize(),
-                        null);
+                        null, null);
                 openData(own);
                 announce(false).get(60, TimeUnit.SECONDS);
             }
@@ -203,7 +203,7 @@ public final class WorkerApp implements AutoCloseable {
 
     /** Who the served engine is now: from the configuration, or from its engine API hello. */
     private record Engine(long instanceEpoch, EngineRole role, String model, String httpUrl, KvGeometry geometry, int tpRank, int tpSize,
-                          List<MemoryRegion> announcedRegions) { }
+                          List<MemoryRegion> announcedRegions, ApiProtocol.BlockHashing blockHash) { }
 
     /** Gate, transports, order runner and command loop over {@code newPool}, for the current {@link #engine}. */
     private void openData(KvPool newPool) {
@@ -329,7 +329,8 @@ public final class WorkerApp implements AutoCloseable {
                 KvPool p = mapPool(hello);
                 Engine previous = engine;
                 engine = new Engine(hello.instanceEpoch(), hello.role(), hello.model(), hello.httpUrl(), hello.geometry(), hello.tpRank(),
-                        hello.tpSize(), hello.pool() != null && ApiProtocol.PoolSpec.CUDA_IPC.equals(hello.pool().kind()) ? hello.pool().regions() : null);
+                        hello.tpSize(), hello.pool() != null && ApiProtocol.PoolSpec.CUDA_IPC.equals(hello.pool().kind()) ? hello.pool().regions() : null,
+                        hello.blockHash());
                 try {
                     openData(p);
                     announce(false).get(30, TimeUnit.SECONDS);
@@ -510,7 +511,9 @@ public final class WorkerApp implements AutoCloseable {
                 .setModel(model).setHttpUrl(httpUrl).setEndpoints(endpoints)
                 .setLayout(engine.geometry().toLayout(engine.tpRank(), engine.tpSize()))
                 .setRegions(engine.announcedRegions() != null ? engine.announcedRegions() : pool.memoryRegions())
-                .setRegisteredAtMs(System.currentTimeMillis()).setDeregistered(leaving).build();
+                .setRegisteredAtMs(System.currentTimeMillis()).setDeregistered(leaving)
+                .setBlockHashAlgorithm(engine.blockHash() == null ? null : engine.blockHash().algorithm())
+                .setBlockHashSeed(engine.blockHash() == null ? null : engine.blockHash().seed()).build();
     }
 
     private Map<String, Object> producerConfig() {

@@ -361,7 +361,10 @@ class EngineApiIT {
             tokens.add(100 + i);
         }
         try (Raw r = new Raw()) {
-            assertThat(r.hello(5, null).path("op").asText()).isEqualTo("welcome");
+            EngineApiClient.Registration reg = reg(5);
+            r.send(ApiProtocol.hello(reg.engineId(), 5, reg.role(), reg.model(), reg.httpUrl(), reg.layout(), reg.pool(), null,
+                    new ApiProtocol.BlockHashing("sha256_cbor", "seed-7")));
+            assertThat(r.answer().path("op").asText()).isEqualTo("welcome");
             ObjectNode bad = ApiFrames.object().put("op", "kv_events").put("id", 1);
             bad.putArray("events").addObject().put("seq", 1).put("type", "stored").put("block_size", bs + 1).set("token_ids", tokens);
             ((ObjectNode) bad.get("events").get(0)).putArray("block_hashes").add("aa").add("bb");
@@ -400,6 +403,18 @@ class EngineApiIT {
         assertThat(s0.getTokenIds()).hasSize(2 * bs).startsWith(100, 101);
         assertThat(s0.getLoraName()).isEqualTo("lora-a");
         assertThat(((io.orbitkv.pd.events.AllBlocksCleared) got.get(3).getPayload()).getReason()).isEqualTo("new_instance");
+        // how the engine hashes its blocks is in its registration, for a router to hash prompts alike
+        KafkaConsumer<byte[], byte[]> regs = reader(topics.engines().name());
+        List<io.orbitkv.pd.events.EngineRegistration> seen = new ArrayList<>();
+        await().atMost(Duration.ofSeconds(20)).until(() -> {
+            for (ConsumerRecord<byte[], byte[]> rec : regs.poll(Duration.ofMillis(200))) {
+                seen.add(topics.engines().valueSerde().deserializer().deserialize(rec.topic(), rec.value()));
+            }
+            return seen.stream().anyMatch(x -> x.getInstanceEpoch() == 5);
+        });
+        io.orbitkv.pd.events.EngineRegistration five = seen.stream().filter(x -> x.getInstanceEpoch() == 5).findFirst().orElseThrow();
+        assertThat(five.getBlockHashAlgorithm()).isEqualTo("sha256_cbor");
+        assertThat(five.getBlockHashSeed()).isEqualTo("seed-7");
     }
 
     @Test

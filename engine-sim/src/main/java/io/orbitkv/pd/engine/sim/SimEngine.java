@@ -110,7 +110,8 @@ public final class SimEngine implements AutoCloseable {
             SimEngineConfig.ApiJoin api = config.api();
             client = EngineApiClient.connect(api.socket(), new EngineApiClient.Registration(config.engineId(), api.instanceEpoch(), config.role(),
                     config.model(), url, config.geometry().toLayout(0, config.tpSize()),
-                    new ApiProtocol.PoolSpec(ApiProtocol.PoolSpec.SHM, config.poolPath().toString(), 0, java.util.List.of())),
+                    new ApiProtocol.PoolSpec(ApiProtocol.PoolSpec.SHM, config.poolPath().toString(), 0, java.util.List.of()),
+                    config.compute().prefixCache() ? new ApiProtocol.BlockHashing("sha256_cbor", config.compute().prefixCacheSeed()) : null),
                     flow.decisions(), api.connectWait());
         }
     }

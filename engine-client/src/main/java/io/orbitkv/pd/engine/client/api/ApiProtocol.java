@@ -81,8 +81,15 @@ public final class ApiProtocol {
     public record Resume(String session, long afterSeq) { }
 
     /** A checked hello. */
+    /**
+     * How an engine hashes its prefix-cache blocks ({@code block_hash} in the hello: {@code algorithm}, e.g. sha256_cbor, and
+     * the {@code seed} of the first block's parent), announced in its registration so that a router hashes prompts the same
+     * way (docs/routing.md).
+     */
+    public record BlockHashing(String algorithm, String seed) { }
+
     public record Hello(int version, String engineId, long instanceEpoch, EngineRole role, String model, String httpUrl, KvGeometry geometry,
-                        int tpRank, int tpSize, PoolSpec pool, Resume resume) {
+                        int tpRank, int tpSize, PoolSpec pool, Resume resume, BlockHashing blockHash) {
         public KvLayout layout() {
             return geometry.toLayout(tpRank, tpSize);
         }
@@ -154,7 +161,15 @@ public final class ApiProtocol {
             }
             resume = new Resume(text(r, "resume.session", "session", false), integer(r, "resume.after_seq", "after_seq", 0, Long.MAX_VALUE));
         }
-        return new Hello(version, engineId, epoch, role, model, httpUrl, g, tpRank, tpSize, pool, resume);
+        BlockHashing blockHash = null;
+        JsonNode bh = m.get("block_hash");
+        if (bh != null && !bh.isNull()) {
+            if (!bh.isObject()) {
+                throw bad("block_hash", "must be an object {algorithm, seed}");
+            }
+            blockHash = new BlockHashing(text(bh, "block_hash.algorithm", "algorithm", false), text(bh, "block_hash.seed", "seed", true));
+        }
+        return new Hello(version, engineId, epoch, role, model, httpUrl, g, tpRank, tpSize, pool, resume, blockHash);
     }
 
     private static List<MemoryRegion> regions(JsonNode a) throws ApiException {
@@ -186,6 +201,11 @@ public final class ApiProtocol {
     /** The hello a client sends (the Java client; other languages write the same JSON). */
     public static ObjectNode hello(String engineId, long instanceEpoch, EngineRole role, String model, String httpUrl, KvLayout layout, PoolSpec pool,
                                    Resume resume) {
+        return hello(engineId, instanceEpoch, role, model, httpUrl, layout, pool, resume, null);
+    }
+
+    public static ObjectNode hello(String engineId, long instanceEpoch, EngineRole role, String model, String httpUrl, KvLayout layout, PoolSpec pool,
+                                   Resume resume, BlockHashing blockHash) {
         ObjectNode m = ApiFrames.object().put("op", HELLO).put("version", VERSION).put("engine_id", engineId).put("instance_epoch", instanceEpoch)
                 .put("role", lower(role)).put("model", model).put("http_url", httpUrl);
         m.putObject("layout").put("num_layers", layout.getNumLayers()).put("kv_split", lower(layout.getKvSplit()))
@@ -210,6 +230,9 @@ public final class ApiProtocol {
         }
         if (resume != null) {
             m.putObject("resume").put("session", resume.session()).put("after_seq", resume.afterSeq());
+        }
+        if (blockHash != null) {
+            m.putObject("block_hash").put("algorithm", blockHash.algorithm()).put("seed", blockHash.seed());
         }
         return m;
     }

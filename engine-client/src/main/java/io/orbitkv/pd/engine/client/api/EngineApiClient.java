@@ -50,11 +50,17 @@ public final class EngineApiClient implements EngineControl {
      * @param pool the pool the worker maps (null: the worker's own, from its configuration)
      */
     public record Registration(String engineId, long instanceEpoch, EngineRole role, String model, String httpUrl, KvLayout layout,
-                               ApiProtocol.PoolSpec pool) {
+                               ApiProtocol.PoolSpec pool, ApiProtocol.BlockHashing blockHash) {
         public Registration {
             Objects.requireNonNull(engineId, "engineId");
             Objects.requireNonNull(role, "role");
             Objects.requireNonNull(layout, "layout");
+        }
+
+        /** An engine that keeps no prefix cache (or does not say how it hashes it). */
+        public Registration(String engineId, long instanceEpoch, EngineRole role, String model, String httpUrl, KvLayout layout,
+                            ApiProtocol.PoolSpec pool) {
+            this(engineId, instanceEpoch, role, model, httpUrl, layout, pool, null);
         }
     }
 
@@ -150,7 +156,7 @@ public final class EngineApiClient implements EngineControl {
         }
         log.atWarn().addKeyValue("engineId", reg.engineId()).log("instance epoch " + reg.instanceEpoch() + " is older than the engine's"
                 + " last instance (this host's clock is behind?): registering as instance " + e.minInstanceEpoch());
-        reg = new Registration(reg.engineId(), e.minInstanceEpoch(), reg.role(), reg.model(), reg.httpUrl(), reg.layout(), reg.pool());
+        reg = new Registration(reg.engineId(), e.minInstanceEpoch(), reg.role(), reg.model(), reg.httpUrl(), reg.layout(), reg.pool(), reg.blockHash());
         return true;
     }
 
@@ -158,7 +164,7 @@ public final class EngineApiClient implements EngineControl {
         String s = session;
         ApiProtocol.Resume resume = s == null ? null : new ApiProtocol.Resume(s, lastSeq);
         ApiFrames.write(ch, ApiProtocol.hello(reg.engineId(), reg.instanceEpoch(), reg.role(), reg.model(), reg.httpUrl() == null ? "" : reg.httpUrl(),
-                reg.layout(), reg.pool(), resume));
+                reg.layout(), reg.pool(), resume, reg.blockHash()));
         ObjectNode answer = ApiFrames.read(ch, ByteBuffer.allocate(4), ApiFrames.DEFAULT_MAX_BYTES);
         if (answer == null) {
             throw new IOException("the worker closed the connection during the hello");
