@@ -17,12 +17,12 @@ import picocli.CommandLine.Option;
 /** {@code orbitkv-pd bench decider|transport}: benchmarks, each with its baseline measured in the same run. */
 @Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks (each prints a table and writes results under docs/bench and bench/results).",
         subcommands = {BenchCommand.Decider.class, TransportBenchCommand.class, E2eBenchCommand.class, LinksBenchCommand.class, ScaleBenchCommand.class, MooncakeBenchCommand.class,
-                EngineApiBenchCommand.class, RealModelBenchCommand.class})
+                EngineApiBenchCommand.class, RealModelBenchCommand.class, KvIndexBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
     @Override
     public void run() {
-        System.out.println("usage: orbitkv-pd bench decider|transport|e2e|mooncake|engine-api|real-model [--help]");
+        System.out.println("usage: orbitkv-pd bench decider|transport|e2e|mooncake|engine-api|real-model|kv-index [--help]");
     }
 
     @Command(name = "decider", mixinStandardHelpOptions = true,

@@ -22,6 +22,19 @@ final class BlockSet {
         return k;
     }
 
+    /** {@link #key(byte[])} of a hash in a buffer, without copying it. */
+    static long key(java.nio.ByteBuffer hash) {
+        int p = hash.position();
+        if (hash.remaining() >= 8) {
+            return hash.getLong(p); // big-endian: the first 8 bytes, as key(byte[])
+        }
+        long k = 0;
+        for (int i = 0; i < hash.remaining(); i++) {
+            k = (k << 8) | (hash.get(p + i) & 0xFF);
+        }
+        return k;
+    }
+
     boolean add(long k) {
         if (k == EMPTY) {
             boolean added = !hasZero;

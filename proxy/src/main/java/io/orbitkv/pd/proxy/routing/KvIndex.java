@@ -4,7 +4,6 @@ import io.orbitkv.pd.events.AllBlocksCleared;
 import io.orbitkv.pd.events.BlockRemoved;
 import io.orbitkv.pd.events.BlockStored;
 import io.orbitkv.pd.events.KvCacheEvent;
-import java.nio.ByteBuffer;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -59,8 +58,8 @@ public final class KvIndex {
             g.lastSeq = seq;
         }
         switch (e.getPayload()) {
-            case BlockStored s -> s.getBlockHashes().forEach(h -> g.blocks.add(BlockSet.key(bytes(h))));
-            case BlockRemoved r -> r.getBlockHashes().forEach(h -> g.blocks.remove(BlockSet.key(bytes(h))));
+            case BlockStored s -> s.getBlockHashes().forEach(h -> g.blocks.add(BlockSet.key(h)));
+            case BlockRemoved r -> r.getBlockHashes().forEach(h -> g.blocks.remove(BlockSet.key(h)));
             case AllBlocksCleared c -> g.blocks.clear();
             default -> throw new IllegalArgumentException("not a KV cache event payload: " + e.getPayload());
         }
@@ -116,11 +115,5 @@ public final class KvIndex {
     /** Bytes of the block sets' arrays (the index's bulk). */
     public long bytes() {
         return engines.values().stream().mapToLong(g -> g.blocks.bytes()).sum();
-    }
-
-    private static byte[] bytes(ByteBuffer b) {
-        byte[] out = new byte[b.remaining()];
-        b.duplicate().get(out);
-        return out;
     }
 }
