@@ -86,6 +86,8 @@ public final class OrbitProxy implements AutoCloseable {
     private final ProxyMetrics meters;
     private final Lifecycle lifecycle;
     private Admissions admissions;
+    /** The engines' KV index, kept from orbitkv.kv-events (null when proxy.kv-index.enabled=false). */
+    private volatile io.orbitkv.pd.proxy.routing.KvIndexFeed kvIndex;
     private volatile int port;
 
     private OrbitProxy(ProxyConfig config, Tokenizer tokenizer) {
@@ -121,6 +123,10 @@ public final class OrbitProxy implements AutoCloseable {
     private void open() throws Exception {
         TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
         admissions = new Admissions(config.bootstrapServers(), config.kafkaOverrides(), topics, config.proxyId(), metrics.registry());
+        if (config.kvIndex()) {
+            kvIndex = new io.orbitkv.pd.proxy.routing.KvIndexFeed(config.bootstrapServers(), config.kafkaOverrides(), topics,
+                    config.proxyId() + "-kv-index").start();
+        }
         HttpClient pollClient = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout(2000));
         engines.start(vertx, pollClient, config.refresh());
         health.onDown((engineId, reason) -> live.forEach(pr -> pr.engineDown(engineId, reason)));
@@ -196,6 +202,12 @@ public final class OrbitProxy implements AutoCloseable {
             resp.setStatusCode(a.status()).putHeader("content-type", "application/json").end(a.json());
         } else if (req.method() == HttpMethod.GET && path.equals("/stats")) {
             json(resp, 200, stats());
+        } else if (req.method() == HttpMethod.GET && path.equals("/kv-index")) {
+            if (kvIndex == null) {
+                json(resp, 404, CompletionRequest.errorBody("the KV index is off (proxy.kv-index.enabled=false)", "not_found", null, 404));
+            } else {
+                json(resp, 200, CompletionRequest.json().valueToTree(kvIndex.snapshot()));
+            }
         } else if (req.method() == HttpMethod.GET && path.equals("/metrics")) {
             resp.setStatusCode(200).putHeader("content-type", ComponentMetrics.CONTENT_TYPE).end(metrics.scrape());
         } else if (path.startsWith("/v1/") && !admitted(req, resp)) {
@@ -526,6 +538,9 @@ public final class OrbitProxy implements AutoCloseable {
             }
             if (admissions != null) {
                 admissions.close();
+            }
+            if (kvIndex != null) {
+                kvIndex.close();
             }
             serdes.close();
             metrics.close();

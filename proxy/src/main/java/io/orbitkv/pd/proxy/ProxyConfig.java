@@ -54,12 +54,13 @@ import java.util.Map;
  * @param serde            wire format of the events
  * @param kafkaOverrides   extra producer properties ({@code kafka.*})
  * @param apiKeys          who may call {@code /v1/*}, each at a rate of its own ({@code proxy.auth.keys-file}); null: anyone
+ * @param kvIndex          keep the engines' KV index from {@code orbitkv.kv-events} ({@code proxy.kv-index.enabled}; docs/routing.md)
  */
 public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, List<URI> deciderUrls,
                           List<EngineInfo> staticEngines, Duration refresh, String routing, int maxBodyBytes, int maxPromptChars, int maxTokens,
                           Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, Duration probe,
                           Duration probeTimeout, int redispatch, Duration clientIdleTimeout, Duration clientBodyTimeout, Duration streamIdle, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides,
-                          ApiKeys apiKeys) {
+                          ApiKeys apiKeys, boolean kvIndex) {
 
     public ProxyConfig {
         if (bootstrapServers == null || bootstrapServers.isBlank()) {
@@ -123,7 +124,7 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
                 p.duration("proxy.engines.probe-timeout", Duration.ofSeconds(1)), p.integer("proxy.redispatch.max", 2),
                 p.duration("proxy.timeout.client-idle", Duration.ofSeconds(30)), p.duration("proxy.timeout.client-body", Duration.ofSeconds(30)),
                 p.duration("proxy.timeout.stream-idle", Duration.ofSeconds(10)), p.topics(), p.serde(),
-                p.withPrefix("kafka."), keys(p.string("proxy.auth.keys-file", "")));
+                p.withPrefix("kafka."), keys(p.string("proxy.auth.keys-file", "")), p.bool("proxy.kv-index.enabled", true));
     }
 
     private static ApiKeys keys(String file) {

@@ -87,6 +87,11 @@ public final class KvIndex {
         return out;
     }
 
+    /** The engines the index has heard of, in id order. */
+    public List<String> engineIds() {
+        return List.copyOf(engines.keySet());
+    }
+
     /** Blocks the index holds for {@code engineId} (0 when unknown). */
     public int blocks(String engineId) {
         Engine g = engines.get(engineId);

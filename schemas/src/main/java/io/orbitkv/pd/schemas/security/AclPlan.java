@@ -105,6 +105,7 @@ public record AclPlan(Topics topics, String deciderApplicationId, String dashboa
             case PROXY -> {
                 a.topic(facts, AclOperation.WRITE);
                 a.topic(topics.answers().name(), AclOperation.WRITE);
+                a.topic(topics.kvEvents().name(), AclOperation.READ); // the engines' KV index (assign(), no group)
             }
             case DASHBOARD -> {
                 a.topic(topics.decisions().name(), AclOperation.READ);

@@ -1,0 +1,106 @@
+package io.orbitkv.pd.proxy.routing;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.orbitkv.pd.broker.KraftCluster;
+import io.orbitkv.pd.events.AllBlocksCleared;
+import io.orbitkv.pd.events.BlockRemoved;
+import io.orbitkv.pd.events.BlockStored;
+import io.orbitkv.pd.events.KvCacheEvent;
+import io.orbitkv.pd.schemas.EventSerdes;
+import io.orbitkv.pd.schemas.TopicAdmin;
+import io.orbitkv.pd.schemas.Topics;
+import io.orbitkv.pd.schemas.TopicsConfig;
+import io.orbitkv.pd.testsupport.kafka.WithKafka;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The proxy's KV index is rebuilt from the log on a real broker: a feed started after the events holds what they say; a
+ * feed started again (a restarted proxy) holds the same; an engine restarted as a new instance loses its old blocks in
+ * the index once the new instance's events (or its worker's clear) are in; garbage on the topic is skipped, not fatal.
+ */
+@WithKafka
+class KvIndexFeedIT {
+
+    private static KraftCluster kafka;
+
+    @BeforeAll
+    static void setUp(KraftCluster cluster) {
+        kafka = cluster;
+    }
+
+    private static byte[] h(int i) {
+        byte[] b = new byte[32];
+        b[0] = (byte) (i >> 8);
+        b[1] = (byte) i;
+        b[2] = 9;
+        return b;
+    }
+
+    private static KvCacheEvent ev(String engine, long epoch, long seq, Object payload) {
+        return KvCacheEvent.newBuilder().setEngineId(engine).setInstanceEpoch(epoch).setSeq(seq).setEventTimeMs(0).setPayload(payload).build();
+    }
+
+    private static BlockStored stored(int... ids) {
+        List<ByteBuffer> hashes = new ArrayList<>();
+        List<Integer> tokens = new ArrayList<>();
+        for (int i : ids) {
+            hashes.add(ByteBuffer.wrap(h(i)));
+            for (int t = 0; t < 16; t++) {
+                tokens.add(t);
+            }
+        }
+        return BlockStored.newBuilder().setBlockHashes(hashes).setTokenIds(tokens).setBlockSize(16).build();
+    }
+
+    @Test
+    void theIndexIsRebuiltFromTheLogAndARestartedEnginesOldBlocksGo() throws Exception {
+        String prefix = "kvidx" + System.nanoTime() % 100_000 + ".";
+        Topics topics = new Topics(new TopicsConfig(prefix, 3, (short) 1, Duration.ofHours(1)), EventSerdes.embedded());
+        try (Admin admin = Admin.create(kafka.adminConfig())) {
+            TopicAdmin.ensureTopics(admin, topics);
+        }
+        String topic = topics.kvEvents().name();
+        try (KafkaProducer<String, byte[]> p = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers()),
+                new StringSerializer(), new ByteArraySerializer())) {
+            for (KvCacheEvent e : List.of(ev("p-0", 1, 1, stored(1, 2, 3)), ev("p-0", 1, 2, BlockRemoved.newBuilder()
+                    .setBlockHashes(List.of(ByteBuffer.wrap(h(3)))).build()), ev("d-0", 7, 1, stored(1, 2)), ev("d-0", 7, 1, stored(1, 2)))) {
+                p.send(new ProducerRecord<>(topic, e.getEngineId(), topics.kvEvents().valueSerde().serializer().serialize(topic, e))).get();
+            }
+            p.send(new ProducerRecord<>(topic, "d-0", new byte[] {1, 2, 3})).get(); // garbage: skipped, never fatal
+            List<byte[]> prompt = List.of(h(1), h(2), h(3));
+            Map<String, Integer> before;
+            try (KvIndexFeed f = new KvIndexFeed(kafka.bootstrapServers(), Map.of(), topics, "it").start()) {
+                await().atMost(Duration.ofSeconds(30)).until(f::caughtUp);
+                before = f.matches(prompt);
+                assertThat(before).containsExactly(Map.entry("d-0", 2), Map.entry("p-0", 2));
+                assertThat(f.snapshot()).containsEntry("dropped", 1L).containsEntry("undecodable", 1L).containsEntry("entries", 4L);
+            }
+            // a restarted proxy: the same index from the same log
+            try (KvIndexFeed f = new KvIndexFeed(kafka.bootstrapServers(), Map.of(), topics, "it-2").start()) {
+                await().atMost(Duration.ofSeconds(30)).until(f::caughtUp);
+                assertThat(f.matches(prompt)).isEqualTo(before);
+                // d-0 restarts as a new instance: its worker clears the old one, the new one stores other blocks
+                p.send(new ProducerRecord<>(topic, "d-0", topics.kvEvents().valueSerde().serializer().serialize(topic,
+                        ev("d-0", 7, 0, AllBlocksCleared.newBuilder().setReason("new_instance").build())))).get();
+                p.send(new ProducerRecord<>(topic, "d-0", topics.kvEvents().valueSerde().serializer().serialize(topic, ev("d-0", 8, 1, stored(9)))))
+                        .get();
+                await().atMost(Duration.ofSeconds(30)).until(() -> f.matches(prompt).get("d-0") == 0 && f.matches(List.of(h(9))).get("d-0") == 1);
+                assertThat(f.snapshot()).containsEntry("entries", 3L); // p-0: 2, d-0: 1 — no stale entry of instance 7
+            }
+        }
+    }
+}
