@@ -34,7 +34,17 @@ final class ProxyCommand implements Callable<Integer> {
         ProxyConfig cfg = ProxyConfig.from(props);
         props.requireAllKeysUsed("docs/proxy.md");
         // The engines this launcher runs are the simulator's: their tokenizer is the one the proxy must count with.
-        OrbitProxy proxy = OrbitProxy.start(cfg, prompt -> SimModel.tokenize(prompt).length);
+        OrbitProxy proxy = OrbitProxy.start(cfg, new io.orbitkv.pd.proxy.Tokenizer() {
+            @Override
+            public int countTokens(String prompt) {
+                return SimModel.tokenize(prompt).length;
+            }
+
+            @Override
+            public int[] tokenIds(String prompt) {
+                return SimModel.tokenize(prompt);
+            }
+        });
         io.orbitkv.pd.runtime.ShutdownBound.install("proxy", proxy::close);
         System.out.println("proxy running: url=" + proxy.url() + " routing=" + cfg.routing() + " decider=" + cfg.deciderUrls());
         proxy.awaitClose();

@@ -359,10 +359,34 @@ public final class OrbitProxy implements AutoCloseable {
             return e != null || number > 1 ? e : policy.pick(side, ok, OrbitProxy.this::load).orElse(null);
         }
 
+        /**
+         * The prefill engine: under {@code proxy.routing=prefix_aware}, the healthy one (not avoided) that scores best on the KV
+         * index — its longest cached prefix of the prompt against its load ({@link io.orbitkv.pd.proxy.routing.PrefixScore});
+         * the prompt's blocks hashed as the engines hash them. Otherwise, or without the index or token ids, by the policy.
+         */
+        private EngineInfo pickPrefill() {
+            io.orbitkv.pd.proxy.routing.KvIndexFeed idx = kvIndex;
+            int[] ids = idx != null && "prefix_aware".equals(config.routing()) ? tokenizer.tokenIds(r.prompt()) : null;
+            if (ids != null) {
+                List<EngineInfo> healthy = candidates.stream().filter(e -> e.canPrefill() && !avoid.contains(e.engineId()) && health.usable(e.engineId()))
+                        .sorted(java.util.Comparator.comparing(EngineInfo::engineId)).toList();
+                if (!healthy.isEmpty()) {
+                    ProxyConfig.PrefixRouting pr = config.prefix();
+                    List<byte[]> hashes = io.orbitkv.pd.engine.client.cache.BlockHashes.chain(pr.seed(), pr.blockTokens(), ids, null);
+                    io.orbitkv.pd.proxy.routing.PrefixScore.Choice c = io.orbitkv.pd.proxy.routing.PrefixScore.choose(healthy,
+                            idx.matches(hashes), hashes.size(), OrbitProxy.this::load, pr.weights());
+                    // what the routing saw, for the client and the benchmarks: matched blocks of the prompt's full blocks
+                    req.response().putHeader("x-orbitkv-prefix-match", c.matchedBlocks() + "/" + hashes.size());
+                    return c.engine();
+                }
+            }
+            return pick(RoutingPolicy.Side.PREFILL);
+        }
+
         /** Picks the engines and dispatches; false (nothing started) when a side has no engine. */
         boolean start() {
             EngineInfo decode = pick(colocated ? RoutingPolicy.Side.COLOCATED : RoutingPolicy.Side.DECODE);
-            EngineInfo prefill = colocated ? null : pick(RoutingPolicy.Side.PREFILL);
+            EngineInfo prefill = colocated ? null : pickPrefill();
             if (decode == null || (!colocated && prefill == null)) {
                 missing = decode == null ? "decode" : "prefill";
                 return false;

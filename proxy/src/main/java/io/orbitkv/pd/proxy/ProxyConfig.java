@@ -55,12 +55,27 @@ import java.util.Map;
  * @param kafkaOverrides   extra producer properties ({@code kafka.*})
  * @param apiKeys          who may call {@code /v1/*}, each at a rate of its own ({@code proxy.auth.keys-file}); null: anyone
  * @param kvIndex          keep the engines' KV index from {@code orbitkv.kv-events} ({@code proxy.kv-index.enabled}; docs/routing.md)
+ * @param prefix           how {@code proxy.routing=prefix_aware} hashes prompts and weighs cache against load
  */
 public record ProxyConfig(String bootstrapServers, String proxyId, String httpHost, int httpPort, int eventLoops, List<URI> deciderUrls,
                           List<EngineInfo> staticEngines, Duration refresh, String routing, int maxBodyBytes, int maxPromptChars, int maxTokens,
                           Duration requestTimeout, Duration connectTimeout, boolean fallbackRecompute, String model, Duration probe,
                           Duration probeTimeout, int redispatch, Duration clientIdleTimeout, Duration clientBodyTimeout, Duration streamIdle, TopicsConfig topics, SerdeConfig serde, Map<String, Object> kafkaOverrides,
-                          ApiKeys apiKeys, boolean kvIndex) {
+                          ApiKeys apiKeys, boolean kvIndex, PrefixRouting prefix) {
+
+    /**
+     * Prefix-aware routing: prompts hashed as the engines hash their blocks ({@code proxy.kv-index.seed}, the engines'
+     * {@code engine.prefix-cache.seed}; {@code proxy.kv-index.block-tokens}, their block size), cache against load
+     * ({@code proxy.routing.prefix.cache-weight}, {@code .load-weight}).
+     */
+    public record PrefixRouting(String seed, int blockTokens, io.orbitkv.pd.proxy.routing.PrefixScore.Weights weights) {
+        public PrefixRouting {
+            if (blockTokens < 1) {
+                throw new IllegalArgumentException("proxy.kv-index.block-tokens: must be >= 1, got " + blockTokens);
+            }
+        }
+    }
+
 
     public ProxyConfig {
         if (bootstrapServers == null || bootstrapServers.isBlank()) {
@@ -124,7 +139,19 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
                 p.duration("proxy.engines.probe-timeout", Duration.ofSeconds(1)), p.integer("proxy.redispatch.max", 2),
                 p.duration("proxy.timeout.client-idle", Duration.ofSeconds(30)), p.duration("proxy.timeout.client-body", Duration.ofSeconds(30)),
                 p.duration("proxy.timeout.stream-idle", Duration.ofSeconds(10)), p.topics(), p.serde(),
-                p.withPrefix("kafka."), keys(p.string("proxy.auth.keys-file", "")), p.bool("proxy.kv-index.enabled", true));
+                p.withPrefix("kafka."), keys(p.string("proxy.auth.keys-file", "")), p.bool("proxy.kv-index.enabled", true),
+                new PrefixRouting(p.string("proxy.kv-index.seed", "orbitkv"), p.integer("proxy.kv-index.block-tokens", 16),
+                        new io.orbitkv.pd.proxy.routing.PrefixScore.Weights(number(p, "proxy.routing.prefix.cache-weight", 1.0),
+                                number(p, "proxy.routing.prefix.load-weight", 1.0))));
+    }
+
+    private static double number(ConfigProps p, String key, double def) {
+        String v = p.string(key, null);
+        try {
+            return v == null ? def : Double.parseDouble(v.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + ": must be a number, got '" + v + "'");
+        }
     }
 
     private static ApiKeys keys(String file) {

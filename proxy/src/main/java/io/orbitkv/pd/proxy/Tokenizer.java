@@ -11,4 +11,12 @@ public interface Tokenizer {
 
     /** The number of tokens {@code prompt} is, never negative. */
     int countTokens(String prompt);
+
+    /**
+     * The token ids of {@code prompt}, as the engines compute them, for hashing its blocks as they do (prefix-aware
+     * routing, docs/routing.md); null when this tokenizer only counts (then the proxy cannot route by cache).
+     */
+    default int[] tokenIds(String prompt) {
+        return null;
+    }
 }

@@ -5,7 +5,7 @@ import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
-import io.orbitkv.pd.engine.sim.model.BlockHashes;
+import io.orbitkv.pd.engine.client.cache.BlockHashes;
 import io.orbitkv.pd.engine.sim.model.PrefixCache;
 import io.orbitkv.pd.engine.sim.model.StepScheduler;
 import io.orbitkv.pd.engine.sim.model.StepScheduler.Outcome;

@@ -25,12 +25,15 @@ public interface RoutingPolicy {
      */
     EngineInfo choose(Side side, List<EngineInfo> candidates, ToLongFunction<String> localLoad);
 
-    /** {@code round_robin} or {@code least_in_flight}. */
+    /** {@code round_robin}, {@code least_in_flight} or {@code prefix_aware}. */
     static RoutingPolicy named(String name) {
         return switch (name.toLowerCase(Locale.ROOT).replace('-', '_')) {
             case "round_robin" -> new RoundRobin();
             case "least_in_flight" -> new LeastInFlight();
-            default -> throw new IllegalArgumentException("proxy.routing: must be round_robin or least_in_flight, got '" + name + "'");
+            // prefix_aware: the prefill engine by the KV index (PrefixScore, in the proxy, which knows the prompt); the decode
+            // engine and every fallback by load
+            case "prefix_aware" -> new LeastInFlight();
+            default -> throw new IllegalArgumentException("proxy.routing: must be round_robin, least_in_flight or prefix_aware, got '" + name + "'");
         };
     }
 

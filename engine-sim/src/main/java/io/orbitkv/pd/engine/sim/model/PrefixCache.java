@@ -7,7 +7,7 @@ import java.util.List;
 
 /**
  * An engine's prefix cache, as vLLM's (docs/engine-model.md, "The prefix cache"): the hashes of the full blocks it
- * computed or received ({@link BlockHashes}), least recently used first. A block keeps its hash after its request ends
+ * computed or received ({@link io.orbitkv.pd.engine.client.cache.BlockHashes}), least recently used first. A block keeps its hash after its request ends
  * and serves later requests with the same prefix until it is evicted. Pure; the Python engine model's
  * {@code PrefixCache} is the same.
  *

@@ -2,6 +2,8 @@ package io.orbitkv.pd.engine.sim.model;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.orbitkv.pd.engine.client.cache.BlockHashes;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;

@@ -1,4 +1,4 @@
-package io.orbitkv.pd.engine.sim.model;
+package io.orbitkv.pd.engine.client.cache;
 
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
@@ -43,7 +43,7 @@ public final class BlockHashes {
     }
 
     /** The canonical CBOR of {@code [parent, [tokens...], extraKeys or null]}. */
-    static byte[] cbor(byte[] parent, int[] tokens, List<String> extraKeys) {
+    public static byte[] cbor(byte[] parent, int[] tokens, List<String> extraKeys) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         head(out, 4, 3);
         head(out, 2, parent.length);

@@ -1,0 +1,86 @@
+package io.orbitkv.pd.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.pd.broker.KraftCluster;
+import io.orbitkv.pd.engine.sim.ModelPreset;
+import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
+import io.orbitkv.pd.testsupport.kafka.WithKafka;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Prefix-aware routing end to end (docs/routing.md): a Java and a Python prefill engine report their prefix caches through
+ * their workers' engine API, the proxy keeps the index from orbitkv.kv-events, hashes each prompt as the engines do, and
+ * sends a prompt again to the engine that holds it — whichever language computed it.
+ */
+@WithKafka
+class PrefixRoutingIT {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private final HttpClient http = HttpClient.newHttpClient();
+
+    private HttpResponse<String> complete(Pipeline p, String prompt, int maxTokens) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create(p.proxyUrl() + "/v1/completions")).header("content-type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(JSON.createObjectNode().put("model", "orbitkv-sim-tiny").put("prompt", prompt)
+                        .put("max_tokens", maxTokens).put("stream", true).toString())).build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private JsonNode kvIndex(Pipeline p) throws Exception {
+        return JSON.readTree(http.send(HttpRequest.newBuilder(URI.create(p.proxyUrl() + "/kv-index")).build(), HttpResponse.BodyHandlers.ofString()).body());
+    }
+
+    @Test
+    void aRepeatedPromptGoesToThePrefillEngineThatCachedItJavaOrPython(KraftCluster kafka) throws Exception {
+        Path dir = Files.createDirectories(Path.of("target", "it", "PrefixRoutingIT-" + System.nanoTime()).toAbsolutePath());
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(2, 1).withModel(ModelPreset.TINY, 512, 0.2, 4).withEngineApi(true)
+                .withExtra(Map.of(), Map.of(), Map.of(), Map.of("proxy.routing", "prefix_aware"))
+                .withPythonEngines(java.util.Set.of("prefill-1"));
+        String p = "the first shared document " + "alpha beta gamma delta ".repeat(30);
+        String q = "the second shared document " + "omega sigma kappa theta ".repeat(30);
+        try (Pipeline pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers())) {
+            // p first (nothing cached: the first engine by id), q while p is still decoding there (q goes to the idle one)
+            CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return complete(pipeline, p, 64);
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            await().atMost(Duration.ofSeconds(20)).until(() -> kvIndex(pipeline).path("engines").has("prefill-0"));
+            HttpResponse<String> second = complete(pipeline, q, 4);
+            assertThat(first.get().statusCode()).isEqualTo(200);
+            assertThat(second.statusCode()).isEqualTo(200);
+            String pAt = first.get().headers().firstValue("x-orbitkv-prefill-engine").orElseThrow();
+            String qAt = second.headers().firstValue("x-orbitkv-prefill-engine").orElseThrow();
+            assertThat(pAt).isNotEqualTo(qAt);
+            await().atMost(Duration.ofSeconds(20)).until(() -> kvIndex(pipeline).path("engines").path(qAt).path("blocks").asInt() > 0);
+            for (int i = 0; i < 3; i++) {
+                for (String[] x : new String[][] {{p, pAt}, {q, qAt}}) {
+                    HttpResponse<String> r = complete(pipeline, x[0], 2);
+                    assertThat(r.statusCode()).isEqualTo(200);
+                    assertThat(r.headers().firstValue("x-orbitkv-prefill-engine")).contains(x[1]);
+                    String[] match = r.headers().firstValue("x-orbitkv-prefix-match").orElseThrow().split("/");
+                    assertThat(Integer.parseInt(match[0])).as("every full block of the prompt found cached").isEqualTo(Integer.parseInt(match[1]))
+                            .isPositive();
+                }
+            }
+            JsonNode idx = kvIndex(pipeline);
+            assertThat(idx.path("caught_up").asBoolean()).isTrue();
+            assertThat(idx.path("undecodable").asLong()).isZero();
+            assertThat(idx.path("engines").path("prefill-0").path("lost_events").asLong()).isZero();
+        }
+    }
+}

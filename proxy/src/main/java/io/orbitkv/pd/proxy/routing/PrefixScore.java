@@ -1,0 +1,49 @@
+package io.orbitkv.pd.proxy.routing;
+
+import java.util.List;
+import java.util.Map;
+import java.util.function.ToLongFunction;
+
+/**
+ * Prefix-aware choice of a prefill engine (docs/routing.md, "Routing"): each candidate scores
+ * {@code cacheWeight × (its longest cached prefix of the prompt / the prompt's blocks) − loadWeight × (its requests in
+ * flight / (the most any candidate has + 1))}; the highest wins, ties to the less loaded, then the first in id order.
+ * The cache term says how much prefill an engine would skip, the load term how long the request would queue there —
+ * the same trade llm-d's precise scorer (prefix × load weights) and Dynamo's router (prefill blocks + decode blocks) make.
+ */
+public final class PrefixScore {
+
+    private PrefixScore() { }
+
+    /** The weights ({@code proxy.routing.prefix.cache-weight}, {@code .load-weight}). */
+    public record Weights(double cache, double load) {
+        public Weights {
+            if (!(cache >= 0) || !(load >= 0)) {
+                throw new IllegalArgumentException("proxy.routing.prefix.*-weight: must be >= 0, got cache " + cache + ", load " + load);
+            }
+        }
+    }
+
+    /** What was chosen and why: the engine, its matched blocks and score. */
+    public record Choice(EngineInfo engine, int matchedBlocks, double score) { }
+
+    public static Choice choose(List<EngineInfo> candidates, Map<String, Integer> matches, int promptBlocks, ToLongFunction<String> load,
+                                Weights w) {
+        long maxLoad = 0;
+        for (EngineInfo e : candidates) {
+            maxLoad = Math.max(maxLoad, Math.max(e.inFlight(), load.applyAsLong(e.engineId())));
+        }
+        Choice best = null;
+        long bestLoad = Long.MAX_VALUE;
+        for (EngineInfo e : candidates) {
+            int m = matches.getOrDefault(e.engineId(), 0);
+            long l = Math.max(e.inFlight(), load.applyAsLong(e.engineId()));
+            double score = w.cache() * (promptBlocks == 0 ? 0 : (double) m / promptBlocks) - w.load() * ((double) l / (maxLoad + 1));
+            if (best == null || score > best.score() || (score == best.score() && l < bestLoad)) {
+                best = new Choice(e, m, score);
+                bestLoad = l;
+            }
+        }
+        return best;
+    }
+}
