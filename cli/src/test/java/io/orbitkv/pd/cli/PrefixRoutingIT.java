@@ -83,4 +83,36 @@ class PrefixRoutingIT {
             assertThat(idx.path("engines").path("prefill-0").path("lost_events").asLong()).isZero();
         }
     }
+
+    private static String text(String sse) throws Exception {
+        StringBuilder b = new StringBuilder();
+        for (String line : sse.split("\n")) {
+            if (line.startsWith("data: {")) {
+                JsonNode c = JSON.readTree(line.substring(6)).path("choices");
+                if (c.size() > 0) {
+                    b.append(c.get(0).path("text").asText());
+                }
+            }
+        }
+        return b.toString();
+    }
+
+    @Test
+    void aPromptTheDecodeEngineHoldsIsPrefilledThereWithoutAHandoff(KraftCluster kafka) throws Exception {
+        Path dir = Files.createDirectories(Path.of("target", "it", "PrefixRoutingIT-local-" + System.nanoTime()).toAbsolutePath());
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 512, 0.2, 4).withEngineApi(true)
+                .withExtra(Map.of(), Map.of(), Map.of(), Map.of("proxy.routing", "prefix_aware", "proxy.routing.local-prefill", "true"));
+        String p = "a conversation so far " + "one two three four five six ".repeat(60); // ~360 tokens: more than 256 to compute
+        try (Pipeline pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers())) {
+            HttpResponse<String> first = complete(pipeline, p, 8);
+            assertThat(first.statusCode()).isEqualTo(200);
+            assertThat(first.headers().firstValue("x-orbitkv-route")).isEmpty(); // nothing cached anywhere and a long prompt: P/D
+            // the decode engine cached the blocks the transfer brought it
+            await().atMost(Duration.ofSeconds(20)).until(() -> kvIndex(pipeline).path("engines").path("decode-0").path("blocks").asInt() > 0);
+            HttpResponse<String> again = complete(pipeline, p, 8);
+            assertThat(again.statusCode()).isEqualTo(200);
+            assertThat(again.headers().firstValue("x-orbitkv-route")).contains("local-prefill");
+            assertThat(text(again.body())).isEqualTo(text(first.body())).isNotEmpty();
+        }
+    }
 }

@@ -328,6 +328,10 @@ public final class OrbitProxy implements AutoCloseable {
         final TraceContext trace;
         final long inMicros;
         private String missing;
+        /** Under prefix_aware: every engine's cached prefix of the prompt (blocks), the prompt's full blocks and tokens. */
+        private java.util.Map<String, Integer> matches;
+        private int promptBlocks;
+        private int promptTokens;
 
         Attempt(HttpServerRequest req, CompletionRequest r, String path, HttpClient client, boolean colocated, List<EngineInfo> candidates,
                 java.util.Set<String> avoid, String clientId, String rid, int number, long deadlineNanos, TraceContext trace, long inMicros) {
@@ -373,8 +377,11 @@ public final class OrbitProxy implements AutoCloseable {
                 if (!healthy.isEmpty()) {
                     ProxyConfig.PrefixRouting pr = config.prefix();
                     List<byte[]> hashes = io.orbitkv.pd.engine.client.cache.BlockHashes.chain(pr.seed(), pr.blockTokens(), ids, null);
+                    matches = idx.matches(hashes);
+                    promptBlocks = hashes.size();
+                    promptTokens = ids.length;
                     io.orbitkv.pd.proxy.routing.PrefixScore.Choice c = io.orbitkv.pd.proxy.routing.PrefixScore.choose(healthy,
-                            idx.matches(hashes), hashes.size(), OrbitProxy.this::load, pr.weights());
+                            matches, hashes.size(), OrbitProxy.this::load, pr.weights());
                     // what the routing saw, for the client and the benchmarks: matched blocks of the prompt's full blocks
                     req.response().putHeader("x-orbitkv-prefix-match", c.matchedBlocks() + "/" + hashes.size());
                     return c.engine();
@@ -386,8 +393,15 @@ public final class OrbitProxy implements AutoCloseable {
         /** Picks the engines and dispatches; false (nothing started) when a side has no engine. */
         boolean start() {
             EngineInfo decode = pick(colocated ? RoutingPolicy.Side.COLOCATED : RoutingPolicy.Side.DECODE);
-            EngineInfo prefill = colocated ? null : pickPrefill();
-            if (decode == null || (!colocated && prefill == null)) {
+            EngineInfo chosen = colocated ? null : pickPrefill();
+            // conditional disaggregation: the decode engine already holds (nearly) all of the prompt — prefill there, no handoff
+            boolean local = !colocated && decode != null && matches != null
+                    && config.prefix().prefillLocally(promptTokens, promptBlocks, matches.getOrDefault(decode.engineId(), 0));
+            EngineInfo prefill = local ? null : chosen;
+            if (local) {
+                req.response().putHeader("x-orbitkv-route", "local-prefill");
+            }
+            if (decode == null || (!colocated && !local && prefill == null)) {
                 missing = decode == null ? "decode" : "prefill";
                 return false;
             }
@@ -410,8 +424,8 @@ public final class OrbitProxy implements AutoCloseable {
                     .failingOver(health, config.redispatch() >= number ? this::next : null);
             self[0] = pr;
             live.add(pr);
-            count(colocated ? "colocated" : "pd");
-            if (colocated) {
+            count(colocated ? "colocated" : local ? "local_prefill" : "pd");
+            if (colocated || local) {
                 pr.dispatchColocated(decode);
             } else {
                 pr.dispatchPd(prefill, decode, tokenizer.countTokens(r.prompt()), config.fallbackRecompute());

@@ -68,11 +68,31 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
      * {@code engine.prefix-cache.seed}; {@code proxy.kv-index.block-tokens}, their block size), cache against load
      * ({@code proxy.routing.prefix.cache-weight}, {@code .load-weight}).
      */
-    public record PrefixRouting(String seed, int blockTokens, io.orbitkv.pd.proxy.routing.PrefixScore.Weights weights) {
+    public record PrefixRouting(String seed, int blockTokens, io.orbitkv.pd.proxy.routing.PrefixScore.Weights weights, boolean localPrefill,
+                                int localMaxUncachedTokens, double localMinCachedShare) {
         public PrefixRouting {
             if (blockTokens < 1) {
                 throw new IllegalArgumentException("proxy.kv-index.block-tokens: must be >= 1, got " + blockTokens);
             }
+            if (localMaxUncachedTokens < 0) {
+                throw new IllegalArgumentException("proxy.routing.local-prefill.max-uncached-tokens: must be >= 0, got " + localMaxUncachedTokens);
+            }
+            if (!(localMinCachedShare > 0) || localMinCachedShare > 1) {
+                throw new IllegalArgumentException("proxy.routing.local-prefill.min-cached-share: must be in (0, 1], got " + localMinCachedShare);
+            }
+        }
+
+        /**
+         * Conditional disaggregation: prefill on the decode engine itself (no handoff) when it already holds
+         * {@code decodeCachedBlocks} of the prompt's {@code promptBlocks} full blocks and what is left to compute is short
+         * (llm-d's {@code nonCachedTokens}) or most of the prompt is there (Dynamo's 0.7 of the raw prompt).
+         */
+        public boolean prefillLocally(int promptTokens, int promptBlocks, int decodeCachedBlocks) {
+            if (!localPrefill || promptBlocks == 0) {
+                return false;
+            }
+            int uncached = promptTokens - decodeCachedBlocks * blockTokens;
+            return uncached <= localMaxUncachedTokens || (double) decodeCachedBlocks / promptBlocks >= localMinCachedShare;
         }
     }
 
@@ -142,7 +162,8 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
                 p.withPrefix("kafka."), keys(p.string("proxy.auth.keys-file", "")), p.bool("proxy.kv-index.enabled", true),
                 new PrefixRouting(p.string("proxy.kv-index.seed", "orbitkv"), p.integer("proxy.kv-index.block-tokens", 16),
                         new io.orbitkv.pd.proxy.routing.PrefixScore.Weights(number(p, "proxy.routing.prefix.cache-weight", 1.0),
-                                number(p, "proxy.routing.prefix.load-weight", 1.0))));
+                                number(p, "proxy.routing.prefix.load-weight", 1.0)), p.bool("proxy.routing.local-prefill", false),
+                        p.integer("proxy.routing.local-prefill.max-uncached-tokens", 256), number(p, "proxy.routing.local-prefill.min-cached-share", 0.7)));
     }
 
     private static double number(ConfigProps p, String key, double def) {
