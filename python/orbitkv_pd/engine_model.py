@@ -194,10 +194,13 @@ class StepScheduler:
                 return True
         return False
 
-    def _blocks_for(self, s: _Seq) -> int:
+    def blocks_for(self, prompt_tokens: int, output_tokens: int, part: str) -> int:
         """Blocks a sequence holds while it runs: its prompt, plus its whole output unless it only prefills."""
-        tokens = s.r.prompt_tokens + (0 if s.part == PREFILL else s.r.output_tokens)
+        tokens = prompt_tokens + (0 if part == PREFILL else output_tokens)
         return (tokens + self.limits.block_tokens - 1) // self.limits.block_tokens
+
+    def _blocks_for(self, s: _Seq) -> int:
+        return self.blocks_for(s.r.prompt_tokens, s.r.output_tokens, s.part)
 
     def plan(self) -> Optional[Plan]:
         """The next step, or None when nothing can run."""

@@ -319,8 +319,7 @@ class Stepper:
 
     def blocks_needed(self, prompt_tokens: int, output_tokens: int, part: str) -> int:
         """The KV blocks the scheduler reserves for such a sequence (its prompt, and its output unless it only prefills)."""
-        tokens = prompt_tokens + (0 if part == em.PREFILL else output_tokens)
-        return -(-tokens // self.limits.block_tokens)
+        return self._sched.blocks_for(prompt_tokens, output_tokens, part)
 
     def submit(self, rid: str, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0, part: str = em.BOTH) -> StepHandle:
         """Queues a sequence for ``part`` of request ``rid``. Refuses (ValueError) one that needs more blocks than the

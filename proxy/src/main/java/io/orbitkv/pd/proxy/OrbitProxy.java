@@ -331,7 +331,7 @@ public final class OrbitProxy implements AutoCloseable {
         /** Under prefix_aware: every engine's cached prefix of the prompt (blocks), the prompt's full blocks and tokens. */
         private java.util.Map<String, Integer> matches;
         private int promptBlocks;
-        private int promptTokens;
+        private int promptTokens = -1;
 
         Attempt(HttpServerRequest req, CompletionRequest r, String path, HttpClient client, boolean colocated, List<EngineInfo> candidates,
                 java.util.Set<String> avoid, String clientId, String rid, int number, long deadlineNanos, TraceContext trace, long inMicros) {
@@ -372,6 +372,7 @@ public final class OrbitProxy implements AutoCloseable {
             io.orbitkv.pd.proxy.routing.KvIndexFeed idx = kvIndex;
             int[] ids = idx != null && "prefix_aware".equals(config.routing()) ? tokenizer.tokenIds(r.prompt()) : null;
             if (ids != null) {
+                promptTokens = ids.length;
                 List<EngineInfo> healthy = candidates.stream().filter(e -> e.canPrefill() && !avoid.contains(e.engineId()) && health.usable(e.engineId()))
                         .sorted(java.util.Comparator.comparing(EngineInfo::engineId)).toList();
                 if (!healthy.isEmpty()) {
@@ -379,7 +380,6 @@ public final class OrbitProxy implements AutoCloseable {
                     List<byte[]> hashes = io.orbitkv.pd.engine.client.cache.BlockHashes.chain(pr.seed(), pr.blockTokens(), ids, null);
                     matches = idx.matches(hashes);
                     promptBlocks = hashes.size();
-                    promptTokens = ids.length;
                     io.orbitkv.pd.proxy.routing.PrefixScore.Choice c = io.orbitkv.pd.proxy.routing.PrefixScore.choose(healthy,
                             matches, hashes.size(), OrbitProxy.this::load, pr.weights());
                     // what the routing saw, for the client and the benchmarks: matched blocks of the prompt's full blocks
@@ -428,7 +428,8 @@ public final class OrbitProxy implements AutoCloseable {
             if (colocated || local) {
                 pr.dispatchColocated(decode);
             } else {
-                pr.dispatchPd(prefill, decode, tokenizer.countTokens(r.prompt()), config.fallbackRecompute());
+                // tokenized once: by the prefix-aware choice when it ran
+                pr.dispatchPd(prefill, decode, promptTokens >= 0 ? promptTokens : tokenizer.countTokens(r.prompt()), config.fallbackRecompute());
             }
             return true;
         }

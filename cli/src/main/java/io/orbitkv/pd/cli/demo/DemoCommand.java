@@ -140,9 +140,9 @@ public final class DemoCommand implements Callable<Integer> {
                     out.println();
                 }
             });
-            List<Level> results = run.levels().stream().map(l -> new Level(l.rate(), l.pd(), l.colocated())).toList();
+            List<MixedWorkload.Level> results = run.levels();
             // Let the last outcomes reach the log before reading it.
-            long admitted = results.stream().mapToLong(l -> l.results.size()).sum() + run.warmed();
+            long admitted = results.stream().mapToLong(l -> l.pd().size()).sum() + run.warmed();
             PipelineLog log = PipelineLog.read(p.bootstrapServers());
             long until = System.nanoTime() + 20_000_000_000L;
             while (log.outcomeCount() < admitted && System.nanoTime() < until) {
@@ -152,8 +152,8 @@ public final class DemoCommand implements Callable<Integer> {
             int verified = 0;
             int total = 0;
             List<String> wrong = new ArrayList<>();
-            for (Level l : results) {
-                for (List<LoadClient.Result> rs : List.of(l.results, l.colocated)) {
+            for (MixedWorkload.Level l : results) {
+                for (List<LoadClient.Result> rs : List.of(l.pd(), l.colocated())) {
                     for (LoadClient.Result r : rs) {
                         total++;
                         if (r.ok() && r.text().equals(r.request().expected(model))) {
@@ -197,11 +197,8 @@ public final class DemoCommand implements Callable<Integer> {
     private static final int WARM_UP = 40;
     private static final int ZERO_LOAD = 12;
 
-    /** One rate's results (rate 0: zero load, one request at a time). */
-    private record Level(double rate, List<LoadClient.Result> results, List<LoadClient.Result> colocated) { }
-
-    private static String firstId(List<Level> levels) {
-        return levels.stream().flatMap(l -> l.results.stream()).map(LoadClient.Result::requestId).filter(java.util.Objects::nonNull).findFirst()
+    private static String firstId(List<MixedWorkload.Level> levels) {
+        return levels.stream().flatMap(l -> l.pd().stream()).map(LoadClient.Result::requestId).filter(java.util.Objects::nonNull).findFirst()
                 .orElse("<id>");
     }
 

@@ -240,9 +240,10 @@ final class JobFlow {
         }, false);
         Promise<Void> first = Promise.promise();
         job.onFirst = first::tryComplete;
-        job.seq = job.rid + "#" + (++seqs);
+        job.seq = newSeq(job);
         int output = part == StepScheduler.Role.PREFILL ? 1 : job.request.maxTokens();
-        stepper.submit(job.seq, job.tokens.length, output, stepper.cachedTokens(job.tokens), part, steps(job));
+        List<byte[]> hashes = stepper.hashes(job.tokens); // hashed once: looked up now, cached once computed
+        stepper.submit(job.seq, job.tokens.length, output, stepper.cachedTokens(hashes, job.tokens), part, steps(job));
         Future.all(first.future(), fill).onComplete(ar -> {
             job.computing = false;
             job.computeEndMicros = Marks.nowMicros();
@@ -254,7 +255,7 @@ final class JobFlow {
                 return;
             }
             meters.prefill(job.prefillNanos, job.tokens.length);
-            reportCache(stepper.cache(job.tokens));
+            reportCache(stepper.cache(hashes, job.tokens));
             if (job.gone || job.finished) {
                 // Ended while computing: the prompt is computed (a prefill still reports it, a colocated job frees its
                 // pages, as below), but nobody waits for more tokens.
@@ -262,6 +263,11 @@ final class JobFlow {
             }
             then.run();
         });
+    }
+
+    /** A name for the job's next sequence in the scheduler: unique even when one request is prefilled and decoded here. */
+    private String newSeq(Job job) {
+        return job.rid + "#" + (++seqs);
     }
 
     /** The prefix cache changed: the events go to the engine's worker (orbitkv.kv-events), for a prefix-aware router. */
@@ -605,8 +611,8 @@ final class JobFlow {
         if (job.seq == null) {
             // The KV came by transfer: decode here, from the first token the prefill sampled. Its blocks are cached now,
             // as a vLLM decode instance with prefix caching caches the blocks it received.
-            reportCache(stepper.cache(job.tokens));
-            job.seq = job.rid + "#" + (++seqs);
+            reportCache(stepper.cache(stepper.hashes(job.tokens), job.tokens));
+            job.seq = newSeq(job);
             job.produced = 1;
             stepper.submit(job.seq, job.tokens.length, out.length, 0, StepScheduler.Role.DECODE, steps(job));
         }

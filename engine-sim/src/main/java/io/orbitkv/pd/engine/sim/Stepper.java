@@ -103,8 +103,7 @@ final class Stepper implements AutoCloseable {
 
     /** Whether a request of {@code prompt} + {@code output} tokens can ever run here (its blocks fit the whole pool). */
     boolean fits(int prompt, int output, Role part) {
-        long t = prompt + (long) (part == Role.PREFILL ? 0 : output);
-        return (t + limits.blockTokens() - 1) / limits.blockTokens() <= limits.numBlocks();
+        return scheduler.blocksFor(prompt, output, part) <= limits.numBlocks();
     }
 
     int numBlocks() {
@@ -133,12 +132,17 @@ final class Stepper implements AutoCloseable {
         }
     }
 
-    /** Prompt tokens of {@code tokens} already in cached blocks (counted for the hit rate); 0 when the cache is off. */
-    int cachedTokens(int[] promptTokens) {
+    /** The block hashes of a prompt, as the prefix cache keys it; empty when the cache is off (nothing to hash for). */
+    List<byte[]> hashes(int[] promptTokens) {
+        return compute.prefixCache() ? BlockHashes.chain(compute.prefixCacheSeed(), limits.blockTokens(), promptTokens, null) : List.of();
+    }
+
+    /** Prompt tokens already in cached blocks ({@code hashes}: the prompt's, counted for the hit rate); 0 when the cache is off. */
+    int cachedTokens(List<byte[]> hashes, int[] promptTokens) {
         if (!compute.prefixCache()) {
             return 0;
         }
-        int hit = cache.lookup(hashes(promptTokens));
+        int hit = cache.lookup(hashes);
         int cached = PrefixCache.cachedTokens(hit, limits.blockTokens(), promptTokens.length);
         queried.increment(promptTokens.length);
         hits.increment(cached);
@@ -146,15 +150,14 @@ final class Stepper implements AutoCloseable {
     }
 
     /**
-     * The prompt's full blocks are now in this engine's KV (computed, or received by a transfer): cached. Returns what
+     * The prompt's full blocks ({@code h}: its hashes) are now in this engine's KV (computed, or received by a transfer): cached. Returns what
      * changed as KV cache events (vLLM's): a {@code BlockStored} per run of blocks that were not cached, a
      * {@code BlockRemoved} for the blocks evicted to make room; empty when nothing changed or the cache is off.
      */
-    List<Object> cache(int[] promptTokens) {
+    List<Object> cache(List<byte[]> h, int[] promptTokens) {
         if (!compute.prefixCache()) {
             return List.of();
         }
-        List<byte[]> h = hashes(promptTokens);
         PrefixCache.Change c = cache.insert(h);
         List<Object> events = new java.util.ArrayList<>();
         int bs = limits.blockTokens();
@@ -182,10 +185,6 @@ final class Stepper implements AutoCloseable {
                     .build());
         }
         return events;
-    }
-
-    private List<byte[]> hashes(int[] promptTokens) {
-        return BlockHashes.chain(compute.prefixCacheSeed(), limits.blockTokens(), promptTokens, null);
     }
 
     private void kick() {

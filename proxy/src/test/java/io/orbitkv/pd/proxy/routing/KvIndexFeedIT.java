@@ -1,21 +1,21 @@
 package io.orbitkv.pd.proxy.routing;
 
+import static io.orbitkv.pd.proxy.routing.KvEvents.ev;
+import static io.orbitkv.pd.proxy.routing.KvEvents.h;
+import static io.orbitkv.pd.proxy.routing.KvEvents.removed;
+import static io.orbitkv.pd.proxy.routing.KvEvents.stored;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import io.orbitkv.pd.broker.KraftCluster;
 import io.orbitkv.pd.events.AllBlocksCleared;
-import io.orbitkv.pd.events.BlockRemoved;
-import io.orbitkv.pd.events.BlockStored;
 import io.orbitkv.pd.events.KvCacheEvent;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.TopicAdmin;
 import io.orbitkv.pd.schemas.Topics;
 import io.orbitkv.pd.schemas.TopicsConfig;
 import io.orbitkv.pd.testsupport.kafka.WithKafka;
-import java.nio.ByteBuffer;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.apache.kafka.clients.admin.Admin;
@@ -42,30 +42,6 @@ class KvIndexFeedIT {
         kafka = cluster;
     }
 
-    private static byte[] h(int i) {
-        byte[] b = new byte[32];
-        b[0] = (byte) (i >> 8);
-        b[1] = (byte) i;
-        b[2] = 9;
-        return b;
-    }
-
-    private static KvCacheEvent ev(String engine, long epoch, long seq, Object payload) {
-        return KvCacheEvent.newBuilder().setEngineId(engine).setInstanceEpoch(epoch).setSeq(seq).setEventTimeMs(0).setPayload(payload).build();
-    }
-
-    private static BlockStored stored(int... ids) {
-        List<ByteBuffer> hashes = new ArrayList<>();
-        List<Integer> tokens = new ArrayList<>();
-        for (int i : ids) {
-            hashes.add(ByteBuffer.wrap(h(i)));
-            for (int t = 0; t < 16; t++) {
-                tokens.add(t);
-            }
-        }
-        return BlockStored.newBuilder().setBlockHashes(hashes).setTokenIds(tokens).setBlockSize(16).build();
-    }
-
     @Test
     void theIndexIsRebuiltFromTheLogAndARestartedEnginesOldBlocksGo() throws Exception {
         String prefix = "kvidx" + System.nanoTime() % 100_000 + ".";
@@ -76,8 +52,8 @@ class KvIndexFeedIT {
         String topic = topics.kvEvents().name();
         try (KafkaProducer<String, byte[]> p = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers()),
                 new StringSerializer(), new ByteArraySerializer())) {
-            for (KvCacheEvent e : List.of(ev("p-0", 1, 1, stored(1, 2, 3)), ev("p-0", 1, 2, BlockRemoved.newBuilder()
-                    .setBlockHashes(List.of(ByteBuffer.wrap(h(3)))).build()), ev("d-0", 7, 1, stored(1, 2)), ev("d-0", 7, 1, stored(1, 2)))) {
+            for (KvCacheEvent e : List.of(ev("p-0", 1, 1, stored(1, 2, 3)), ev("p-0", 1, 2, removed(3)),
+                    ev("d-0", 7, 1, stored(1, 2)), ev("d-0", 7, 1, stored(1, 2)))) {
                 p.send(new ProducerRecord<>(topic, e.getEngineId(), topics.kvEvents().valueSerde().serializer().serialize(topic, e))).get();
             }
             p.send(new ProducerRecord<>(topic, "d-0", new byte[] {1, 2, 3})).get(); // garbage: skipped, never fatal

@@ -1,12 +1,13 @@
 package io.orbitkv.pd.proxy.routing;
 
+import static io.orbitkv.pd.proxy.routing.KvEvents.ev;
+import static io.orbitkv.pd.proxy.routing.KvEvents.h;
+import static io.orbitkv.pd.proxy.routing.KvEvents.removed;
+import static io.orbitkv.pd.proxy.routing.KvEvents.stored;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.pd.events.AllBlocksCleared;
-import io.orbitkv.pd.events.BlockRemoved;
-import io.orbitkv.pd.events.BlockStored;
 import io.orbitkv.pd.events.KvCacheEvent;
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -14,38 +15,6 @@ import org.junit.jupiter.api.Test;
 
 /** The index's rules: stored, removed, cleared; stale instances, repeats and gaps; the same log gives the same index. */
 class KvIndexTest {
-
-    private static byte[] h(int i) {
-        byte[] b = new byte[32];
-        b[0] = (byte) (i >> 8);
-        b[1] = (byte) i;
-        b[31] = 1;
-        return b;
-    }
-
-    private static KvCacheEvent ev(String engine, long epoch, long seq, Object payload) {
-        return KvCacheEvent.newBuilder().setEngineId(engine).setInstanceEpoch(epoch).setSeq(seq).setEventTimeMs(0).setPayload(payload).build();
-    }
-
-    private static BlockStored stored(int... ids) {
-        List<ByteBuffer> hashes = new ArrayList<>();
-        List<Integer> tokens = new ArrayList<>();
-        for (int i : ids) {
-            hashes.add(ByteBuffer.wrap(h(i)));
-            for (int t = 0; t < 16; t++) {
-                tokens.add(t);
-            }
-        }
-        return BlockStored.newBuilder().setBlockHashes(hashes).setTokenIds(tokens).setBlockSize(16).build();
-    }
-
-    private static BlockRemoved removed(int... ids) {
-        List<ByteBuffer> hashes = new ArrayList<>();
-        for (int i : ids) {
-            hashes.add(ByteBuffer.wrap(h(i)));
-        }
-        return BlockRemoved.newBuilder().setBlockHashes(hashes).build();
-    }
 
     @Test
     void theLongestCachedPrefixPerEngine() {

@@ -133,9 +133,13 @@ public final class StepScheduler {
     }
 
     /** Blocks a sequence holds while it runs: its prompt, plus its whole output unless it is only prefilled here. */
+    public int blocksFor(int promptTokens, int outputTokens, Role part) {
+        long tokens = promptTokens + (long) (part == Role.PREFILL ? 0 : outputTokens);
+        return (int) ((tokens + limits.blockTokens() - 1) / limits.blockTokens());
+    }
+
     private int blocksFor(Seq s) {
-        int tokens = s.r.promptTokens() + (s.part == Role.PREFILL ? 0 : s.r.outputTokens());
-        return (tokens + limits.blockTokens() - 1) / limits.blockTokens();
+        return blocksFor(s.r.promptTokens(), s.r.outputTokens(), s.part);
     }
 
     /** Takes {@code id} out, waiting or running (its blocks freed): a request that ended early. False when not here. */
