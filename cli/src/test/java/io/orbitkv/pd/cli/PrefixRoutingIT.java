@@ -115,4 +115,37 @@ class PrefixRoutingIT {
             assertThat(text(again.body())).isEqualTo(text(first.body())).isNotEmpty();
         }
     }
+
+    /**
+     * An engine hashing with another seed than the proxy's settings (vLLM #51875, Dynamo #2981: a silent 0 % hit rate):
+     * its registration carries its seed, the proxy shows the difference on {@code /engines} and matches it with its own
+     * hashes — a repeated prompt finds every block; and {@code trace} shows the routing decision from the log.
+     */
+    @Test
+    void anEngineOfAnotherSeedIsShownAndMatchedWithItsOwnHashesAndTraceShowsTheDecision(KraftCluster kafka) throws Exception {
+        Path dir = Files.createDirectories(Path.of("target", "it", "PrefixRoutingIT-seed-" + System.nanoTime()).toAbsolutePath());
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 512, 0.2, 4).withEngineApi(true)
+                .withExtra(Map.of(), Map.of("engine.prefix-cache.seed", "salted"), Map.of(), Map.of("proxy.routing", "prefix_aware"))
+                .withPythonEngines(java.util.Set.of("prefill-0"));
+        String p = "a document hashed with a salt " + "red green blue yellow ".repeat(30);
+        try (Pipeline pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers())) {
+            JsonNode engines = JSON.readTree(http.send(HttpRequest.newBuilder(URI.create(pipeline.proxyUrl() + "/engines")).build(),
+                    HttpResponse.BodyHandlers.ofString()).body());
+            assertThat(engines.path("prefill-0").path("hashing").asText()).contains("seed salted").contains("matched with its own");
+            assertThat(engines.path("prefill-0").path("block_hashing").asText()).isEqualTo("sha256_cbor/seed=salted/16 tokens");
+            assertThat(complete(pipeline, p, 2).statusCode()).isEqualTo(200);
+            await().atMost(Duration.ofSeconds(20)).until(() -> kvIndex(pipeline).path("engines").path("prefill-0").path("blocks").asInt() > 0);
+            HttpResponse<String> again = complete(pipeline, p, 2);
+            assertThat(again.statusCode()).isEqualTo(200);
+            String[] match = again.headers().firstValue("x-orbitkv-prefix-match").orElseThrow().split("/");
+            assertThat(Integer.parseInt(match[0])).as("found with the engine's own seed").isEqualTo(Integer.parseInt(match[1])).isPositive();
+            String id = again.headers().firstValue("x-orbitkv-request-id").orElseThrow();
+            String config = pipeline.child("decider").config().toString();
+            await().atMost(Duration.ofSeconds(20)).untilAsserted(() -> {
+                CliRun t = CliRun.of("trace", id, "--config", config, "--full");
+                assertThat(t.out()).contains("routing={prefix_aware rule=prefix_score").contains("prefill=[prefill-0 " + match[0] + " cached")
+                        .contains("hashing: seed salted");
+            });
+        }
+    }
 }

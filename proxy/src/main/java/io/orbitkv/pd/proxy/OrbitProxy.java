@@ -18,6 +18,8 @@ import io.orbitkv.pd.tracing.TraceContext;
 import io.orbitkv.pd.tracing.TraceHeaders;
 import io.orbitkv.pd.proxy.internal.UpstreamErrors;
 import io.orbitkv.pd.proxy.routing.EngineInfo;
+import io.orbitkv.pd.proxy.routing.PrefixRouter;
+import io.orbitkv.pd.proxy.routing.PrefixScore;
 import io.orbitkv.pd.proxy.routing.RoutingPolicy;
 import io.orbitkv.pd.schemas.EventSerdes;
 import io.orbitkv.pd.schemas.TopicAdmin;
@@ -89,6 +91,8 @@ public final class OrbitProxy implements AutoCloseable {
     /** The engines' KV index, kept from orbitkv.kv-events (null when proxy.kv-index.enabled=false). */
     private volatile io.orbitkv.pd.proxy.routing.KvIndexFeed kvIndex;
     private volatile int port;
+    /** How the proxy hashes a prompt's blocks ({@code proxy.kv-index.seed}, {@code .block-tokens}): engines that register none hash so. */
+    private final EngineInfo.Hashing ownHashing;
 
     private OrbitProxy(ProxyConfig config, Tokenizer tokenizer) {
         this.config = config;
@@ -103,6 +107,7 @@ public final class OrbitProxy implements AutoCloseable {
         this.limits = new CompletionRequest.Limits(config.maxPromptChars(), config.maxTokens(), 4096);
         this.metrics = ComponentMetrics.create("proxy", config.proxyId());
         this.meters = new ProxyMetrics(metrics.registry(), inFlight);
+        this.ownHashing = new EngineInfo.Hashing(PrefixRouter.ALGORITHM, config.prefix().seed(), config.prefix().blockTokens());
     }
 
     /** Starts a proxy whose P/D admissions count prompts with {@code tokenizer} (the engines' own; see {@link Tokenizer}). */
@@ -208,6 +213,8 @@ public final class OrbitProxy implements AutoCloseable {
             } else {
                 json(resp, 200, CompletionRequest.json().valueToTree(kvIndex.snapshot()));
             }
+        } else if (req.method() == HttpMethod.GET && path.equals("/engines")) {
+            json(resp, 200, enginesJson());
         } else if (req.method() == HttpMethod.GET && path.equals("/metrics")) {
             resp.setStatusCode(200).putHeader("content-type", ComponentMetrics.CONTENT_TYPE).end(metrics.scrape());
         } else if (path.startsWith("/v1/") && !admitted(req, resp)) {
@@ -328,9 +335,7 @@ public final class OrbitProxy implements AutoCloseable {
         final TraceContext trace;
         final long inMicros;
         private String missing;
-        /** Under prefix_aware: every engine's cached prefix of the prompt (blocks), the prompt's full blocks and tokens. */
-        private java.util.Map<String, Integer> matches;
-        private int promptBlocks;
+        /** The prompt's tokens when the routing tokenized it (-1: not yet). */
         private int promptTokens = -1;
 
         Attempt(HttpServerRequest req, CompletionRequest r, String path, HttpClient client, boolean colocated, List<EngineInfo> candidates,
@@ -363,41 +368,67 @@ public final class OrbitProxy implements AutoCloseable {
             return e != null || number > 1 ? e : policy.pick(side, ok, OrbitProxy.this::load).orElse(null);
         }
 
-        /**
-         * The prefill engine: under {@code proxy.routing=prefix_aware}, the healthy one (not avoided) that scores best on the KV
-         * index — its longest cached prefix of the prompt against its load ({@link io.orbitkv.pd.proxy.routing.PrefixScore});
-         * the prompt's blocks hashed as the engines hash them. Otherwise, or without the index or token ids, by the policy.
-         */
-        private EngineInfo pickPrefill() {
-            io.orbitkv.pd.proxy.routing.KvIndexFeed idx = kvIndex;
-            int[] ids = idx != null && "prefix_aware".equals(config.routing()) ? tokenizer.tokenIds(r.prompt()) : null;
-            if (ids != null) {
-                promptTokens = ids.length;
-                List<EngineInfo> healthy = candidates.stream().filter(e -> e.canPrefill() && !avoid.contains(e.engineId()) && health.usable(e.engineId()))
-                        .sorted(java.util.Comparator.comparing(EngineInfo::engineId)).toList();
-                if (!healthy.isEmpty()) {
-                    ProxyConfig.PrefixRouting pr = config.prefix();
-                    List<byte[]> hashes = io.orbitkv.pd.engine.client.cache.BlockHashes.chain(pr.seed(), pr.blockTokens(), ids, null);
-                    matches = idx.matches(hashes);
-                    promptBlocks = hashes.size();
-                    io.orbitkv.pd.proxy.routing.PrefixScore.Choice c = io.orbitkv.pd.proxy.routing.PrefixScore.choose(healthy,
-                            matches, hashes.size(), OrbitProxy.this::load, pr.weights());
-                    // what the routing saw, for the client and the benchmarks: matched blocks of the prompt's full blocks
-                    req.response().putHeader("x-orbitkv-prefix-match", c.matchedBlocks() + "/" + hashes.size());
-                    return c.engine();
-                }
-            }
-            return pick(RoutingPolicy.Side.PREFILL);
+        /** Healthy candidates of one side, not avoided, in id order. */
+        private List<EngineInfo> healthy(java.util.function.Predicate<EngineInfo> side) {
+            return candidates.stream().filter(e -> side.test(e) && !avoid.contains(e.engineId()) && health.usable(e.engineId()))
+                    .sorted(java.util.Comparator.comparing(EngineInfo::engineId)).toList();
         }
 
-        /** Picks the engines and dispatches; false (nothing started) when a side has no engine. */
+        /**
+         * Picks the engines and dispatches; false (nothing started) when a side has no engine.
+         *
+         * <p>With the KV index on and the prompt's token ids known, every engine's cached prefix of the prompt is looked up
+         * ({@link PrefixRouter}) whatever the policy, and the decision goes to the log with the answer. Under
+         * {@code proxy.routing=prefix_aware} the prefill engine is the best {@link PrefixScore} (cached prefix against load);
+         * with conditional disaggregation on ({@code proxy.routing.local-prefill}) the decode engine is chosen the same way
+         * (its cache decides whether a handoff is needed at all) and the request is prefilled there when a rule fires.
+         */
         boolean start() {
-            EngineInfo decode = pick(colocated ? RoutingPolicy.Side.COLOCATED : RoutingPolicy.Side.DECODE);
-            EngineInfo chosen = colocated ? null : pickPrefill();
+            PrefixRouter.Match match = null;
+            List<EngineInfo> prefillSide = List.of();
+            List<EngineInfo> decodeSide = List.of();
+            io.orbitkv.pd.proxy.routing.KvIndexFeed idx = kvIndex;
+            if (!colocated && idx != null) {
+                int[] ids = tokenizer.tokenIds(r.prompt());
+                if (ids != null) {
+                    promptTokens = ids.length;
+                    prefillSide = healthy(EngineInfo::canPrefill);
+                    decodeSide = healthy(EngineInfo::canDecode);
+                    java.util.Set<EngineInfo> both = new java.util.LinkedHashSet<>(prefillSide);
+                    both.addAll(decodeSide);
+                    match = PrefixRouter.match(ids, List.copyOf(both), ownHashing, idx::matches);
+                }
+            }
+            boolean prefixAware = match != null && "prefix_aware".equals(config.routing());
+            ProxyConfig.PrefixRouting routing = config.prefix();
+            Map<String, Double> scores = new java.util.HashMap<>();
+            EngineInfo chosenDecode;
+            if (match != null && routing.localPrefill() && !decodeSide.isEmpty()) {
+                PrefixScore.Choice c = PrefixScore.choose(decodeSide, match, OrbitProxy.this::load, routing.weights());
+                c.scores().forEach((id, v) -> scores.put("decode/" + id, v));
+                chosenDecode = c.engine();
+            } else {
+                chosenDecode = pick(colocated ? RoutingPolicy.Side.COLOCATED : RoutingPolicy.Side.DECODE);
+            }
+            EngineInfo decode = chosenDecode;
             // conditional disaggregation: the decode engine already holds (nearly) all of the prompt — prefill there, no handoff
-            boolean local = !colocated && decode != null && matches != null
-                    && config.prefix().prefillLocally(promptTokens, promptBlocks, matches.getOrDefault(decode.engineId(), 0));
-            EngineInfo prefill = local ? null : chosen;
+            String localRule = match == null || decode == null ? null
+                    : routing.localRule(promptTokens, match.blocks(decode.engineId()), match.matched(decode.engineId()),
+                    decode.hashing() != null && decode.hashing().blockSize() > 0 ? decode.hashing().blockSize() : routing.blockTokens());
+            boolean local = localRule != null;
+            EngineInfo chosenPrefill = null;
+            if (!colocated && !local) {
+                if (prefixAware && !prefillSide.isEmpty()) {
+                    PrefixScore.Choice c = PrefixScore.choose(prefillSide, match, OrbitProxy.this::load, routing.weights());
+                    c.scores().forEach((id, v) -> scores.put("prefill/" + id, v));
+                    chosenPrefill = c.engine();
+                    // what the routing saw, for the client and the benchmarks: matched blocks of the prompt's full blocks
+                    req.response().putHeader("x-orbitkv-prefix-match", c.matchedBlocks() + "/" + match.blocks(chosenPrefill.engineId()));
+                } else {
+                    chosenPrefill = pick(RoutingPolicy.Side.PREFILL);
+                }
+            }
+            EngineInfo prefill = chosenPrefill;
             if (local) {
                 req.response().putHeader("x-orbitkv-route", "local-prefill");
             }
@@ -405,6 +436,9 @@ public final class OrbitProxy implements AutoCloseable {
                 missing = decode == null ? "decode" : "prefill";
                 return false;
             }
+            io.orbitkv.pd.events.RoutingDecision decision = match == null ? null
+                    : PrefixRouter.decision(config.routing(), local ? localRule : prefixAware ? "prefix_score" : "load", match, ownHashing,
+                    prefillSide, decodeSide, decode, OrbitProxy.this::load, scores);
             inFlight.incrementAndGet();
             localLoad.computeIfAbsent(decode.engineId(), k -> new AtomicInteger()).incrementAndGet();
             if (prefill != null) {
@@ -421,7 +455,7 @@ public final class OrbitProxy implements AutoCloseable {
                 }
                 count(how.name().toLowerCase());
             }).traced(trace, req.getHeader(TraceHeaders.TRACESTATE)).metered(meters).receivedAt(inMicros)
-                    .failingOver(health, config.redispatch() >= number ? this::next : null);
+                    .failingOver(health, config.redispatch() >= number ? this::next : null).routed(decision, local);
             self[0] = pr;
             live.add(pr);
             count(colocated ? "colocated" : local ? "local_prefill" : "pd");
@@ -501,12 +535,27 @@ public final class OrbitProxy implements AutoCloseable {
         new java.util.TreeMap<>(counts).forEach((k, v) -> c.put(k, v.sum()));
         ObjectNode down = s.putObject("engines_down");
         health.down().forEach((id, d) -> down.putObject(id).put("since_ms", d.sinceMs()).put("reason", d.reason()));
-        ObjectNode e = s.putObject("engines");
-        for (EngineInfo i : engines.current()) {
-            e.putObject(i.engineId()).put("role", i.role().name().toLowerCase()).put("url", i.httpUrl()).put("decider_in_flight", i.inFlight())
-                    .put("proxy_in_flight", load(i.engineId()));
-        }
+        s.set("engines", enginesJson());
         return s;
+    }
+
+    /**
+     * The engines routed to, each with its block hashing as registered and how it compares with the proxy's ({@code same},
+     * or what differs: an engine of another seed is matched with its own hashes, one of an algorithm the proxy cannot
+     * compute is not matched by cache, and says so here instead of silently scoring 0).
+     */
+    private ObjectNode enginesJson() {
+        ObjectNode e = CompletionRequest.json().createObjectNode();
+        for (EngineInfo i : engines.current()) {
+            ObjectNode o = e.putObject(i.engineId()).put("role", i.role().name().toLowerCase()).put("url", i.httpUrl())
+                    .put("decider_in_flight", i.inFlight()).put("proxy_in_flight", load(i.engineId()))
+                    .put("block_hashing", i.hashing() == null ? "not registered (taken as the proxy's: " + ownHashing + ")" : i.hashing().toString())
+                    .put("hashing", PrefixRouter.hashingOf(i.hashing(), ownHashing));
+            if (kvIndex != null) {
+                o.put("indexed_blocks", kvIndex.blocks(i.engineId()));
+            }
+        }
+        return e;
     }
 
     /**

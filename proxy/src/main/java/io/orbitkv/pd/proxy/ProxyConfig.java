@@ -88,11 +88,21 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
          * (llm-d's {@code nonCachedTokens}) or most of the prompt is there (Dynamo's 0.7 of the raw prompt).
          */
         public boolean prefillLocally(int promptTokens, int promptBlocks, int decodeCachedBlocks) {
+            return localRule(promptTokens, promptBlocks, decodeCachedBlocks, blockTokens) != null;
+        }
+
+        /**
+         * Which rule of {@link #prefillLocally} fires for a decode engine of {@code blockSize}-token blocks:
+         * {@code local_prefill_uncached}, {@code local_prefill_share}, or null (P/D).
+         */
+        public String localRule(int promptTokens, int promptBlocks, int decodeCachedBlocks, int blockSize) {
             if (!localPrefill || promptBlocks == 0) {
-                return false;
+                return null;
             }
-            int uncached = promptTokens - decodeCachedBlocks * blockTokens;
-            return uncached <= localMaxUncachedTokens || (double) decodeCachedBlocks / promptBlocks >= localMinCachedShare;
+            if (promptTokens - decodeCachedBlocks * blockSize <= localMaxUncachedTokens) {
+                return "local_prefill_uncached";
+            }
+            return (double) decodeCachedBlocks / promptBlocks >= localMinCachedShare ? "local_prefill_share" : null;
         }
     }
 

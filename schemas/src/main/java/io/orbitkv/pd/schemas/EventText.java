@@ -62,8 +62,39 @@ public final class EventText {
         }
     }
 
+    /**
+     * A routing decision in one line: policy, the rule that fired, the prompt's blocks, then per side each candidate's
+     * cached prefix, load and score (the block keys themselves are left out: {@code --json} has them).
+     */
+    private static void routing(StringBuilder b, io.orbitkv.pd.events.RoutingDecision d) {
+        b.append('{').append(d.getPolicy()).append(" rule=").append(d.getRule()).append(" prompt=").append(d.getPromptTokens()).append(" tokens/")
+                .append(d.getBlockKeys().size()).append(" blocks");
+        for (String role : new String[] {"prefill", "decode"}) {
+            StringBuilder side = new StringBuilder();
+            for (io.orbitkv.pd.events.RoutingCandidate c : d.getCandidates()) {
+                if (!c.getRole().equals(role)) {
+                    continue;
+                }
+                side.append(side.isEmpty() ? "" : ", ").append(c.getEngineId()).append(' ').append(c.getMatchedBlocks()).append(" cached, load ")
+                        .append(c.getLoad());
+                if (c.getScore() != null) {
+                    side.append(String.format(java.util.Locale.ROOT, ", score %.3f", c.getScore()));
+                }
+                if (!"same".equals(c.getHashing())) {
+                    side.append(", hashing: ").append(c.getHashing());
+                }
+            }
+            if (!side.isEmpty()) {
+                b.append(' ').append(role).append("=[").append(side).append(']');
+            }
+        }
+        b.append('}');
+    }
+
     private static void value(StringBuilder b, Object v) {
-        if (v instanceof BlockRun run) {
+        if (v instanceof io.orbitkv.pd.events.RoutingDecision d) {
+            routing(b, d);
+        } else if (v instanceof BlockRun run) {
             b.append(run.getStart()).append('+').append(run.getCount());
         } else if (v instanceof IndexedRecord r) {
             b.append('{').append(r.getSchema().getName());

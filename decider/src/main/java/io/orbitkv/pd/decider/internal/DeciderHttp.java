@@ -248,6 +248,13 @@ public final class DeciderHttp implements AutoCloseable {
                     }
                     e.put("role", r.getRole().name()).put("instance_epoch", r.getInstanceEpoch()).put("http_url", r.getHttpUrl())
                             .put("deregistered", r.getDeregistered()).put("model", r.getModel());
+                    // how it hashes its prefix-cache blocks: a router hashes prompts the same way (docs/routing.md)
+                    if (r.getBlockHashAlgorithm() != null) {
+                        e.put("block_hash_algorithm", r.getBlockHashAlgorithm()).put("block_hash_seed", r.getBlockHashSeed());
+                    }
+                    if (r.getLayout() != null) {
+                        e.put("block_size", r.getLayout().getBlockSizeTokens());
+                    }
                 } catch (EventDecodingException bad) {
                     e.put("error", bad.getMessage());
                 }

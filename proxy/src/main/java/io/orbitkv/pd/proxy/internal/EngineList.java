@@ -115,11 +115,14 @@ public final class EngineList {
                 return;
             }
             String model = v.path("model").asText("");
-            out.put(e.getKey(), new EngineInfo(e.getKey(), role, url, v.path("in_flight").asLong(0), model.isEmpty() ? null : model));
+            String algorithm = v.path("block_hash_algorithm").asText("");
+            EngineInfo.Hashing hashing = algorithm.isEmpty() ? null
+                    : new EngineInfo.Hashing(algorithm, v.path("block_hash_seed").asText(""), v.path("block_size").asInt(0));
+            out.put(e.getKey(), new EngineInfo(e.getKey(), role, url, v.path("in_flight").asLong(0), model.isEmpty() ? null : model, hashing));
         });
         for (EngineInfo s : staticEngines) {
             EngineInfo d = out.get(s.engineId());
-            out.put(s.engineId(), d == null ? s : new EngineInfo(s.engineId(), s.role(), s.httpUrl(), d.inFlight(), d.model()));
+            out.put(s.engineId(), d == null ? s : new EngineInfo(s.engineId(), s.role(), s.httpUrl(), d.inFlight(), d.model(), d.hashing()));
         }
         return new ArrayList<>(out.values());
     }

@@ -75,6 +75,8 @@ public final class ProxiedRequest {
     private long prefillDoneNanos = -1;
     private boolean prefillFailed;
     private int promptTokens;
+    private io.orbitkv.pd.events.RoutingDecision routing;
+    private boolean localPrefill;
     private long timer = -1;
     private TraceContext trace;
     private String traceState;
@@ -187,6 +189,19 @@ public final class ProxiedRequest {
         KvTransferParams d = KvTransferParams.forDecode(requestId, prefill.engineId(), decode.engineId());
         send(decode, request.forward(d, request.stream(), null)).onComplete(ar -> onDecodeResponse(ar.succeeded() ? ar.result() : null,
                 ar.cause()));
+    }
+
+    /**
+     * Why this request goes where it does ({@code RequestAnswered.routing}), and whether it is a P/D request prefilled on its
+     * decode engine (route {@code local_prefill}); before a dispatch.
+     */
+    public ProxiedRequest routed(io.orbitkv.pd.events.RoutingDecision decision, boolean localPrefill) {
+        this.routing = decision;
+        this.localPrefill = localPrefill;
+        if (decision != null) {
+            promptTokens = decision.getPromptTokens();
+        }
+        return this;
     }
 
     /** Colocated: one engine prefills and decodes, no handoff, no facts. */
@@ -490,13 +505,13 @@ public final class ProxiedRequest {
             m.at(Marks.FIRST_TOKEN, firstByteMicros);
         }
         m.mark(Marks.END);
-        String route = !pd ? "colocated" : prefillFailed ? "recomputed" : "pd";
+        String route = localPrefill ? "local_prefill" : !pd ? "colocated" : prefillFailed ? "recomputed" : "pd";
         admissions.answered(RequestAnswered.newBuilder().setRequestId(requestId).setProxyId(admissions.source()).setRoute(route)
                 .setStatus(status).setEnd(how.name()).setPrefillEngineId(prefill == null ? null : prefill.engineId())
                 .setDecodeEngineId(decode == null ? null : decode.engineId()).setPromptTokens(promptTokens).setStream(request.stream())
                 .setTtftUs(firstByteNanos < 0 ? null : (firstByteNanos - startNanos) / 1000)
                 .setHandoffUs(pd && prefillDoneNanos > 0 && firstByteNanos > 0 ? (firstByteNanos - prefillDoneNanos) / 1000 : null)
-                .setTotalUs((now - startNanos) / 1000).setAnsweredAtMs(System.currentTimeMillis()).build(), m);
+                .setTotalUs((now - startNanos) / 1000).setAnsweredAtMs(System.currentTimeMillis()).setRouting(routing).build(), m);
     }
 
     private void resetUpstreams() {

@@ -101,6 +101,13 @@ public final class KvIndexFeed implements AutoCloseable {
         }
     }
 
+    /** Blocks the index holds for {@code engineId}. */
+    public int blocks(String engineId) {
+        synchronized (index) {
+            return index.blocks(engineId);
+        }
+    }
+
     /** What {@code /kv-index} shows: per engine its blocks and lost events, and the feed's counts. */
     public Map<String, Object> snapshot() {
         synchronized (index) {

@@ -24,23 +24,36 @@ public final class PrefixScore {
         }
     }
 
-    /** What was chosen and why: the engine, its matched blocks and score. */
-    public record Choice(EngineInfo engine, int matchedBlocks, double score) { }
+    /** What was chosen and why: the engine, its matched blocks and score, and every candidate's score by engine id. */
+    public record Choice(EngineInfo engine, int matchedBlocks, double score, Map<String, Double> scores) { }
 
     public static Choice choose(List<EngineInfo> candidates, Map<String, Integer> matches, int promptBlocks, ToLongFunction<String> load,
                                 Weights w) {
+        return choose(candidates, id -> matches.getOrDefault(id, 0), id -> promptBlocks, load, w);
+    }
+
+    /** As above, each engine's prompt blocks counted in its own block size ({@link PrefixRouter.Match}). */
+    public static Choice choose(List<EngineInfo> candidates, PrefixRouter.Match m, ToLongFunction<String> load, Weights w) {
+        return choose(candidates, m::matched, m::blocks, load, w);
+    }
+
+    private static Choice choose(List<EngineInfo> candidates, java.util.function.ToIntFunction<String> matched,
+                                 java.util.function.ToIntFunction<String> blocks, ToLongFunction<String> load, Weights w) {
         long maxLoad = 0;
         for (EngineInfo e : candidates) {
             maxLoad = Math.max(maxLoad, Math.max(e.inFlight(), load.applyAsLong(e.engineId())));
         }
         Choice best = null;
         long bestLoad = Long.MAX_VALUE;
+        Map<String, Double> scores = new java.util.LinkedHashMap<>();
         for (EngineInfo e : candidates) {
-            int m = matches.getOrDefault(e.engineId(), 0);
+            int m = matched.applyAsInt(e.engineId());
+            int b = blocks.applyAsInt(e.engineId());
             long l = Math.max(e.inFlight(), load.applyAsLong(e.engineId()));
-            double score = w.cache() * (promptBlocks == 0 ? 0 : (double) m / promptBlocks) - w.load() * ((double) l / (maxLoad + 1));
+            double score = w.cache() * (b == 0 ? 0 : (double) m / b) - w.load() * ((double) l / (maxLoad + 1));
+            scores.put(e.engineId(), score);
             if (best == null || score > best.score() || (score == best.score() && l < bestLoad)) {
-                best = new Choice(e, m, score);
+                best = new Choice(e, m, score, scores);
                 bestLoad = l;
             }
         }
