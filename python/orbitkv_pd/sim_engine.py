@@ -115,6 +115,7 @@ class SimEngineConfig:
     max_num_seqs: int = 256
     prefix_cache: bool = True
     prefix_cache_seed: str = "orbitkv"
+    kv_wait_s: float = 30.0
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
@@ -122,7 +123,7 @@ class SimEngineConfig:
             "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.kv.verify",
             "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix",
             "engine.cost", "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled",
-            "engine.prefix-cache.seed")
+            "engine.prefix-cache.seed", "engine.kv-wait")
 
     def cost_model(self) -> em.CostModel:
         """The step cost model ``engine.cost`` names (``per-token``: the compute keys')."""
@@ -217,6 +218,7 @@ def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[
             "lease_margin_s": margin_s,
             "kv_timeout_s": parse_duration("engine.kv.timeout", p.get("engine.kv.timeout", "60s")),
             "kv_confirm_s": parse_duration("engine.kv.confirm-timeout", p.get("engine.kv.confirm-timeout", "6s")),
+            "kv_wait_s": parse_duration("engine.kv-wait", p.get("engine.kv-wait", "30s")),
             "stall_prefix": p.get("engine.fault.stall-prefill-prefix") or None,
             "no_heartbeat_prefix": p.get("engine.fault.no-heartbeat-prefix") or None}
 
@@ -231,23 +233,51 @@ class BlockAllocator:
         self.num_blocks = num_blocks
         self._free = list(range(num_blocks - 1, -1, -1))
         self._owners: Dict[str, List[int]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Condition(threading.RLock())
+        self._waiting: List[object] = []  # tickets of the requests waiting for pages, first come first served
 
-    def allocate(self, owner: str, n: int) -> Optional[List[int]]:
+    def allocate(self, owner: str, n: int, wait_s: float = 0.0) -> Optional[List[int]]:
+        """``n`` pages for ``owner``; when fewer are free, waits up to ``wait_s`` behind the requests that waited before it
+        (``engine.kv-wait``: vLLM keeps a request that does not fit waiting until pages free up). None: none came."""
         with self._lock:
             if owner in self._owners:
                 raise KeyError(owner)
-            if len(self._free) < n:
+            if not self._waiting and len(self._free) >= n:
+                return self._take(owner, n)
+            if wait_s <= 0:
                 return None
-            blocks = [self._free.pop() for _ in range(n)]
-            self._owners[owner] = blocks
-            return blocks
+            ticket = object()
+            self._waiting.append(ticket)
+            deadline = time.monotonic() + wait_s
+            try:
+                while True:
+                    if self._waiting[0] is ticket and len(self._free) >= n:
+                        return self._take(owner, n)
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._lock.wait(left)
+            finally:
+                self._waiting.remove(ticket)
+                self._lock.notify_all()  # the next in line may fit now
+
+    def _take(self, owner: str, n: int) -> List[int]:
+        blocks = [self._free.pop() for _ in range(n)]
+        self._owners[owner] = blocks
+        return blocks
 
     def free(self, owner: str) -> List[int]:
         with self._lock:
             blocks = self._owners.pop(owner, [])
             self._free.extend(reversed(blocks))
+            if blocks:
+                self._lock.notify_all()
             return blocks
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiting)
 
     @property
     def used(self) -> int:
@@ -985,7 +1015,7 @@ class _Handler(BaseHTTPRequestHandler):
     def allocate(self, job: Job, side: str) -> Optional[List[int]]:
         need = self.engine.backend.blocks_for(len(job.tokens))
         try:
-            return self.engine.allocator.allocate(side + job.rid, need)
+            return self.engine.allocator.allocate(side + job.rid, need, self.engine.config.kv_wait_s)
         except KeyError:
             raise HttpError(409, f"request id {job.rid} already holds pages on {self.engine.config.engine_id}: request ids must be unique",
                             param="request_id")

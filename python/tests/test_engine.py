@@ -557,3 +557,27 @@ class UnsureReportTest(unittest.TestCase):
         finally:
             e.client = None
             e.close()
+
+
+class KvWaitTest(unittest.TestCase):
+    """A request that finds the pool full waits for pages, first come first served, as vLLM's scheduler keeps it waiting."""
+
+    def test_a_waiting_request_gets_the_pages_once_freed_and_in_its_turn(self):
+        import threading
+        from orbitkv_pd.sim_engine import BlockAllocator
+        a = BlockAllocator(8)
+        self.assertEqual(len(a.allocate("P:a", 6)), 6)
+        self.assertIsNone(a.allocate("P:b", 4), "no wait: refused at once")
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault("b", a.allocate("P:b", 4, 5.0)))
+        t.start()
+        deadline = time.monotonic() + 5
+        while a.waiting != 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertEqual(a.waiting, 1)
+        self.assertIsNone(a.allocate("P:c", 1), "a newcomer does not jump the queue, even when it would fit")
+        a.free("P:a")
+        t.join(5)
+        self.assertEqual(len(got["b"]), 4)
+        self.assertEqual(a.waiting, 0)
+        self.assertIsNone(a.allocate("P:d", 8, 0.05), "not enough within the wait: none")

@@ -19,6 +19,7 @@ public final class BlockAllocator {
     private final Map<String, int[]> held = new HashMap<>();
     private long allocations;
     private long releases;
+    private final java.util.List<Runnable> onFree = new java.util.concurrent.CopyOnWriteArrayList<>();
 
     public BlockAllocator(int numBlocks) {
         this.numBlocks = numBlocks;
@@ -73,16 +74,25 @@ public final class BlockAllocator {
         return -1;
     }
 
+    /** Runs {@code r} after every free that gave blocks back (outside the allocator's lock): what waits for pages retries. */
+    public void onFree(Runnable r) {
+        onFree.add(r);
+    }
+
     /** Frees what {@code owner} holds; returns the blocks freed (empty when it held none). */
-    public synchronized int[] free(String owner) {
-        int[] blocks = held.remove(owner);
-        if (blocks == null) {
-            return new int[0];
+    public int[] free(String owner) {
+        int[] blocks;
+        synchronized (this) {
+            blocks = held.remove(owner);
+            if (blocks == null) {
+                return new int[0];
+            }
+            for (int b : blocks) {
+                used.clear(b);
+            }
+            releases++;
         }
-        for (int b : blocks) {
-            used.clear(b);
-        }
-        releases++;
+        onFree.forEach(Runnable::run);
         return blocks;
     }
 

@@ -18,14 +18,21 @@ import java.util.TreeSet;
  * @param maxNumSeqs       sequences running at once ({@code engine.max-num-seqs}, vLLM's {@code max_num_seqs})
  * @param prefixCache      whether cached prompt blocks spare their compute ({@code engine.prefix-cache.enabled})
  * @param prefixCacheSeed  the seed of the first block's parent hash ({@code engine.prefix-cache.seed})
+ * @param kvWait           how long a request waits for free KV pages, first come first served, before it is refused 503
+ *                         ({@code engine.kv-wait}, 30 s; 0: refused at once): vLLM keeps a request that does not fit in its
+ *                         waiting queue until pages free up, it does not refuse it
  */
-public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, int maxNumSeqs, boolean prefixCache, String prefixCacheSeed) {
+public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, int maxNumSeqs, boolean prefixCache, String prefixCacheSeed,
+                           java.time.Duration kvWait) {
 
     public static final String PER_TOKEN = "per-token";
 
     public ComputeModel {
         requireRange("engine.max-batched-tokens", maxBatchedTokens, 1, 10_000_000);
         requireRange("engine.max-num-seqs", maxNumSeqs, 1, 100_000);
+        if (kvWait.isNegative()) {
+            throw new IllegalArgumentException("engine.kv-wait: must be >= 0, got " + kvWait);
+        }
     }
 
     /**
@@ -55,7 +62,8 @@ public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, i
             }
         }
         return new ComputeModel(cost, costs, p.integer("engine.max-batched-tokens", 8192), p.integer("engine.max-num-seqs", 256),
-                p.bool("engine.prefix-cache.enabled", true), p.string("engine.prefix-cache.seed", "orbitkv"));
+                p.bool("engine.prefix-cache.enabled", true), p.string("engine.prefix-cache.seed", "orbitkv"),
+                p.duration("engine.kv-wait", java.time.Duration.ofSeconds(30)));
     }
 
     private static double number(String key, String v, double def) {

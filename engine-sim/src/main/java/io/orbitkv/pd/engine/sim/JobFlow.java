@@ -100,13 +100,17 @@ final class JobFlow {
         this.format = format;
         this.client = client;
         this.releases = new PageReleases(config.engineId(), allocator, counters.released);
+        // frees come from the engine's context and from the decisions' thread: the waiting queue is served on the context
+        allocator.onFree(() -> ctx.runOnContext(v -> admitWaiting()));
         this.stepper = new Stepper(config.engineId(), config.compute(), config.geometry().numBlocks(), config.geometry().blockSizeTokens(), ctx,
                 metrics.registry());
     }
 
     /** The model's state for {@code /stats}. */
     Map<String, Object> modelStats() {
-        return stepper.stats();
+        Map<String, Object> m = new java.util.LinkedHashMap<>(stepper.stats());
+        m.put("waiting_for_kv", waitingForPages.size()); // read off the context: a moment stale at worst
+        return m;
     }
 
     /** Stops the model's clock (the engine is closing). */
@@ -189,10 +193,10 @@ final class JobFlow {
 
     void prefill(Job job) {
         take(job, "prefill", counters.prefills);
-        int[] blocks = pages(job, "P:", why -> client().prefillFailed(job.rid, why, true, job.trace, job.marks()));
-        if (blocks == null) {
-            return;
-        }
+        pages(job, "P:", why -> client().prefillFailed(job.rid, why, true, job.trace, job.marks()), blocks -> prefill(job, blocks));
+    }
+
+    private void prefill(Job job, int[] blocks) {
         compute(job, blocks, StepScheduler.Role.PREFILL, () -> {
             int first = model.generate(job.tokens, 1)[0];
             EngineControl c = client();
@@ -299,11 +303,11 @@ final class JobFlow {
 
     void decode(Job job) {
         take(job, "decode", counters.decodes);
+        pages(job, "D:", why -> client().decodeRejected(job.rid, why, job.trace, job.marks()), blocks -> decode(job, blocks));
+    }
+
+    private void decode(Job job, int[] blocks) {
         EngineControl c = client();
-        int[] blocks = pages(job, "D:", why -> c.decodeRejected(job.rid, why, job.trace, job.marks()));
-        if (blocks == null) {
-            return;
-        }
         job.leaseEpoch = leaseEpochs.incrementAndGet();
         job.leaseId = "lease/" + config.engineId() + "/" + job.rid;
         long waitStart = System.nanoTime();
@@ -542,12 +546,40 @@ final class JobFlow {
                         + " does not verify (" + why + "); not decoding", "kv_verification_failed", null)));
     }
 
+    /** A job waiting for KV pages ({@code engine.kv-wait}). */
+    private static final class Waiting {
+        final Job job;
+        final String side;
+        final int need;
+        final Consumer<String> rejected;
+        final Consumer<int[]> then;
+        long timer = -1;
+
+        Waiting(Job job, String side, int need, Consumer<String> rejected, Consumer<int[]> then) {
+            this.job = job;
+            this.side = side;
+            this.need = need;
+            this.rejected = rejected;
+            this.then = then;
+        }
+    }
+
+    /** Jobs waiting for pages, first come first served (vLLM's waiting queue); touched on the engine's context only. */
+    private final java.util.ArrayDeque<Waiting> waitingForPages = new java.util.ArrayDeque<>();
+
+    /** Jobs waiting for KV pages now. */
+    int waitingForPages() {
+        return waitingForPages.size();
+    }
+
     /**
-     * The pages for the job's prompt, held as {@code side + rid} ({@code P:}, {@code D:}, {@code C:}); or null, the job
-     * then finished and answered: a request id that already holds pages here is refused (409, ids must be unique), a
-     * full pool rejects it (503, after {@code rejected} reported why to the control plane).
+     * The pages for the job's prompt, held as {@code side + rid} ({@code P:}, {@code D:}, {@code C:}), handed to {@code then};
+     * or none, the job then finished and answered: a request id that already holds pages here is refused (409, ids must be
+     * unique), a prompt that could never fit is refused (400). A pool without enough free pages now keeps the job waiting,
+     * first come first served, until frees make room (as vLLM's scheduler does), at most {@code engine.kv-wait}; then it is
+     * refused (503, after {@code rejected} reported why to the control plane).
      */
-    private int[] pages(Job job, String side, Consumer<String> rejected) {
+    private void pages(Job job, String side, Consumer<String> rejected, Consumer<int[]> then) {
         StepScheduler.Role part = side.equals("P:") ? StepScheduler.Role.PREFILL : StepScheduler.Role.BOTH;
         if (!stepper.fits(job.tokens.length, job.request.maxTokens(), part)) {
             finish(job);
@@ -556,36 +588,82 @@ final class JobFlow {
                     + " blocks of " + config.geometry().blockSizeTokens() + " tokens)";
             rejected.accept(why);
             error(job.response, 400, why, "invalid_request_error", "max_tokens");
-            return null;
+            return;
         }
-        int need = SimModel.blocksFor(config.geometry(), job.tokens.length);
-        int[] blocks;
+        Waiting w = new Waiting(job, side, SimModel.blocksFor(config.geometry(), job.tokens.length), rejected, then);
+        if (waitingForPages.isEmpty()) {
+            int[] blocks = allocate(w);
+            if (blocks != null || job.finished) {
+                if (blocks != null) {
+                    then.accept(blocks);
+                }
+                return;
+            }
+        }
+        long waitMs = config.compute().kvWait().toMillis();
+        if (waitMs == 0) {
+            refuse(w);
+            return;
+        }
+        waitingForPages.add(w);
+        w.timer = vertx.setTimer(waitMs, id -> {
+            if (waitingForPages.remove(w) && !job.finished && !job.gone) {
+                refuse(w);
+            }
+        });
+    }
+
+    /** The pages, or null (none free, or refused 409: then the job is finished). */
+    private int[] allocate(Waiting w) {
         try {
-            blocks = allocator.allocate(side + job.rid, need).orElse(null);
+            return allocator.allocate(w.side + w.job.rid, w.need).orElse(null);
         } catch (IllegalStateException e) {
-            finish(job);
-            error(job.response, 409, "request id " + job.rid + " already holds pages on " + config.engineId() + ": request ids must be unique",
+            finish(w.job);
+            error(w.job.response, 409, "request id " + w.job.rid + " already holds pages on " + config.engineId() + ": request ids must be unique",
                     "invalid_request_error", "request_id");
             return null;
         }
-        if (blocks == null) {
-            counters.rejected.increment();
-            int free = allocator.numBlocks() - allocator.usedBlocks();
-            rejected.accept("no free KV blocks on " + config.engineId() + " (" + need + " needed, " + free + " free)");
-            finish(job);
-            error(job.response, 503, "engine " + config.engineId() + " has no free KV blocks for " + need + " blocks", "service_unavailable", null);
+    }
+
+    private void refuse(Waiting w) {
+        counters.rejected.increment();
+        int free = allocator.numBlocks() - allocator.usedBlocks();
+        w.rejected.accept("no free KV blocks on " + config.engineId() + " (" + w.need + " needed, " + free + " free)");
+        finish(w.job);
+        error(w.job.response, 503, "engine " + config.engineId() + " has no free KV blocks for " + w.need + " blocks"
+                + (config.compute().kvWait().isZero() ? "" : " within engine.kv-wait (" + config.compute().kvWait().toMillis() + " ms)"),
+                "service_unavailable", null);
+    }
+
+    /** Pages were freed: the waiting jobs that now fit start, in their order (the first that does not fit holds the rest back). */
+    private void admitWaiting() {
+        Waiting w;
+        while ((w = waitingForPages.peek()) != null) {
+            if (w.job.finished || w.job.gone) {
+                waitingForPages.poll();
+                vertx.cancelTimer(w.timer);
+                continue;
+            }
+            int[] blocks = allocate(w);
+            if (blocks == null && !w.job.finished) {
+                return;
+            }
+            waitingForPages.poll();
+            vertx.cancelTimer(w.timer);
+            if (blocks != null) {
+                w.then.accept(blocks);
+            }
         }
-        return blocks;
     }
 
     // ------------------------------------------------------------------------------------------------ colocated
 
     void colocated(Job job) {
         take(job, "colocated", counters.colocated);
-        int[] blocks = pages(job, "C:", why -> { }); // nobody to report to
-        if (blocks == null) {
-            return;
-        }
+        pages(job, "C:", why -> { }, blocks -> colocated(job, blocks)); // nobody to report a refusal to
+    }
+
+    private void colocated(Job job, int[] blocks) {
         compute(job, blocks, StepScheduler.Role.BOTH, () -> {
             if (job.gone) {
                 allocator.free("C:" + job.rid);

@@ -83,6 +83,32 @@ class SteppingEngineTest {
     }
 
     @Test
+    void aRequestThatFindsThePoolFullWaitsForPagesAsVllmDoesOrIsRefusedWithoutKvWait() throws Exception {
+        String a = "w ".repeat(640).trim(); // 40 of the pool's 64 blocks, held while 100 tokens decode at 10 ms each
+        String b = "x ".repeat(640).trim();
+        try (SimEngine e = engine("engine.compute.decode-ms-per-token", "10")) {
+            var first = complete(e, a, 100, false);
+            org.awaitility.Awaitility.await().pollInterval(java.time.Duration.ofMillis(5)).atMost(java.time.Duration.ofSeconds(5))
+                    .until(() -> e.allocatorForTests().usedBlocks() > 0);
+            var second = complete(e, b, 4, false);
+            org.awaitility.Awaitility.await().pollInterval(java.time.Duration.ofMillis(5)).atMost(java.time.Duration.ofSeconds(5))
+                    .until(() -> model(e).path("waiting_for_kv").asInt() == 1);
+            assertThat(first.get().statusCode()).isEqualTo(200);
+            assertThat(second.get().statusCode()).as("served once the first freed its pages").isEqualTo(200);
+            assertThat(model(e).path("waiting_for_kv").asInt()).isZero();
+        }
+        try (SimEngine e = engine("engine.kv-wait", "0s", "engine.compute.decode-ms-per-token", "10")) {
+            var first = complete(e, a, 100, false);
+            org.awaitility.Awaitility.await().pollInterval(java.time.Duration.ofMillis(5)).atMost(java.time.Duration.ofSeconds(5))
+                    .until(() -> e.allocatorForTests().usedBlocks() > 0);
+            HttpResponse<String> second = complete(e, b, 4, false).get();
+            assertThat(second.statusCode()).isEqualTo(503);
+            assertThat(second.body()).contains("has no free KV blocks for 40 blocks");
+            assertThat(first.get().statusCode()).isEqualTo(200);
+        }
+    }
+
+    @Test
     void aClientThatLeavesWhileItsPromptComputesLeavesNothingHeld() throws Exception {
         // 200 prompt tokens at 1 ms each: the client is long gone before the prompt is computed
         try (SimEngine e = engine("engine.compute.prefill-ms-per-token", "1")) {
