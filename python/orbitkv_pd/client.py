@@ -439,10 +439,15 @@ class EngineApiClient:
 
     def decode_ready(self, request_id: str, lease_id: str, lease_epoch: int, dest_blocks: Sequence[int],
                      lease_deadline_ms: int, traceparent: Optional[str] = None,
-                     marks: Optional[Dict[str, int]] = None) -> "Future[str]":
-        """Destination pages held under a lease. Call :meth:`await_kv` first, so no signal is missed."""
+                     marks: Optional[Dict[str, int]] = None, cached_blocks: int = 0) -> "Future[str]":
+        """Destination pages held under a lease. Call :meth:`await_kv` first, so no signal is missed.
+
+        ``cached_blocks``: the prompt's first blocks are in the engine's prefix cache already; the engine fills those pages
+        itself and the order moves only the rest (at least one block moves: less than ``len(dest_blocks)``)."""
         m = self._fact(p.DECODE_READY, request_id, traceparent, marks)
         m.update(lease_id=lease_id, lease_epoch=lease_epoch, dest_blocks=list(dest_blocks), lease_deadline_ms=lease_deadline_ms)
+        if cached_blocks:
+            m["cached_blocks"] = cached_blocks
         return self._request(m)
 
     def decode_rejected(self, request_id: str, reason: str, traceparent: Optional[str] = None,

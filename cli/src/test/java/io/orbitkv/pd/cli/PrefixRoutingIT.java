@@ -148,4 +148,50 @@ class PrefixRoutingIT {
             });
         }
     }
+
+    private static long kvBytes(String sse) throws Exception {
+        long bytes = -1;
+        for (String line : sse.split("\n")) {
+            if (line.startsWith("data: {")) {
+                JsonNode n = JSON.readTree(line.substring(6));
+                if (n.has("orbitkv")) {
+                    bytes = n.path("orbitkv").path("kv_bytes").asLong(-1);
+                }
+            }
+        }
+        return bytes;
+    }
+
+    /**
+     * Move only what is missing: the decode engine holds the blocks an earlier transfer brought, says so in its decode-ready,
+     * and the order moves only the blocks after them — the answer the same as the model's, the audit clean.
+     */
+    @Test
+    void theDecodeEngineSaysWhatItHoldsAndOnlyTheRestMoves(KraftCluster kafka) throws Exception {
+        Path dir = Files.createDirectories(Path.of("target", "it", "PrefixRoutingIT-partial-" + System.nanoTime()).toAbsolutePath());
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 512, 0.2, 4).withEngineApi(true)
+                .withExtra(Map.of(), Map.of(), Map.of(), Map.of("proxy.routing", "prefix_aware"));
+        String history = "a long shared document " + "north south east west ".repeat(60);
+        String longer = history + " and a new question about it at the end";
+        try (Pipeline pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers())) {
+            HttpResponse<String> first = complete(pipeline, history, 4);
+            assertThat(first.statusCode()).isEqualTo(200);
+            long whole = kvBytes(first.body());
+            assertThat(whole).isPositive();
+            await().atMost(Duration.ofSeconds(20)).until(() -> kvIndex(pipeline).path("engines").path("decode-0").path("blocks").asInt() > 0);
+            HttpResponse<String> second = complete(pipeline, longer, 4);
+            assertThat(second.statusCode()).isEqualTo(200);
+            long moved = kvBytes(second.body());
+            long blockBytes = ModelPreset.TINY.geometry(1, 1).bytesPerBlock();
+            assertThat(moved).as("only the blocks after the decode engine's cached prefix moved").isPositive().isLessThanOrEqualTo(4L * blockBytes)
+                    .isLessThan(whole);
+            assertThat(text(second.body())).isEqualTo(new io.orbitkv.pd.engine.sim.SimModel(42).answer(longer, 4));
+            String config = pipeline.child("decider").config().toString();
+            await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> {
+                CliRun a = CliRun.of("audit", "--config", config);
+                assertThat(a.exit()).as(a.out() + a.err()).isZero();
+                assertThat(a.out()).contains("CLEAN");
+            });
+        }
+    }
 }

@@ -39,7 +39,10 @@ final class FactValidator {
                     ? "RequestAdmitted: prefill_engine_id and decode_engine_id must be set"
                     : a.getPromptTokens() < 0 || a.getMaxTokens() < 0 ? "RequestAdmitted: negative token counts" : null;
             case PrefillCompleted pc -> pages("PrefillCompleted.source_blocks", pc.getSourceBlocks(), pc.getLayout());
-            case DecodeReady dr -> pages("DecodeReady.dest_blocks", dr.getDestBlocks(), dr.getLayout());
+            case DecodeReady dr -> dr.getCachedBlocks() < 0 || (!dr.getDestBlocks().isEmpty() && dr.getCachedBlocks() >= BlockRuns.totalBlocks(dr.getDestBlocks()))
+                    ? "DecodeReady.cached_blocks: must be >= 0 and less than dest_blocks' " + BlockRuns.totalBlocks(dr.getDestBlocks())
+                    + " blocks (at least one block moves), got " + dr.getCachedBlocks()
+                    : pages("DecodeReady.dest_blocks", dr.getDestBlocks(), dr.getLayout());
             default -> null;
         };
         return invalid == null ? null : new Rejection(invalid.startsWith("oversized") ? "OVERSIZED" : "OUT_OF_BOUNDS", invalid);

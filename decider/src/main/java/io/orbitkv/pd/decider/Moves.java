@@ -75,12 +75,12 @@ final class Moves {
         return Math.min(now + policy.transferBudgetMs(destBytes(s)), Math.max(now + 1, s.getLeaseDeadlineMs()));
     }
 
-    /** The bytes an order moves: every destination page, every layer (0 when unknown). */
+    /** The bytes an order moves: every destination page after the decode engine's cached prefix, every layer (0 when unknown). */
     static long destBytes(DeciderState s) {
         if (s.getDest() == null || s.getDest().getLayout() == null) {
             return 0;
         }
-        long blocks = 0;
+        long blocks = -s.getDestCachedBlocks(); // the cached prefix does not move
         for (io.orbitkv.pd.events.BlockRun r : s.getDest().getBlocks()) {
             blocks += r.getCount();
         }
@@ -117,13 +117,17 @@ final class Moves {
     private void emitOrder(StepContext c, int attempt) {
         DeciderState s = c.s;
         String orderId = s.getRequestId() + "/a" + attempt;
-        byte[] token = tokens.sign(orderId, s.getLeaseEpoch(), s.getDest().getEngineId(), s.getDest().getInstanceEpoch(), s.getDest().getBlocks());
+        // move only what the decode engine lacks: its cached prefix is skipped on both sides (signed as moved)
+        int skip = s.getDestCachedBlocks();
+        List<io.orbitkv.pd.events.BlockRun> destRuns = io.orbitkv.pd.kv.BlockRuns.skip(s.getDest().getBlocks(), skip);
+        byte[] token = tokens.sign(orderId, s.getLeaseEpoch(), s.getDest().getEngineId(), s.getDest().getInstanceEpoch(), destRuns);
         HeldPages src = s.getSource();
         String sourceEngine = StepContext.sourceEngine(s);
         c.emit(TransferOrder.newBuilder().setOrderId(orderId).setAttempt(attempt)
                 .setSourceEngineId(sourceEngine).setSourceInstanceEpoch(src == null ? -1 : src.getInstanceEpoch())
                 .setDestEngineId(s.getDest().getEngineId()).setDestInstanceEpoch(s.getDest().getInstanceEpoch())
-                .setSourceBlocks(src == null ? List.of() : src.getBlocks()).setDestBlocks(s.getDest().getBlocks())
+                .setSourceBlocks(src == null ? List.of() : io.orbitkv.pd.kv.BlockRuns.skip(src.getBlocks(), skip)).setDestBlocks(destRuns)
+                .setSkipBlocks(skip)
                 .setLayout(src == null ? s.getDest().getLayout() : src.getLayout())
                 .setLeaseId(s.getLeaseId()).setLeaseEpoch(s.getLeaseEpoch()).setAuthToken(ByteBuffer.wrap(token))
                 .setDeadlineMs(s.getOrderDeadlineMs()).setTransport("auto").setAwaitPrefill(src == null).setFirstToken(s.getFirstToken()).build(),

@@ -411,6 +411,7 @@ final class Transitions {
             return false;
         }
         s.setDest(held);
+        s.setDestCachedBlocks(dr.getCachedBlocks());
         s.setLeaseId(dr.getLeaseId());
         s.setLeaseEpoch(dr.getLeaseEpoch());
         s.setLeaseDeadlineMs(m.leaseEnd(dr.getLeaseDeadlineMs(), c.event.getEventTimeMs(), c.now));

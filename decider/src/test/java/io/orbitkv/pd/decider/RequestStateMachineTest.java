@@ -485,6 +485,24 @@ class RequestStateMachineTest {
         assertThat(order.getDeadlineMs()).isEqualTo(1002 + 10_000 + bytes * 1000 / 50_000_000);
     }
 
+    /** Move only what is missing: the decode engine's cached prefix is skipped on both sides, signed and timed as moved. */
+    @Test
+    void anOrderMovesOnlyTheBlocksAfterTheDecodeEnginesCachedPrefix() {
+        RequestStateMachine m = new RequestStateMachine(Facts.policy().withOrderAhead(false));
+        Built b = replay(m, 1000L, admitted(R), 1001L, prefillCompleted(R, run(0, 10)));
+        RequestEvent ready = decodeReady(R, run(100, 4), run(200, 6));
+        ready = RequestEvent.newBuilder(ready).setPayload(io.orbitkv.pd.events.DecodeReady.newBuilder((io.orbitkv.pd.events.DecodeReady) ready.getPayload())
+                .setCachedBlocks(7).build()).build();
+        Step s = m.onEvent(b.state(), ready, 1002);
+        TransferOrder order = (TransferOrder) payloads(s).stream().filter(x -> x instanceof TransferOrder).findFirst().orElseThrow();
+        assertThat(order.getSkipBlocks()).isEqualTo(7);
+        assertThat(order.getDestBlocks()).containsExactly(run(203, 3));
+        assertThat(order.getSourceBlocks()).containsExactly(run(7, 3));
+        assertThat(order.getDeadlineMs()).as("the budget covers the 3 blocks that move").isEqualTo(1002 + 10_000 + 3L * 4 * 2 * 32768 * 1000 / 50_000_000);
+        assertThat(new io.orbitkv.pd.schemas.OrderTokens(Facts.policy().authKey()).verify(order.getOrderId(), order.getLeaseEpoch(),
+                order.getDestEngineId(), order.getDestInstanceEpoch(), order.getDestBlocks(), order.getAuthToken().array())).isTrue();
+    }
+
     /**
      * Seen in the partitions chaos run (PUSH_ACK_STALE_EPOCH, under load): attempt 1's report is late, the attempt times
      * out and attempt 2 goes out; the decode engine, handed its KV as attempt 1's bytes landed, completes; then attempt 1's

@@ -47,6 +47,24 @@ public final class BlockRuns {
         return out;
     }
 
+    /** {@code runs} without their first {@code skip} blocks (the prompt's blocks after a cached prefix). */
+    public static List<BlockRun> skip(List<BlockRun> runs, int skip) {
+        if (skip <= 0) {
+            return runs;
+        }
+        java.util.ArrayList<BlockRun> out = new java.util.ArrayList<>();
+        int left = skip;
+        for (BlockRun r : runs) {
+            if (left >= r.getCount()) {
+                left -= r.getCount();
+            } else {
+                out.add(run(r.getStart() + left, r.getCount() - left));
+                left = 0;
+            }
+        }
+        return out;
+    }
+
     public static long totalBlocks(List<BlockRun> runs) {
         long n = 0;
         for (BlockRun r : runs) {

@@ -379,9 +379,10 @@ public final class OrbitProxy implements AutoCloseable {
          *
          * <p>With the KV index on and the prompt's token ids known, every engine's cached prefix of the prompt is looked up
          * ({@link PrefixRouter}) whatever the policy, and the decision goes to the log with the answer. Under
-         * {@code proxy.routing=prefix_aware} the prefill engine is the best {@link PrefixScore} (cached prefix against load);
-         * with conditional disaggregation on ({@code proxy.routing.local-prefill}) the decode engine is chosen the same way
-         * (its cache decides whether a handoff is needed at all) and the request is prefilled there when a rule fires.
+         * {@code proxy.routing=prefix_aware} the prefill and the decode engine are the best {@link PrefixScore} (cached prefix
+         * against load: the decode engine's cached prefix is not moved); with conditional disaggregation on
+         * ({@code proxy.routing.local-prefill}) the decode engine is chosen the same way under any policy and the request is
+         * prefilled there when a rule fires.
          */
         boolean start() {
             PrefixRouter.Match match = null;
@@ -403,7 +404,9 @@ public final class OrbitProxy implements AutoCloseable {
             ProxyConfig.PrefixRouting routing = config.prefix();
             Map<String, Double> scores = new java.util.HashMap<>();
             EngineInfo chosenDecode;
-            if (match != null && routing.localPrefill() && !decodeSide.isEmpty()) {
+            // the decode engine by its cached prefix too (Dynamo's router counts decode blocks): what it holds is not moved,
+            // and with conditional disaggregation it decides whether a handoff is needed at all
+            if (match != null && (prefixAware || routing.localPrefill()) && !decodeSide.isEmpty()) {
                 PrefixScore.Choice c = PrefixScore.choose(decodeSide, match, OrbitProxy.this::load, routing.weights());
                 c.scores().forEach((id, v) -> scores.put("decode/" + id, v));
                 chosenDecode = c.engine();

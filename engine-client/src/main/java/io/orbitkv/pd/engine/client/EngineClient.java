@@ -305,6 +305,13 @@ public final class EngineClient implements EngineControl {
         return send(facts.decodeReady(requestId, instanceEpoch.get(), leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, layout()), trace, marks);
     }
 
+    @Override
+    public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs,
+                                               int cachedBlocks, TraceContext trace, Marks marks) {
+        return send(facts.decodeReady(requestId, instanceEpoch.get(), leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, layout(), cachedBlocks),
+                trace, marks);
+    }
+
     public CompletableFuture<Void> decodeRejected(String requestId, String reason) {
         return decodeRejected(requestId, reason, null, null);
     }

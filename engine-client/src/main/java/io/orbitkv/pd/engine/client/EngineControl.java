@@ -30,6 +30,16 @@ public interface EngineControl extends AutoCloseable {
     CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs, TraceContext trace,
                                         Marks marks);
 
+    /**
+     * As {@link #decodeReady(String, String, long, int[], long, TraceContext, Marks)}, the prompt's first {@code cachedBlocks}
+     * blocks already in the engine's prefix cache (it fills those pages itself; the order moves only the rest). A control
+     * plane that cannot say so moves everything.
+     */
+    default CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs,
+                                                int cachedBlocks, TraceContext trace, Marks marks) {
+        return decodeReady(requestId, leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, trace, marks);
+    }
+
     CompletableFuture<Void> decodeRejected(String requestId, String reason, TraceContext trace, Marks marks);
 
     /** Still holding the lease; {@code seq} makes the event id unique per heartbeat. */

@@ -57,9 +57,15 @@ public final class EngineFacts {
 
     public Fact decodeReady(String requestId, long instanceEpoch, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs,
                             KvLayout layout) {
+        return decodeReady(requestId, instanceEpoch, leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, layout, 0);
+    }
+
+    /** With the prompt's first {@code cachedBlocks} blocks in the engine's prefix cache: the order moves only the rest. */
+    public Fact decodeReady(String requestId, long instanceEpoch, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs,
+                            KvLayout layout, int cachedBlocks) {
         return new Fact(requestId, requestId + "/decode-ready", DecodeReady.newBuilder().setEngineId(engineId)
                 .setInstanceEpoch(instanceEpoch).setLeaseId(leaseId).setLeaseEpoch(leaseEpoch).setDestBlocks(BlockRuns.fromBlocks(destBlocks))
-                .setLeaseDeadlineMs(leaseDeadlineMs).setLayout(layout).build());
+                .setLeaseDeadlineMs(leaseDeadlineMs).setLayout(layout).setCachedBlocks(cachedBlocks).build());
     }
 
     public Fact decodeRejected(String requestId, long instanceEpoch, String reason) {

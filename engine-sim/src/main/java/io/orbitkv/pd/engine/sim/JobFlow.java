@@ -308,6 +308,19 @@ final class JobFlow {
 
     private void decode(Job job, int[] blocks) {
         EngineControl c = client();
+        // Move only what is missing: the prompt's first blocks this engine holds in its prefix cache are written here (on
+        // a worker thread, beside the transfer of the rest); decode-ready says how many, and the order skips them. At
+        // least one block always moves (the one the prefill's last token is in).
+        int cachedBlocks = Math.min(stepper.cachedBlocks(stepper.hashes(job.tokens)), blocks.length - 1);
+        if (cachedBlocks > 0) {
+            int[] mine = java.util.Arrays.copyOf(blocks, cachedBlocks);
+            int[] tokens = java.util.Arrays.copyOf(job.tokens, cachedBlocks * config.geometry().blockSizeTokens());
+            job.restored = vertx.executeBlocking(() -> {
+                BulkPriority.apply(config.kvNice());
+                model.writeKv(pool, mine, tokens);
+                return null;
+            }, false);
+        }
         job.leaseEpoch = leaseEpochs.incrementAndGet();
         job.leaseId = "lease/" + config.engineId() + "/" + job.rid;
         long waitStart = System.nanoTime();
@@ -325,7 +338,7 @@ final class JobFlow {
         armFence(job);
         long readySent = System.nanoTime();
         job.unconfirmed.add(readySent);
-        c.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, job.trace, job.marks())
+        c.decodeReady(job.rid, job.leaseId, job.leaseEpoch, blocks, System.currentTimeMillis() + leaseMs, cachedBlocks, job.trace, job.marks())
                 .thenRun(() -> ctx.runOnContext(v -> confirmed(job, readySent)));
         // Until the KV is in, heartbeats go often enough that a lease nobody acknowledges any more is seen within
         // engine.kv.confirm-timeout (a KV wait is short: it rarely sees one); then at the lease's own period.
@@ -495,8 +508,12 @@ final class JobFlow {
                     // A real engine never checks received KV before its first token: verify beside the decode, and let
                     // only the end of the answer wait for it, so a corrupt handoff is still refused (never answered in full).
                     long t0 = System.nanoTime();
+                    io.vertx.core.Future<Void> restored = job.restored;
                     job.verified = vertx.executeBlocking(() -> {
                         BulkPriority.apply(config.kvNice());
+                        if (restored != null) {
+                            restored.toCompletionStage().toCompletableFuture().join(); // the cached prefix's pages, written here
+                        }
                         return model.verifyKv(pool, blocks, job.tokens);
                     }, false);
                     job.verified.onComplete(ar -> {

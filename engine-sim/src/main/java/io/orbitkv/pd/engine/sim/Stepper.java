@@ -137,6 +137,11 @@ final class Stepper implements AutoCloseable {
         return compute.prefixCache() ? BlockHashes.chain(compute.prefixCacheSeed(), limits.blockTokens(), promptTokens, null) : List.of();
     }
 
+    /** Leading blocks of a prompt ({@code hashes}) in the prefix cache, not counted as a lookup (a decode's, not a prefill's). */
+    int cachedBlocks(List<byte[]> hashes) {
+        return compute.prefixCache() ? cache.lookup(hashes) : 0;
+    }
+
     /** Prompt tokens already in cached blocks ({@code hashes}: the prompt's, counted for the hit rate); 0 when the cache is off. */
     int cachedTokens(List<byte[]> hashes, int[] promptTokens) {
         if (!compute.prefixCache()) {

@@ -56,6 +56,8 @@ final class RequestHistory {
         final ReleaseSide side;
         final String key;
         final long instanceEpoch;
+        /** The pages held, as reported (an order skipping a cached prefix names the ones after it). */
+        List<BlockRun> blocks = List.of();
         String leaseId;
         long leaseEpoch;
         long leaseExpiry = Long.MAX_VALUE;
@@ -90,9 +92,15 @@ final class RequestHistory {
         boolean staleAckReported;
 
         Attempt(TransferOrder order) {
+            this(order, pages(order.getDestEngineId(), ReleaseSide.DECODE, order.getDestBlocks()),
+                    pages(order.getSourceEngineId(), ReleaseSide.PREFILL, order.getSourceBlocks()));
+        }
+
+        /** With the keys of the whole pages held (an order that skips the decode engine's cached prefix names fewer). */
+        Attempt(TransferOrder order, String destKey, String sourceKey) {
             this.order = order;
-            this.destKey = pages(order.getDestEngineId(), ReleaseSide.DECODE, order.getDestBlocks());
-            this.sourceKey = pages(order.getSourceEngineId(), ReleaseSide.PREFILL, order.getSourceBlocks());
+            this.destKey = destKey;
+            this.sourceKey = sourceKey;
         }
     }
 

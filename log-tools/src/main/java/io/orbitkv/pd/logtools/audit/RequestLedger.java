@@ -310,6 +310,7 @@ final class RequestLedger {
             }
         }
         Hold h = new Hold(f, side, key, instanceEpoch);
+        h.blocks = List.copyOf(blocks);
         r.holds.add(h);
         return h;
     }
@@ -428,6 +429,19 @@ final class RequestLedger {
         Hold src = null;
         String destKey = RequestHistory.pages(o.getDestEngineId(), ReleaseSide.DECODE, o.getDestBlocks());
         String srcKey = RequestHistory.pages(o.getSourceEngineId(), ReleaseSide.PREFILL, o.getSourceBlocks());
+        if (o.getSkipBlocks() > 0) {
+            // an order that moves only what the decode engine lacks names the held pages after its cached prefix: judged
+            // against the whole pages held (what releases and leases name)
+            for (Hold h : r.holds) {
+                List<BlockRun> rest = io.orbitkv.pd.kv.BlockRuns.skip(h.blocks, o.getSkipBlocks());
+                if (h.side == ReleaseSide.DECODE && RequestHistory.pages(o.getDestEngineId(), ReleaseSide.DECODE, rest).equals(destKey)) {
+                    destKey = h.key;
+                } else if (h.side == ReleaseSide.PREFILL && !o.getSourceBlocks().isEmpty()
+                        && RequestHistory.pages(o.getSourceEngineId(), ReleaseSide.PREFILL, rest).equals(srcKey)) {
+                    srcKey = h.key;
+                }
+            }
+        }
         for (Hold h : r.holds) {
             if (h.side == ReleaseSide.DECODE && h.key.equals(destKey) && Objects.equals(h.leaseId, o.getLeaseId()) && h.counted()) {
                 dest = h;
@@ -452,7 +466,7 @@ final class RequestLedger {
             r.firstOrderAhead = noSourceYet;
         }
         if (r.attempts.size() < MAX_ATTEMPTS_PER_REQUEST) {
-            Attempt attempt = new Attempt(o);
+            Attempt attempt = new Attempt(o, destKey, srcKey);
             attempt.dest = dest;
             r.attempts.put(o.getAttempt(), attempt);
         }

@@ -205,7 +205,9 @@ public final class OrderRunner implements AutoCloseable {
 
     /** The order ahead, completed with the pages and first token the engine reported. */
     private static TransferOrder withSource(TransferOrder o, LocalPrefill p) {
-        return TransferOrder.newBuilder(o).setSourceBlocks(p.blocks()).setSourceInstanceEpoch(p.instanceEpoch())
+        // the decode engine's cached prefix stays where it is: the order's dest_blocks start after it, so do the pages pushed
+        return TransferOrder.newBuilder(o).setSourceBlocks(io.orbitkv.pd.kv.BlockRuns.skip(p.blocks(), o.getSkipBlocks()))
+                .setSourceInstanceEpoch(p.instanceEpoch())
                 .setFirstToken(p.firstToken() != null ? p.firstToken() : o.getFirstToken()).build();
     }
 

@@ -253,8 +253,13 @@ public final class ApiProtocol {
             case PREFILL_COMPLETED -> facts.prefillCompleted(rid, instanceEpoch, blocks(m, "source_blocks", layout.getNumBlocks()),
                     (int) integer(m, "num_tokens", 1, Integer.MAX_VALUE), m.hasNonNull("first_token") ? (Integer) (int) integer(m, "first_token", 0, Integer.MAX_VALUE) : null, layout);
             case PREFILL_FAILED -> facts.prefillFailed(rid, instanceEpoch, text(m, "reason", true), bool(m, "retriable"));
-            case DECODE_READY -> facts.decodeReady(rid, instanceEpoch, id(m, "lease_id"), integer(m, "lease_epoch", 0, Long.MAX_VALUE),
-                    blocks(m, "dest_blocks", layout.getNumBlocks()), integer(m, "lease_deadline_ms", 1, Long.MAX_VALUE), layout);
+            case DECODE_READY -> {
+                int[] dest = blocks(m, "dest_blocks", layout.getNumBlocks());
+                // the prompt's first blocks in the engine's prefix cache: at least one block must still move
+                int cached = m.hasNonNull("cached_blocks") ? (int) integer(m, "cached_blocks", 0, Math.max(0, dest.length - 1)) : 0;
+                yield facts.decodeReady(rid, instanceEpoch, id(m, "lease_id"), integer(m, "lease_epoch", 0, Long.MAX_VALUE), dest,
+                        integer(m, "lease_deadline_ms", 1, Long.MAX_VALUE), layout, cached);
+            }
             case DECODE_REJECTED -> facts.decodeRejected(rid, instanceEpoch, text(m, "reason", true));
             case HEARTBEAT -> facts.heartbeat(rid, id(m, "lease_id"), integer(m, "lease_epoch", 0, Long.MAX_VALUE),
                     integer(m, "extend_to_ms", 1, Long.MAX_VALUE), (int) integer(m, "seq", 0, Integer.MAX_VALUE));

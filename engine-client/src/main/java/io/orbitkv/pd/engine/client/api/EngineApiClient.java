@@ -382,8 +382,17 @@ public final class EngineApiClient implements EngineControl {
     @Override
     public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs,
                                                TraceContext trace, Marks marks) {
+        return decodeReady(requestId, leaseId, leaseEpoch, destBlocks, leaseDeadlineMs, 0, trace, marks);
+    }
+
+    @Override
+    public CompletableFuture<Void> decodeReady(String requestId, String leaseId, long leaseEpoch, int[] destBlocks, long leaseDeadlineMs,
+                                               int cachedBlocks, TraceContext trace, Marks marks) {
         ObjectNode m = fact(ApiProtocol.DECODE_READY, requestId, trace, marks).put("lease_id", leaseId).put("lease_epoch", leaseEpoch)
                 .put("lease_deadline_ms", leaseDeadlineMs);
+        if (cachedBlocks > 0) {
+            m.put("cached_blocks", cachedBlocks);
+        }
         blocks(m, "dest_blocks", destBlocks);
         return request(m);
     }
