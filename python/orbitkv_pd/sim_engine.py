@@ -123,7 +123,7 @@ class SimEngineConfig:
             "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.kv.verify",
             "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix",
             "engine.cost", "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled",
-            "engine.prefix-cache.seed", "engine.kv-wait")
+            "engine.prefix-cache.seed", "engine.kv-wait", "engine.prefix-cache.skip-transfer")
 
     def cost_model(self) -> em.CostModel:
         """The step cost model ``engine.cost`` names (``per-token``: the compute keys')."""

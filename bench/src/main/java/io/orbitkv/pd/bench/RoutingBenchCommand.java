@@ -85,6 +85,9 @@ public final class RoutingBenchCommand implements Callable<Integer> {
     @Option(names = "--only", description = "Run only this workload: shared or chat (default: both).")
     String only;
 
+    @Option(names = "--policy", description = "Run only the layouts of this policy (round_robin, least_in_flight, prefix_aware; default: all).")
+    String policyOnly;
+
     @Option(names = "--out", defaultValue = "docs/bench/routing.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
     Path out;
 
@@ -94,10 +97,13 @@ public final class RoutingBenchCommand implements Callable<Integer> {
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     private final SimModel model = new SimModel(42);
 
-    /** One layout: a policy, and whether P/D requests may be prefilled on their decode engine. */
-    record Layout(String workload, String policy, boolean conditional) {
+    /**
+     * One layout: a policy, whether P/D requests may be prefilled on their decode engine, and whether decode engines say
+     * what they hold so orders move only the rest ({@code engine.prefix-cache.skip-transfer}; off: every block moves).
+     */
+    record Layout(String workload, String policy, boolean conditional, boolean partial) {
         String label() {
-            return policy + (conditional ? " + conditional" : "");
+            return policy + (conditional ? " + conditional" : "") + (partial ? "" : ", whole moves");
         }
     }
 
@@ -116,14 +122,21 @@ public final class RoutingBenchCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         List<Layout> layouts = new ArrayList<>();
         if (only == null || only.equals("shared")) {
-            for (String p : List.of("round_robin", "least_in_flight", "prefix_aware")) {
-                layouts.add(new Layout("shared", p, false));
-            }
+            // every policy with the defaults (decode engines say what they hold), and prefix-aware with every block moving:
+            // what the routing gains, and what moving only the missing blocks adds
+            layouts.add(new Layout("shared", "round_robin", false, true));
+            layouts.add(new Layout("shared", "least_in_flight", false, true));
+            layouts.add(new Layout("shared", "prefix_aware", false, false));
+            layouts.add(new Layout("shared", "prefix_aware", false, true));
         }
         if (only == null || only.equals("chat")) {
-            layouts.add(new Layout("chat", "round_robin", false));
-            layouts.add(new Layout("chat", "prefix_aware", false));
-            layouts.add(new Layout("chat", "prefix_aware", true));
+            layouts.add(new Layout("chat", "round_robin", false, true));
+            layouts.add(new Layout("chat", "prefix_aware", false, false));
+            layouts.add(new Layout("chat", "prefix_aware", false, true));
+            layouts.add(new Layout("chat", "prefix_aware", true, true));
+        }
+        if (policyOnly != null) {
+            layouts.removeIf(l -> !l.policy().equals(policyOnly));
         }
         RoutingWorkloads.SharedPrefix shared = new RoutingWorkloads.SharedPrefix(groups, prefixWords, questionWords, output);
         RoutingWorkloads.MultiTurn chat = new RoutingWorkloads.MultiTurn(contextWords, turns, userWords, chatOutput);
@@ -148,7 +161,7 @@ public final class RoutingBenchCommand implements Callable<Integer> {
         proxy.put("proxy.routing", l.policy());
         proxy.put("proxy.routing.local-prefill", Boolean.toString(l.conditional()));
         return PipelineSpec.defaults().withEngines(4, 4).withModel(ModelPreset.TINY, poolBlocks, 0.05, 2.0).withEngineApi(true).withNodeWorker(true)
-                .withExtra(Map.of(), Map.of("engine.cost", cost), Map.of(), proxy);
+                .withExtra(Map.of(), Map.of("engine.cost", cost, "engine.prefix-cache.skip-transfer", Boolean.toString(l.partial())), Map.of(), proxy);
     }
 
     private List<Point> runShared(Layout l, RoutingWorkloads.SharedPrefix w) throws Exception {
@@ -166,8 +179,10 @@ public final class RoutingBenchCommand implements Callable<Integer> {
                 long[] at = MixedWorkload.poisson(42 + i, rate, n);
                 Counters before = counters(pipeline);
                 long t0 = System.nanoTime();
+                Sampler sampler = new Sampler(pipeline);
                 List<LoadClient.Result> results = client.runOpen(rs, at, () -> { });
                 double wall = (System.nanoTime() - t0) / 1e9;
+                sampler.stop();
                 Counters after = counters(pipeline);
                 RoutingWorkloads.Ideal all = RoutingWorkloads.ideal(concat(sent, rs), SEED, BLOCK);
                 RoutingWorkloads.Ideal prior = RoutingWorkloads.ideal(sent, SEED, BLOCK);
@@ -175,6 +190,8 @@ public final class RoutingBenchCommand implements Callable<Integer> {
                 sent.addAll(rs);
                 out.add(point(l, rate, results, wall, before, after, ideal));
                 errors(results);
+                System.out.println("    " + sampler.summary() + "; handoff p50 " + String.format(Locale.ROOT, "%.1f ms",
+                        Samples.pct(Samples.handoffMs(results), 50)));
                 System.out.println("  " + row(out.get(out.size() - 1)));
             }
         }
@@ -261,6 +278,51 @@ public final class RoutingBenchCommand implements Callable<Integer> {
         return out;
     }
 
+    /**
+     * Where a layout's time goes, sampled every 250 ms while a rate runs: per role the mean requests waiting in the engines'
+     * schedulers, waiting for KV pages, and running.
+     */
+    private final class Sampler {
+        private final Thread thread;
+        private volatile boolean stop;
+        private final Map<String, double[]> sums = new java.util.TreeMap<>();
+        private int samples;
+
+        Sampler(Pipeline p) {
+            thread = Thread.ofPlatform().daemon().name("routing-sampler").start(() -> {
+                while (!stop) {
+                    try {
+                        for (Pipeline.Engine e : p.engines()) {
+                            JsonNode m = get(e.url() + "/stats").path("model");
+                            double[] v = sums.computeIfAbsent(e.role(), k -> new double[3]);
+                            v[0] += m.path("waiting").asDouble();
+                            v[1] += m.path("waiting_for_kv").asDouble();
+                            v[2] += m.path("running").asDouble();
+                        }
+                        samples++;
+                        Thread.sleep(250);
+                    } catch (InterruptedException x) {
+                        return;
+                    } catch (Exception x) {
+                        // a sample missed: the mean is over the others
+                    }
+                }
+            });
+        }
+
+        void stop() throws InterruptedException {
+            stop = true;
+            thread.join();
+        }
+
+        String summary() {
+            StringBuilder b = new StringBuilder("mean per role over " + samples + " samples:");
+            sums.forEach((role, v) -> b.append(String.format(Locale.ROOT, " %s waiting %.1f, waiting for KV %.1f, running %.1f;", role,
+                    v[0] / Math.max(1, samples), v[1] / Math.max(1, samples), v[2] / Math.max(1, samples))));
+            return b.toString();
+        }
+    }
+
     /** The engines' prefix-cache counters and the proxy's local-prefill count, summed. */
     record Counters(long queried, long hits, long localPrefills) { }
 
@@ -302,9 +364,9 @@ public final class RoutingBenchCommand implements Callable<Integer> {
         return v == Math.rint(v) ? Long.toString((long) v) : String.format(Locale.ROOT, "%.1f", v);
     }
 
-    private static Point find(List<Point> ps, String workload, String policy, boolean conditional, double rate) {
+    private static Point find(List<Point> ps, String workload, String policy, boolean conditional, boolean partial, double rate) {
         return ps.stream().filter(p -> p.layout().workload().equals(workload) && p.layout().policy().equals(policy)
-                && p.layout().conditional() == conditional && p.rate() == rate).findFirst().orElse(null);
+                && p.layout().conditional() == conditional && p.layout().partial() == partial && p.rate() == rate).findFirst().orElse(null);
     }
 
     /** The targets of issue 33, judged on this run. */
@@ -316,16 +378,19 @@ public final class RoutingBenchCommand implements Callable<Integer> {
             if (rr == null) {
                 out.add("Shared prefix: round robin's TTFT p90 stays under 1 s at these rates: no rate to judge the targets at (raise --rates).");
             } else {
-                Point pa = find(ps, "shared", "prefix_aware", false, rr.rate());
+                for (boolean partial : new boolean[] {false, true}) {
+                Point pa = find(ps, "shared", "prefix_aware", false, partial, rr.rate());
                 if (pa != null) {
                     double ttft = rr.ttftP90() / pa.ttftP90();
                     double tput = pa.tokensPerSecond() / rr.tokensPerSecond();
                     double hit = pa.idealRate() == 0 ? 0 : pa.hitRate() / pa.idealRate();
                     out.add(String.format(Locale.ROOT, "Shared prefix at %s req/s (the first rate where round robin's TTFT p90 passes 1 s: %.0f ms): "
-                                    + "prefix-aware TTFT p90 %.0f ms, %.1fx lower (target >= 10x: %s); output %.0f vs %.0f tokens/s, %.2fx (target >= 1.5x: %s);"
-                                    + " hit rate %.1f %% of an ideal %.1f %%, %.0f %% of it (target >= 90 %%: %s).", num(rr.rate()), rr.ttftP90(), pa.ttftP90(),
-                            ttft, ttft >= 10 ? "met" : "MISSED", pa.tokensPerSecond(), rr.tokensPerSecond(), tput, tput >= 1.5 ? "met" : "MISSED",
-                            100 * pa.hitRate(), 100 * pa.idealRate(), 100 * hit, hit >= 0.9 ? "met" : "MISSED"));
+                                    + "%s TTFT p90 %.0f ms, %.1fx lower (target >= 10x: %s); output %.0f vs %.0f tokens/s, %.2fx (target >= 1.5x: %s);"
+                                    + " hit rate %.1f %% of an ideal %.1f %%, %.0f %% of it (target >= 90 %%: %s); KV moved %.0f vs %.0f MiB.", num(rr.rate()),
+                            rr.ttftP90(), pa.layout().label(), pa.ttftP90(), ttft, ttft >= 10 ? "met" : "MISSED", pa.tokensPerSecond(), rr.tokensPerSecond(),
+                            tput, tput >= 1.5 ? "met" : "MISSED", 100 * pa.hitRate(), 100 * pa.idealRate(), 100 * hit, hit >= 0.9 ? "met" : "MISSED",
+                            pa.kvBytes() / 1048576.0, rr.kvBytes() / 1048576.0));
+                }
                 }
             }
         }
@@ -333,14 +398,15 @@ public final class RoutingBenchCommand implements Callable<Integer> {
             if (!always.layout().workload().equals("chat") || !always.layout().policy().equals("prefix_aware") || always.layout().conditional()) {
                 continue;
             }
-            Point cond = find(ps, "chat", "prefix_aware", true, always.rate());
+            Point cond = find(ps, "chat", "prefix_aware", true, true, always.rate());
             if (cond == null) {
                 continue;
             }
             double less = always.kvBytes() == 0 ? 0 : 1 - (double) cond.kvBytes() / always.kvBytes();
             out.add(String.format(Locale.ROOT, "Multi-turn chat at %s conversations/s: conditional disaggregation moved %.1f MiB of KV against %.1f MiB"
-                            + " for P/D always, %.0f %% less (target >= 50 %%: %s), %d of %d requests prefilled on their decode engine; TTFT p50 %.1f vs"
-                            + " %.1f ms (target: no worse: %s).", num(always.rate()), cond.kvBytes() / 1048576.0, always.kvBytes() / 1048576.0, 100 * less,
+                            + " for P/D always (%s), %.0f %% less (target >= 50 %%: %s), %d of %d requests prefilled on their decode engine; TTFT p50 %.1f vs"
+                            + " %.1f ms (target: no worse: %s).", num(always.rate()), cond.kvBytes() / 1048576.0, always.kvBytes() / 1048576.0,
+                    always.layout().partial() ? "moving only what the decode engine lacks" : "every block moves", 100 * less,
                     less >= 0.5 ? "met" : "MISSED", cond.localPrefills(), cond.requests(), cond.ttftP50(), always.ttftP50(),
                     cond.ttftP50() <= always.ttftP50() ? "met" : "MISSED"));
         }
@@ -359,13 +425,14 @@ public final class RoutingBenchCommand implements Callable<Integer> {
                 .append(LocalDate.now()).append(" by `./orbitkv-pd bench routing` on ").append(machine)
                 .append(". 4 prefill + 4 decode simulated Java engines on their workers' engine API (one node worker), `engine.cost=").append(cost)
                 .append("` (docs/engine-model.md), KV pages shaped `tiny`, ").append(poolBlocks)
-                .append(" blocks per engine (its prefix cache's size too); each layout on a fresh pipeline, the same discarded warm-up, then ")
+                .append(" blocks per engine (its prefix cache's size too); engines wait for KV pages (`engine.kv-wait`); each layout on a fresh pipeline, the same discarded warm-up, then ")
                 .append(num(seconds)).append(" s of Poisson arrivals per rate (fixed seeds); every answer checked against the model.\n\n")
                 .append("- Shared prefix: ").append(shared).append(".\n- Multi-turn chat: ").append(chat)
                 .append("; conversations arrive as a Poisson process, each turn sent once the previous one was answered.\n\n")
                 .append("Hit rate: the engines' prefix-cache hit tokens over the prompt tokens they looked up; ideal: the same for one unbounded cache"
                         + " that saw every earlier prompt (the workload's own repetition). Computed: prompt tokens the engines computed. KV: bytes the"
-                        + " decode engines received. Local: P/D requests prefilled on their decode engine (no handoff).\n\n");
+                        + " decode engines received. Local: P/D requests prefilled on their decode engine (no handoff). \"whole moves\": decode engines do not say what"
+                        + " they hold (`engine.prefix-cache.skip-transfer=false`), every block of the prompt moves, as before the KV-aware routing.\n\n");
         b.append("| workload | layout | rate | requests | TTFT p50 (ms) | TTFT p90 (ms) | output tok/s | hit rate | ideal | computed tokens | KV MiB | local |\n");
         b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
         for (Point p : ps) {
@@ -383,7 +450,7 @@ public final class RoutingBenchCommand implements Callable<Integer> {
         var root = JSON.createObjectNode().put("date", LocalDate.now().toString());
         var arr = root.putArray("points");
         for (Point p : ps) {
-            arr.addObject().put("workload", p.layout().workload()).put("policy", p.layout().policy()).put("conditional", p.layout().conditional())
+            arr.addObject().put("workload", p.layout().workload()).put("policy", p.layout().policy()).put("conditional", p.layout().conditional()).put("partial_moves", p.layout().partial())
                     .put("rate", p.rate()).put("requests", p.requests()).put("failed", p.failed()).put("wrong", p.wrong()).put("ttft_p50_ms", p.ttftP50())
                     .put("ttft_p90_ms", p.ttftP90()).put("output_tokens_per_s", p.tokensPerSecond()).put("hit_rate", p.hitRate())
                     .put("ideal_hit_rate", p.idealRate()).put("computed_tokens", p.computed()).put("kv_bytes", p.kvBytes())

@@ -496,7 +496,7 @@ public final class Pipeline implements AutoCloseable {
             "engine.pool.path", "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port",
             "engine.compute.prefill-ms-per-token", "engine.compute.decode-ms-per-token", "engine.max-prompt-tokens", "engine.lease.duration",
             "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.verify", "engine.fault.corrupt-kv-prefix", "engine.cost",
-            "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled", "engine.prefix-cache.seed", "engine.kv-wait");
+            "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled", "engine.prefix-cache.seed", "engine.kv-wait", "engine.prefix-cache.skip-transfer");
 
     /**
      * The niceness of the processes on the token path — engines and proxies — when the launcher may set it (root; otherwise

@@ -76,6 +76,15 @@ public final class DemoCommand implements Callable<Integer> {
             + " llama-70b-tp4, tiny, per-token; default: ${DEFAULT-VALUE}).")
     String cost;
 
+    @Option(names = "--routing", defaultValue = "least_in_flight", description = "The proxy's routing policy (proxy.routing): round_robin,"
+            + " least_in_flight or prefix_aware (the engines' cached prefix against load, docs/routing.md); every answer's routing decision"
+            + " is in the log (trace shows it) (default: ${DEFAULT-VALUE}).")
+    String routing;
+
+    @Option(names = "--local-prefill", description = "Conditional disaggregation (proxy.routing.local-prefill): a P/D request is prefilled on"
+            + " its decode engine when that engine already holds most of the prompt.")
+    boolean localPrefill;
+
     @Option(names = "--prefill-engines", defaultValue = "1", description = "Prefill engines (default: ${DEFAULT-VALUE}).")
     int prefillEngines;
 
@@ -121,7 +130,8 @@ public final class DemoCommand implements Callable<Integer> {
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(prefillEngines, decodeEngines)
                 .withModel(ModelPreset.of(preset), ModelPreset.of(preset) == ModelPreset.TINY ? 4096 : 512, 0.05, 2.0)
-                .withExtra(java.util.Map.of(), java.util.Map.of("engine.cost", cost), java.util.Map.of(), java.util.Map.of()).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines))
+                .withExtra(java.util.Map.of(), java.util.Map.of("engine.cost", cost), java.util.Map.of(), java.util.Map.of("proxy.routing", routing,
+                        "proxy.routing.local-prefill", Boolean.toString(localPrefill))).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines))
                 .withEngineApi(engines == EngineJoin.api).withNetns(HostsOption.netns(hosts, link)).withLink(link);
         SimModel model = new SimModel(42);
         try (Pipeline p = Pipeline.start(spec, dir, s -> out.println("  " + s), bootstrap);
@@ -133,7 +143,8 @@ public final class DemoCommand implements Callable<Integer> {
             MixedWorkload.Slo slo = new MixedWorkload.Slo(sloTtftMs, sloTpotMs);
             MixedWorkload.Shape shape = MixedWorkload.Shape.DEFAULT;
             out.println("  engines: engine.cost=" + cost + ", KV pages shaped " + preset + "; workload: Poisson arrivals, " + shape + ", seed 42;"
-                    + " SLOs: TTFT <= " + num(sloTtftMs) + " ms and TPOT <= " + num(sloTpotMs) + " ms");
+                    + " SLOs: TTFT <= " + num(sloTtftMs) + " ms and TPOT <= " + num(sloTpotMs) + " ms; routing " + routing
+                    + (localPrefill ? " with conditional disaggregation" : "") + " (each answer's routing decision: ./orbitkv-pd trace <request id>)");
             MixedWorkload.Run run = MixedWorkload.run(client, shape, WARM_UP, ZERO_LOAD, rates, seconds, (label, done, all) -> {
                 progress(out, String.format(Locale.ROOT, "  %-26s", label), done, all);
                 if (done == all) {

@@ -18,12 +18,15 @@ import java.util.TreeSet;
  * @param maxNumSeqs       sequences running at once ({@code engine.max-num-seqs}, vLLM's {@code max_num_seqs})
  * @param prefixCache      whether cached prompt blocks spare their compute ({@code engine.prefix-cache.enabled})
  * @param prefixCacheSeed  the seed of the first block's parent hash ({@code engine.prefix-cache.seed})
+ * @param skipCached       a decode engine says how many of the prompt's first blocks its prefix cache holds, fills them
+ *                         itself and the order moves only the rest ({@code engine.prefix-cache.skip-transfer}, true;
+ *                         false: every block moves, as before the KV-aware routing)
  * @param kvWait           how long a request waits for free KV pages, first come first served, before it is refused 503
  *                         ({@code engine.kv-wait}, 30 s; 0: refused at once): vLLM keeps a request that does not fit in its
  *                         waiting queue until pages free up, it does not refuse it
  */
 public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, int maxNumSeqs, boolean prefixCache, String prefixCacheSeed,
-                           java.time.Duration kvWait) {
+                           boolean skipCached, java.time.Duration kvWait) {
 
     public static final String PER_TOKEN = "per-token";
 
@@ -63,6 +66,7 @@ public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, i
         }
         return new ComputeModel(cost, costs, p.integer("engine.max-batched-tokens", 8192), p.integer("engine.max-num-seqs", 256),
                 p.bool("engine.prefix-cache.enabled", true), p.string("engine.prefix-cache.seed", "orbitkv"),
+                p.bool("engine.prefix-cache.skip-transfer", true),
                 p.duration("engine.kv-wait", java.time.Duration.ofSeconds(30)));
     }
 

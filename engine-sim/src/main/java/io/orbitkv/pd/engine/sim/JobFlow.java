@@ -311,7 +311,7 @@ final class JobFlow {
         // Move only what is missing: the prompt's first blocks this engine holds in its prefix cache are written here (on
         // a worker thread, beside the transfer of the rest); decode-ready says how many, and the order skips them. At
         // least one block always moves (the one the prefill's last token is in).
-        int cachedBlocks = Math.min(stepper.cachedBlocks(stepper.hashes(job.tokens)), blocks.length - 1);
+        int cachedBlocks = config.compute().skipCached() ? Math.min(stepper.cachedBlocks(stepper.hashes(job.tokens)), blocks.length - 1) : 0;
         if (cachedBlocks > 0) {
             int[] mine = java.util.Arrays.copyOf(blocks, cachedBlocks);
             int[] tokens = java.util.Arrays.copyOf(job.tokens, cachedBlocks * config.geometry().blockSizeTokens());
