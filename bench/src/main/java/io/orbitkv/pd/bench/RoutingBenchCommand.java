@@ -116,7 +116,7 @@ public final class RoutingBenchCommand implements Callable<Integer> {
      * @param localPrefills P/D requests prefilled on their decode engine (the proxy's count)
      */
     record Point(Layout layout, double rate, int requests, int failed, int wrong, double ttftP50, double ttftP90, double tokensPerSecond, double hitRate,
-                 double idealRate, long computed, long kvBytes, long localPrefills) { }
+                 double idealRate, long computed, long kvBytes, long localPrefills, double handoffP50, String waits) { }
 
     @Override
     public Integer call() throws Exception {
@@ -188,10 +188,8 @@ public final class RoutingBenchCommand implements Callable<Integer> {
                 RoutingWorkloads.Ideal prior = RoutingWorkloads.ideal(sent, SEED, BLOCK);
                 double ideal = (double) (all.hitTokens() - prior.hitTokens()) / (all.promptTokens() - prior.promptTokens());
                 sent.addAll(rs);
-                out.add(point(l, rate, results, wall, before, after, ideal));
+                out.add(point(l, rate, results, wall, before, after, ideal, sampler.summary()));
                 errors(results);
-                System.out.println("    " + sampler.summary() + "; handoff p50 " + String.format(Locale.ROOT, "%.1f ms",
-                        Samples.pct(Samples.handoffMs(results), 50)));
                 System.out.println("  " + row(out.get(out.size() - 1)));
             }
         }
@@ -218,11 +216,13 @@ public final class RoutingBenchCommand implements Callable<Integer> {
                 long[] at = MixedWorkload.poisson(42 + i, rate, n);
                 Counters before = counters(pipeline);
                 long t0 = System.nanoTime();
+                Sampler sampler = new Sampler(pipeline);
                 List<LoadClient.Result> results = conversations(client, convs, at);
                 double wall = (System.nanoTime() - t0) / 1e9;
+                sampler.stop();
                 Counters after = counters(pipeline);
                 List<LoadClient.Request> inOrder = convs.stream().flatMap(List::stream).toList();
-                out.add(point(l, rate, results, wall, before, after, RoutingWorkloads.ideal(inOrder, SEED, BLOCK).rate()));
+                out.add(point(l, rate, results, wall, before, after, RoutingWorkloads.ideal(inOrder, SEED, BLOCK).rate(), sampler.summary()));
                 errors(results);
                 System.out.println("  " + row(out.get(out.size() - 1)));
             }
@@ -316,8 +316,8 @@ public final class RoutingBenchCommand implements Callable<Integer> {
         }
 
         String summary() {
-            StringBuilder b = new StringBuilder("mean per role over " + samples + " samples:");
-            sums.forEach((role, v) -> b.append(String.format(Locale.ROOT, " %s waiting %.1f, waiting for KV %.1f, running %.1f;", role,
+            StringBuilder b = new StringBuilder();
+            sums.forEach((role, v) -> b.append(b.isEmpty() ? "" : "; ").append(String.format(Locale.ROOT, "%s %.1f / %.1f / %.1f", role,
                     v[0] / Math.max(1, samples), v[1] / Math.max(1, samples), v[2] / Math.max(1, samples))));
             return b.toString();
         }
@@ -342,7 +342,7 @@ public final class RoutingBenchCommand implements Callable<Integer> {
                 HttpResponse.BodyHandlers.ofString()).body());
     }
 
-    private Point point(Layout l, double rate, List<LoadClient.Result> rs, double wall, Counters before, Counters after, double ideal) {
+    private Point point(Layout l, double rate, List<LoadClient.Result> rs, double wall, Counters before, Counters after, double ideal, String waits) {
         double[] ttft = Samples.ttftMs(rs);
         int failed = (int) rs.stream().filter(r -> !r.ok()).count();
         int wrong = (int) rs.stream().filter(r -> r.ok() && !r.text().equals(r.request().expected(model))).count();
@@ -350,13 +350,15 @@ public final class RoutingBenchCommand implements Callable<Integer> {
         long q = after.queried() - before.queried();
         long h = after.hits() - before.hits();
         return new Point(l, rate, rs.size(), failed, wrong, Samples.pct(ttft, 50), Samples.pct(ttft, 90), tokens / wall, q == 0 ? 0 : (double) h / q, ideal,
-                q - h, rs.stream().mapToLong(LoadClient.Result::kvBytes).sum(), after.localPrefills() - before.localPrefills());
+                q - h, rs.stream().mapToLong(LoadClient.Result::kvBytes).sum(), after.localPrefills() - before.localPrefills(),
+                Samples.pct(Samples.handoffMs(rs), 50), waits);
     }
 
     private static String row(Point p) {
         return String.format(Locale.ROOT, "%-6s %-30s %5s/s %4d req  TTFT p50 %8.1f  p90 %8.1f ms  %7.1f tok/s  hit %5.1f %% (ideal %5.1f %%)"
-                        + "  computed %9d tok  KV %8.1f MiB  local %d%s", p.layout().workload(), p.layout().label(), num(p.rate()), p.requests(), p.ttftP50(),
-                p.ttftP90(), p.tokensPerSecond(), 100 * p.hitRate(), 100 * p.idealRate(), p.computed(), p.kvBytes() / 1048576.0, p.localPrefills(),
+                        + "  computed %9d tok  KV %8.1f MiB  local %d  handoff p50 %.1f ms  waiting / for KV / running: %s%s", p.layout().workload(),
+                p.layout().label(), num(p.rate()), p.requests(), p.ttftP50(), p.ttftP90(), p.tokensPerSecond(), 100 * p.hitRate(), 100 * p.idealRate(),
+                p.computed(), p.kvBytes() / 1048576.0, p.localPrefills(), p.handoffP50(), p.waits(),
                 p.failed() + p.wrong() > 0 ? "  FAILED " + p.failed() + " WRONG " + p.wrong() : "");
     }
 
@@ -422,7 +424,10 @@ public final class RoutingBenchCommand implements Callable<Integer> {
 
     private String markdown(List<Point> ps, List<String> findings, RoutingWorkloads.SharedPrefix shared, RoutingWorkloads.MultiTurn chat, String machine) {
         StringBuilder b = new StringBuilder("# Routing: prefix-aware and conditional disaggregation against load-only policies\n\nMeasured ")
-                .append(LocalDate.now()).append(" by `./orbitkv-pd bench routing` on ").append(machine)
+                .append(LocalDate.now()).append(" by `./orbitkv-pd bench routing --rates ").append(String.join(",", rates.stream().map(RoutingBenchCommand::num).toList()))
+                .append(" --chat-rates ").append(String.join(",", chatRates.stream().map(RoutingBenchCommand::num).toList())).append(" --seconds ")
+                .append(num(seconds)).append(only == null ? "" : " --only " + only).append(policyOnly == null ? "" : " --policy " + policyOnly)
+                .append("` on ").append(machine)
                 .append(". 4 prefill + 4 decode simulated Java engines on their workers' engine API (one node worker), `engine.cost=").append(cost)
                 .append("` (docs/engine-model.md), KV pages shaped `tiny`, ").append(poolBlocks)
                 .append(" blocks per engine (its prefix cache's size too); engines wait for KV pages (`engine.kv-wait`); each layout on a fresh pipeline, the same discarded warm-up, then ")
@@ -431,15 +436,18 @@ public final class RoutingBenchCommand implements Callable<Integer> {
                 .append("; conversations arrive as a Poisson process, each turn sent once the previous one was answered.\n\n")
                 .append("Hit rate: the engines' prefix-cache hit tokens over the prompt tokens they looked up; ideal: the same for one unbounded cache"
                         + " that saw every earlier prompt (the workload's own repetition). Computed: prompt tokens the engines computed. KV: bytes the"
-                        + " decode engines received. Local: P/D requests prefilled on their decode engine (no handoff). \"whole moves\": decode engines do not say what"
+                        + " decode engines received. Local: P/D requests prefilled on their decode engine (no handoff). Handoff: prefill answered ->"
+                        + " decode's first byte at the proxy. Waiting / for KV / running: per role, requests in the engines' schedulers' queues, waiting"
+                        + " for free KV pages, and running, means of samples every 250 ms. \"whole moves\": decode engines do not say what"
                         + " they hold (`engine.prefix-cache.skip-transfer=false`), every block of the prompt moves, as before the KV-aware routing.\n\n");
-        b.append("| workload | layout | rate | requests | TTFT p50 (ms) | TTFT p90 (ms) | output tok/s | hit rate | ideal | computed tokens | KV MiB | local |\n");
-        b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+        b.append("| workload | layout | rate | requests | TTFT p50 (ms) | TTFT p90 (ms) | output tok/s | hit rate | ideal | computed tokens | KV MiB | local"
+                + " | handoff p50 (ms) | waiting / for KV / running |\n");
+        b.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
         for (Point p : ps) {
-            b.append(String.format(Locale.ROOT, "| %s | %s | %s %s | %d%s | %.1f | %.1f | %.1f | %.1f %% | %.1f %% | %d | %.1f | %d |%n", p.layout().workload(),
-                    p.layout().label(), num(p.rate()), p.layout().workload().equals("shared") ? "req/s" : "conv/s", p.requests(),
+            b.append(String.format(Locale.ROOT, "| %s | %s | %s %s | %d%s | %.1f | %.1f | %.1f | %.1f %% | %.1f %% | %d | %.1f | %d | %.1f | %s |%n",
+                    p.layout().workload(), p.layout().label(), num(p.rate()), p.layout().workload().equals("shared") ? "req/s" : "conv/s", p.requests(),
                     p.failed() + p.wrong() > 0 ? " (" + p.failed() + " failed, " + p.wrong() + " wrong)" : "", p.ttftP50(), p.ttftP90(), p.tokensPerSecond(),
-                    100 * p.hitRate(), 100 * p.idealRate(), p.computed(), p.kvBytes() / 1048576.0, p.localPrefills()));
+                    100 * p.hitRate(), 100 * p.idealRate(), p.computed(), p.kvBytes() / 1048576.0, p.localPrefills(), p.handoffP50(), p.waits()));
         }
         b.append('\n');
         findings.forEach(f -> b.append("- ").append(f).append('\n'));
@@ -454,7 +462,7 @@ public final class RoutingBenchCommand implements Callable<Integer> {
                     .put("rate", p.rate()).put("requests", p.requests()).put("failed", p.failed()).put("wrong", p.wrong()).put("ttft_p50_ms", p.ttftP50())
                     .put("ttft_p90_ms", p.ttftP90()).put("output_tokens_per_s", p.tokensPerSecond()).put("hit_rate", p.hitRate())
                     .put("ideal_hit_rate", p.idealRate()).put("computed_tokens", p.computed()).put("kv_bytes", p.kvBytes())
-                    .put("local_prefills", p.localPrefills());
+                    .put("local_prefills", p.localPrefills()).put("handoff_p50_ms", p.handoffP50()).put("waits", p.waits());
         }
         var f = root.putArray("findings");
         findings.forEach(f::add);

@@ -128,12 +128,13 @@ public final class OrbitProxy implements AutoCloseable {
     private void open() throws Exception {
         TopicAdmin.ensure(KafkaClients.admin(config.bootstrapServers(), config.kafkaOverrides()), topics);
         admissions = new Admissions(config.bootstrapServers(), config.kafkaOverrides(), topics, config.proxyId(), metrics.registry());
-        if (config.kvIndex()) {
-            kvIndex = new io.orbitkv.pd.proxy.routing.KvIndexFeed(config.bootstrapServers(), config.kafkaOverrides(), topics,
-                    config.proxyId() + "-kv-index").start();
-        }
         HttpClient pollClient = vertx.createHttpClient(new HttpClientOptions().setConnectTimeout(2000));
         engines.start(vertx, pollClient, config.refresh());
+        if (config.kvIndex()) {
+            // events of engines that never registered are refused (dead letters) once the deciders' engine list is known
+            kvIndex = new io.orbitkv.pd.proxy.routing.KvIndexFeed(config.bootstrapServers(), config.kafkaOverrides(), topics,
+                    config.proxyId() + "-kv-index", engines::registered, admissions::deadLetter, "proxy:" + config.proxyId()).start();
+        }
         health.onDown((engineId, reason) -> live.forEach(pr -> pr.engineDown(engineId, reason)));
         health.start(vertx, pollClient, engines::current, config.probe(), config.probeTimeout());
         // Listen only once the engine list is known (10 s at most): a proxy restarted behind a load balancer otherwise

@@ -85,6 +85,15 @@ public final class Admissions implements AutoCloseable {
                 + KafkaWrites.failed(registry, record.topic(), err)), () -> { });
     }
 
+    /** A record the proxy could not use ({@code orbitkv.dead-letters}, keyed by its original key); a failed write is logged. */
+    public void deadLetter(io.orbitkv.pd.events.DeadLetter dl) {
+        byte[] value = topics.deadLetters().valueSerde().serializer().serialize(topics.deadLetters().name(), dl);
+        String key = dl.getOriginalKey() == null ? null : java.nio.charset.StandardCharsets.UTF_8.decode(dl.getOriginalKey().duplicate()).toString();
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(topics.deadLetters().name(), key, value);
+        send(record, err -> log.atWarn().log("could not write a dead letter (" + dl.getErrorType() + " of " + dl.getTopic() + "-" + dl.getPartition()
+                + "@" + dl.getOffset() + "): " + KafkaWrites.failed(registry, record.topic(), err)), () -> { });
+    }
+
     /** The proxy id this writes as (the {@code source} of its facts). */
     public String source() {
         return source;

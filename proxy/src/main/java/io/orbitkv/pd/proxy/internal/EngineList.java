@@ -32,6 +32,8 @@ public final class EngineList {
     /** The decider instance asked now; the next one is tried when it does not answer. */
     private volatile int at;
     private volatile List<EngineInfo> current;
+    /** Every engine the decider's last answer named (deregistered ones too) with its block size (0: unknown); null before the first. */
+    private volatile Map<String, Integer> registered;
     private volatile long refreshedAt;
     private final java.util.concurrent.CompletableFuture<Void> firstRefresh = new java.util.concurrent.CompletableFuture<>();
     private boolean warned;
@@ -44,6 +46,14 @@ public final class EngineList {
 
     public List<EngineInfo> current() {
         return current;
+    }
+
+    /**
+     * Every engine registered with the deciders (deregistered ones too) with its block size (0: not said), or null while no
+     * list came (no decider configured: never), the KV index's check of who may report a cache.
+     */
+    public Map<String, Integer> registered() {
+        return registered;
     }
 
     /** Done once the list came from a decider (at once when there is no decider to ask: the static list is all). */
@@ -76,7 +86,11 @@ public final class EngineList {
                         : io.vertx.core.Future.failedFuture("status " + r.statusCode()))
                 .onSuccess(body -> {
                     try {
-                        current = merge(CompletionRequest.json().readTree(body.getBytes()));
+                        JsonNode all = CompletionRequest.json().readTree(body.getBytes());
+                        current = merge(all);
+                        Map<String, Integer> ids = new java.util.HashMap<>();
+                        all.properties().forEach(e -> ids.put(e.getKey(), e.getValue().path("block_size").asInt(0)));
+                        registered = Map.copyOf(ids);
                         refreshedAt = System.currentTimeMillis();
                         warned = false;
                         firstRefresh.complete(null);

@@ -20,8 +20,10 @@ import org.slf4j.LoggerFactory;
 /**
  * Keeps a {@link KvIndex} of {@code orbitkv.kv-events}: reads every partition from its start (no consumer group: every
  * proxy holds the whole index, and a restarted one rebuilds it by replaying the log), applies each event in order, and
- * says when it has caught up with the end it found at start. A record it cannot decode is counted and skipped (it never
- * stops the feed). Readers ask under the index's lock ({@link #matches}, {@link #snapshot}).
+ * says when it has caught up with the end it found at start. A record it cannot use — undecodable, of an engine that
+ * never registered, with a malformed hash or a block size other than the engine's registered layout ({@link #problem}) —
+ * goes to the dead-letter topic with the reason, is counted and skipped: it never stops the feed and never changes the
+ * index. Readers ask under the index's lock ({@link #matches}, {@link #snapshot}).
  */
 public final class KvIndexFeed implements AutoCloseable {
 
@@ -32,11 +34,30 @@ public final class KvIndexFeed implements AutoCloseable {
     private final Topics topics;
     private final Thread thread;
     private final AtomicLong undecodable = new AtomicLong();
+    private final AtomicLong refused = new AtomicLong();
+    /** Every engine registered (deregistered ones too: their old events are no one's mistake) by id, with its block size (0: unknown); null: not known yet. */
+    private final java.util.function.Supplier<Map<String, Integer>> registered;
+    private final java.util.function.Consumer<io.orbitkv.pd.events.DeadLetter> deadLetters;
+    private final String component;
     private volatile boolean closed;
     private volatile boolean caughtUp;
     private Map<TopicPartition, Long> endAtStart;
 
     public KvIndexFeed(String bootstrapServers, Map<String, Object> overrides, Topics topics, String clientId) {
+        this(bootstrapServers, overrides, topics, clientId, () -> null, dl -> { }, "proxy");
+    }
+
+    /**
+     * @param registered  the engines registered now with their block sizes (null until known: nothing is judged unknown)
+     * @param deadLetters where refused records go
+     * @param component   who refuses them ({@code proxy:<id>})
+     */
+    public KvIndexFeed(String bootstrapServers, Map<String, Object> overrides, Topics topics, String clientId,
+                       java.util.function.Supplier<Map<String, Integer>> registered, java.util.function.Consumer<io.orbitkv.pd.events.DeadLetter> deadLetters,
+                       String component) {
+        this.registered = registered;
+        this.deadLetters = deadLetters;
+        this.component = component;
         this.topics = topics;
         this.consumer = new KafkaConsumer<>(KafkaClients.consumer(bootstrapServers, clientId, null, "read_uncommitted", "earliest", overrides),
                 new StringDeserializer(), new ByteArrayDeserializer());
@@ -65,12 +86,19 @@ public final class KvIndexFeed implements AutoCloseable {
                         KvCacheEvent e;
                         try {
                             e = topics.kvEvents().valueSerde().deserializer().deserialize(r.topic(), r.value());
-                            index.apply(e);
                         } catch (RuntimeException bad) {
                             undecodable.incrementAndGet();
-                            log.atWarn().addKeyValue("partition", r.partition()).addKeyValue("offset", r.offset())
-                                    .log("KV cache event skipped: " + bad.getMessage());
+                            refuse(r, "UNDECODABLE", bad.getMessage());
+                            continue;
                         }
+                        String[] why = e == null ? new String[] {"UNDECODABLE", "null value (a tombstone): not a KV cache event"}
+                                : problem(e, registered.get());
+                        if (why != null) {
+                            refused.incrementAndGet();
+                            refuse(r, why[0], why[1]);
+                            continue;
+                        }
+                        index.apply(e);
                     }
                 }
                 if (!caughtUp && endAtStart.entrySet().stream().allMatch(en -> consumer.position(en.getKey()) >= en.getValue())) {
@@ -87,6 +115,48 @@ public final class KvIndexFeed implements AutoCloseable {
         } finally {
             consumer.close(Duration.ofSeconds(2));
         }
+    }
+
+    private void refuse(ConsumerRecord<String, byte[]> r, String type, String reason) {
+        log.atWarn().addKeyValue("partition", r.partition()).addKeyValue("offset", r.offset()).log("KV cache event refused (" + type + "): " + reason);
+        deadLetters.accept(io.orbitkv.pd.events.DeadLetter.newBuilder().setComponent(component).setTopic(r.topic()).setPartition(r.partition())
+                .setOffset(r.offset()).setOriginalKey(r.key() == null ? null : java.nio.ByteBuffer.wrap(r.key().getBytes(java.nio.charset.StandardCharsets.UTF_8)))
+                .setOriginalValue(r.value() == null ? null : java.nio.ByteBuffer.wrap(r.value())).setReason(reason).setErrorType(type)
+                .setDeadLetteredAtMs(System.currentTimeMillis()).build());
+    }
+
+    /**
+     * Why the index cannot use {@code e} as {@code [error type, reason]}, or null: an engine not in {@code registered} (when
+     * known; {@code UNKNOWN_ENGINE}), a block hash shorter than the 8 bytes the index keys by ({@code MALFORMED_HASH}), a
+     * block size other than the engine's registered layout's or token ids that are not {@code block_size} per hash
+     * ({@code BLOCK_SIZE_MISMATCH}, {@code OUT_OF_BOUNDS}).
+     */
+    static String[] problem(KvCacheEvent e, Map<String, Integer> registered) {
+        Integer blockSize = registered == null ? null : registered.get(e.getEngineId());
+        if (registered != null && blockSize == null) {
+            return new String[] {"UNKNOWN_ENGINE", "engine_id: '" + e.getEngineId() + "' never registered (orbitkv.engines): its cache is no engine's"};
+        }
+        List<java.nio.ByteBuffer> hashes = switch (e.getPayload()) {
+            case io.orbitkv.pd.events.BlockStored s -> s.getBlockHashes();
+            case io.orbitkv.pd.events.BlockRemoved rm -> rm.getBlockHashes();
+            default -> List.of();
+        };
+        for (int i = 0; i < hashes.size(); i++) {
+            if (hashes.get(i).remaining() < 8) {
+                return new String[] {"MALFORMED_HASH", "block_hashes[" + i + "]: " + hashes.get(i).remaining() + " bytes; a block hash has at least 8"};
+            }
+        }
+        if (e.getPayload() instanceof io.orbitkv.pd.events.BlockStored s) {
+            if (blockSize != null && blockSize > 0 && s.getBlockSize() != blockSize) {
+                return new String[] {"BLOCK_SIZE_MISMATCH", "block_size: " + s.getBlockSize() + " tokens, engine " + e.getEngineId()
+                        + "'s registered layout has " + blockSize + "-token blocks"};
+            }
+            if (s.getBlockSize() < 1 || (long) s.getBlockSize() * hashes.size() != s.getTokenIds().size()) {
+                return new String[] {"OUT_OF_BOUNDS", "token_ids: " + s.getTokenIds().size() + " for " + hashes.size() + " blocks of " + s.getBlockSize()
+                        + " tokens"};
+            }
+        }
+        return null;
     }
 
     /** Whether the index holds everything the log held when the feed started. */
@@ -116,7 +186,7 @@ public final class KvIndexFeed implements AutoCloseable {
                 engines.put(id, Map.of("blocks", index.blocks(id), "lost_events", index.gaps(id)));
             }
             return Map.of("caught_up", caughtUp, "applied", index.applied(), "dropped", index.dropped(), "undecodable", undecodable.get(),
-                    "entries", index.entries(), "bytes", index.bytes(), "engines", engines);
+                    "refused", refused.get(), "entries", index.entries(), "bytes", index.bytes(), "engines", engines);
         }
     }
 

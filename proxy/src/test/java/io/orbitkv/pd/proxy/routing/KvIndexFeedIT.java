@@ -79,4 +79,49 @@ class KvIndexFeedIT {
             }
         }
     }
+
+    /**
+     * KV cache events the index cannot use go to the dead-letter topic with the reason — undecodable bytes, an engine that
+     * never registered, a block size other than the engine's registered layout, a hash too short to key — and change
+     * nothing; the good events around them are applied.
+     */
+    @Test
+    void eventsTheIndexCannotUseAreDeadLetteredWithTheReasonAndChangeNothing() throws Exception {
+        String prefix = "kvdlq" + System.nanoTime() % 100_000 + ".";
+        Topics topics = new Topics(new TopicsConfig(prefix, 3, (short) 1, Duration.ofHours(1)), EventSerdes.embedded());
+        try (Admin admin = Admin.create(kafka.adminConfig())) {
+            TopicAdmin.ensureTopics(admin, topics);
+        }
+        String topic = topics.kvEvents().name();
+        io.orbitkv.pd.events.BlockStored wide = io.orbitkv.pd.events.BlockStored.newBuilder(stored(5)).setBlockSize(32)
+                .setTokenIds(java.util.Collections.nCopies(32, 7)).build();
+        io.orbitkv.pd.events.BlockStored shortHash = io.orbitkv.pd.events.BlockStored.newBuilder(stored(6))
+                .setBlockHashes(List.of(java.nio.ByteBuffer.wrap(new byte[] {1, 2, 3}))).build();
+        try (KafkaProducer<String, byte[]> p = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers()),
+                new StringSerializer(), new ByteArraySerializer())) {
+            p.send(new ProducerRecord<>(topic, "p-0", new byte[] {9, 9, 9})).get();
+            for (KvCacheEvent e : List.of(ev("p-0", 1, 1, stored(1, 2)), ev("ghost", 1, 1, stored(3)), ev("p-0", 1, 2, wide),
+                    ev("p-0", 1, 3, shortHash), ev("p-0", 1, 4, stored(4)))) {
+                p.send(new ProducerRecord<>(topic, e.getEngineId(), topics.kvEvents().valueSerde().serializer().serialize(topic, e))).get();
+            }
+        }
+        List<io.orbitkv.pd.events.DeadLetter> dead = new java.util.concurrent.CopyOnWriteArrayList<>();
+        try (KvIndexFeed f = new KvIndexFeed(kafka.bootstrapServers(), Map.of(), topics, "it-dlq", () -> Map.of("p-0", 16), dead::add,
+                "proxy:it").start()) {
+            await().atMost(Duration.ofSeconds(30)).until(f::caughtUp);
+            assertThat(dead).extracting(io.orbitkv.pd.events.DeadLetter::getErrorType)
+                    .containsExactlyInAnyOrder("UNDECODABLE", "UNKNOWN_ENGINE", "BLOCK_SIZE_MISMATCH", "MALFORMED_HASH");
+            assertThat(dead).allSatisfy(d -> {
+                assertThat(d.getComponent()).isEqualTo("proxy:it");
+                assertThat(d.getTopic()).isEqualTo(topic);
+                assertThat(d.getOriginalValue()).isNotNull();
+            });
+            assertThat(dead).extracting(io.orbitkv.pd.events.DeadLetter::getReason).anySatisfy(r -> assertThat(r).contains("'ghost' never registered"))
+                    .anySatisfy(r -> assertThat(r).contains("block_size: 32 tokens, engine p-0's registered layout has 16-token blocks"))
+                    .anySatisfy(r -> assertThat(r).contains("block_hashes[0]: 3 bytes"));
+            assertThat(f.matches(List.of(h(1), h(2)))).containsExactly(Map.entry("p-0", 2));
+            assertThat(f.matches(List.of(h(4)))).containsExactly(Map.entry("p-0", 1));
+            assertThat(f.snapshot()).containsEntry("refused", 3L).containsEntry("undecodable", 1L).containsEntry("entries", 3L);
+        }
+    }
 }

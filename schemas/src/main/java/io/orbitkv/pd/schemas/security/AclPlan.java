@@ -106,6 +106,7 @@ public record AclPlan(Topics topics, String deciderApplicationId, String dashboa
                 a.topic(facts, AclOperation.WRITE);
                 a.topic(topics.answers().name(), AclOperation.WRITE);
                 a.topic(topics.kvEvents().name(), AclOperation.READ); // the engines' KV index (assign(), no group)
+                a.topic(dead, AclOperation.WRITE); // KV cache events the index cannot use
             }
             case DASHBOARD -> {
                 a.topic(topics.decisions().name(), AclOperation.READ);
