@@ -32,19 +32,24 @@ final class ProxyCommand implements Callable<Integer> {
         props.override("bootstrap.servers", bootstrap);
         props.override("proxy.http.port", port);
         ProxyConfig cfg = ProxyConfig.from(props);
+        String tokenizerFile = props.string("proxy.tokenizer", "");
+        boolean special = props.bool("proxy.tokenizer.add-special-tokens", true);
         props.requireAllKeysUsed("docs/proxy.md");
-        // The engines this launcher runs are the simulator's: their tokenizer is the one the proxy must count with.
-        OrbitProxy proxy = OrbitProxy.start(cfg, new io.orbitkv.pd.proxy.Tokenizer() {
-            @Override
-            public int countTokens(String prompt) {
-                return SimModel.tokenize(prompt).length;
-            }
+        // A real model's engines: its tokenizer.json; else the engines this launcher runs are the simulator's, and their
+        // tokenizer is the one the proxy must count and hash with.
+        io.orbitkv.pd.proxy.Tokenizer tokenizer = !tokenizerFile.isBlank() ? io.orbitkv.pd.proxy.HfTokenizer.load(Path.of(tokenizerFile), special)
+                : new io.orbitkv.pd.proxy.Tokenizer() {
+                    @Override
+                    public int countTokens(String prompt) {
+                        return SimModel.tokenize(prompt).length;
+                    }
 
-            @Override
-            public int[] tokenIds(String prompt) {
-                return SimModel.tokenize(prompt);
-            }
-        });
+                    @Override
+                    public int[] tokenIds(String prompt) {
+                        return SimModel.tokenize(prompt);
+                    }
+                };
+        OrbitProxy proxy = OrbitProxy.start(cfg, tokenizer);
         io.orbitkv.pd.runtime.ShutdownBound.install("proxy", proxy::close);
         System.out.println("proxy running: url=" + proxy.url() + " routing=" + cfg.routing() + " decider=" + cfg.deciderUrls());
         proxy.awaitClose();

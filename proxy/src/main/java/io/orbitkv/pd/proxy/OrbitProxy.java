@@ -408,7 +408,7 @@ public final class OrbitProxy implements AutoCloseable {
             // the decode engine by its cached prefix too (Dynamo's router counts decode blocks): what it holds is not moved,
             // and with conditional disaggregation it decides whether a handoff is needed at all
             if (match != null && (prefixAware || routing.localPrefill()) && !decodeSide.isEmpty()) {
-                PrefixScore.Choice c = PrefixScore.choose(decodeSide, match, OrbitProxy.this::load, routing.weights());
+                PrefixScore.Choice c = PrefixScore.choose(decodeSide, match, OrbitProxy.this::load, routing.weights(), idx::blocks);
                 c.scores().forEach((id, v) -> scores.put("decode/" + id, v));
                 chosenDecode = c.engine();
             } else {
@@ -423,7 +423,7 @@ public final class OrbitProxy implements AutoCloseable {
             EngineInfo chosenPrefill = null;
             if (!colocated && !local) {
                 if (prefixAware && !prefillSide.isEmpty()) {
-                    PrefixScore.Choice c = PrefixScore.choose(prefillSide, match, OrbitProxy.this::load, routing.weights());
+                    PrefixScore.Choice c = PrefixScore.choose(prefillSide, match, OrbitProxy.this::load, routing.weights(), idx::blocks);
                     c.scores().forEach((id, v) -> scores.put("prefill/" + id, v));
                     chosenPrefill = c.engine();
                     // what the routing saw, for the client and the benchmarks: matched blocks of the prompt's full blocks

@@ -267,15 +267,18 @@ public final class RoutingWhatIf {
         String best = null;
         double bestScore = Double.NEGATIVE_INFINITY;
         int bestLoad = Integer.MAX_VALUE;
+        int bestCached = Integer.MAX_VALUE;
         for (Engine e : side) {
             int l = load.getOrDefault(e.id(), 0);
             double score = cacheAware
                     ? (r.keys().length == 0 ? 0 : (double) caches.get(e.id()).match(r.keys()) / r.keys().length) - (double) l / (maxLoad + 1)
                     : -l;
-            if (best == null || score > bestScore || (score == bestScore && l < bestLoad)) {
+            int c = cacheAware ? caches.get(e.id()).keys.size() : 0; // as the proxy: a new prompt where there is most room
+            if (best == null || score > bestScore || (score == bestScore && (l < bestLoad || (l == bestLoad && c < bestCached)))) {
                 best = e.id();
                 bestScore = score;
                 bestLoad = l;
+                bestCached = c;
             }
         }
         return best;

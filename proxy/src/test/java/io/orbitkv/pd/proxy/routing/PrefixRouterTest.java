@@ -102,4 +102,14 @@ class PrefixRouterTest {
                 .setRoute("pd").setStatus(200).setEnd("ANSWERED").setTotalUs(1).setAnsweredAtMs(1).setRouting(d).build());
         assertTrue(text.contains("routing={prefix_aware rule=prefix_score prompt=64 tokens/4 blocks prefill=[p0 2 cached, load 3, score -0.250"), text);
     }
+
+    @Test
+    void aPromptNoEngineHoldsGoesWhereTheCacheHasMostRoomNotToTheFirstById() {
+        int[] ids = prompt(64);
+        PrefixRouter.Match m = PrefixRouter.match(ids, List.of(engine("p0", OWN), engine("p1", OWN)), OWN, new KvIndex()::matches);
+        Map<String, Long> cached = Map.of("p0", 900L, "p1", 100L);
+        PrefixScore.Choice c = PrefixScore.choose(List.of(engine("p0", OWN), engine("p1", OWN)), m, id -> 0, new PrefixScore.Weights(1, 1),
+                id -> cached.getOrDefault(id, 0L));
+        assertEquals("p1", c.engine().engineId());
+    }
 }
