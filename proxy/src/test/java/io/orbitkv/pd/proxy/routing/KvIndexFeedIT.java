@@ -42,13 +42,18 @@ class KvIndexFeedIT {
         kafka = cluster;
     }
 
-    @Test
-    void theIndexIsRebuiltFromTheLogAndARestartedEnginesOldBlocksGo() throws Exception {
-        String prefix = "kvidx" + System.nanoTime() % 100_000 + ".";
-        Topics topics = new Topics(new TopicsConfig(prefix, 3, (short) 1, Duration.ofHours(1)), EventSerdes.embedded());
+    /** Fresh topics of their own (3 partitions) on the test's broker. */
+    private static Topics topics(String name) throws Exception {
+        Topics topics = new Topics(new TopicsConfig(name + System.nanoTime() % 100_000 + ".", 3, (short) 1, Duration.ofHours(1)), EventSerdes.embedded());
         try (Admin admin = Admin.create(kafka.adminConfig())) {
             TopicAdmin.ensureTopics(admin, topics);
         }
+        return topics;
+    }
+
+    @Test
+    void theIndexIsRebuiltFromTheLogAndARestartedEnginesOldBlocksGo() throws Exception {
+        Topics topics = topics("kvidx");
         String topic = topics.kvEvents().name();
         try (KafkaProducer<String, byte[]> p = new KafkaProducer<>(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers()),
                 new StringSerializer(), new ByteArraySerializer())) {
@@ -87,11 +92,7 @@ class KvIndexFeedIT {
      */
     @Test
     void eventsTheIndexCannotUseAreDeadLetteredWithTheReasonAndChangeNothing() throws Exception {
-        String prefix = "kvdlq" + System.nanoTime() % 100_000 + ".";
-        Topics topics = new Topics(new TopicsConfig(prefix, 3, (short) 1, Duration.ofHours(1)), EventSerdes.embedded());
-        try (Admin admin = Admin.create(kafka.adminConfig())) {
-            TopicAdmin.ensureTopics(admin, topics);
-        }
+        Topics topics = topics("kvdlq");
         String topic = topics.kvEvents().name();
         io.orbitkv.pd.events.BlockStored wide = io.orbitkv.pd.events.BlockStored.newBuilder(stored(5)).setBlockSize(32)
                 .setTokenIds(java.util.Collections.nCopies(32, 7)).build();
