@@ -119,6 +119,38 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
         }
     }
 
+    /** Projections' readers, by (writer, projection). */
+    private final Map<Object, org.apache.avro.generic.GenericDatumReader<org.apache.avro.generic.GenericRecord>> projections = new ConcurrentHashMap<>();
+
+    /**
+     * Reads {@code data} (checked as {@link #deserialize} checks it) into {@code projection}, a reader schema of the same
+     * record that leaves fields out: Avro skips what the projection lacks without building it (a consumer that needs a few
+     * fields of a large record pays for those). A generic record of {@code projection}.
+     */
+    public org.apache.avro.generic.GenericRecord project(String topic, byte[] data, Schema projection) {
+        if (data == null || data.length == 0) {
+            throw new EventDecodingException(Reason.EMPTY, topic, "no value where a " + type.getSimpleName() + " was expected");
+        }
+        if (data.length > maxRecordBytes) {
+            throw new EventDecodingException(Reason.OVERSIZED, topic, data.length + " bytes, over serde.max.record.bytes=" + maxRecordBytes);
+        }
+        WireFormat.Located loc = format.locate(topic, subject(topic), data);
+        Schema writerSchema = loc.writer();
+        if (!writerSchema.getFullName().equals(projection.getFullName())) {
+            throw new EventDecodingException(Reason.UNKNOWN_SCHEMA, topic,
+                    "record was written as " + writerSchema.getFullName() + ", expected " + projection.getFullName());
+        }
+        BinaryValidator.validate(topic, writerSchema, data, loc.payloadStart(), data.length);
+        var reader = projections.computeIfAbsent(java.util.List.of(loc.writerKey(), projection),
+                k -> new org.apache.avro.generic.GenericDatumReader<>(writerSchema, projection));
+        try {
+            BinaryDecoder dec = DecoderFactory.get().binaryDecoder(data, loc.payloadStart(), data.length - loc.payloadStart(), null);
+            return reader.read(null, dec);
+        } catch (IOException | AvroRuntimeException | ClassCastException | IndexOutOfBoundsException e) {
+            throw new EventDecodingException(Reason.MALFORMED, topic, type.getSimpleName() + ": " + e.getMessage(), e);
+        }
+    }
+
     private String subject(String topic) {
         return topic + (isKey ? "-key" : "-value");
     }

@@ -39,6 +39,8 @@ public final class KvIndexFeed implements AutoCloseable {
     private final java.util.function.Supplier<Map<String, Integer>> registered;
     private final java.util.function.Consumer<io.orbitkv.pd.events.DeadLetter> deadLetters;
     private final String component;
+    /** Decodes only what the index keys by (the serde's full decode when the topic's serde is not Avro's). */
+    private final java.util.function.BiFunction<String, byte[], KvCacheEvent> decode;
     private volatile boolean closed;
     private volatile boolean caughtUp;
     private Map<TopicPartition, Long> endAtStart;
@@ -59,6 +61,8 @@ public final class KvIndexFeed implements AutoCloseable {
         this.deadLetters = deadLetters;
         this.component = component;
         this.topics = topics;
+        this.decode = topics.kvEvents().valueSerde() instanceof io.orbitkv.pd.schemas.AvroEventSerde<KvCacheEvent> avro
+                ? new KvEventDecoder(avro)::decode : topics.kvEvents().valueSerde().deserializer()::deserialize;
         this.consumer = new KafkaConsumer<>(KafkaClients.consumer(bootstrapServers, clientId, null, "read_uncommitted", "earliest", overrides),
                 new StringDeserializer(), new ByteArrayDeserializer());
         this.thread = Thread.ofPlatform().daemon().name("kv-index-feed").unstarted(this::run);
@@ -85,7 +89,7 @@ public final class KvIndexFeed implements AutoCloseable {
                     for (ConsumerRecord<String, byte[]> r : records) {
                         KvCacheEvent e;
                         try {
-                            e = topics.kvEvents().valueSerde().deserializer().deserialize(r.topic(), r.value());
+                            e = r.value() == null ? null : decode.apply(r.topic(), r.value());
                         } catch (RuntimeException bad) {
                             undecodable.incrementAndGet();
                             refuse(r, "UNDECODABLE", bad.getMessage());
@@ -151,7 +155,8 @@ public final class KvIndexFeed implements AutoCloseable {
                 return new String[] {"BLOCK_SIZE_MISMATCH", "block_size: " + s.getBlockSize() + " tokens, engine " + e.getEngineId()
                         + "'s registered layout has " + blockSize + "-token blocks"};
             }
-            if (s.getBlockSize() < 1 || (long) s.getBlockSize() * hashes.size() != s.getTokenIds().size()) {
+            // token ids are left undecoded by the feed (KvEventDecoder): checked when present
+            if (s.getBlockSize() < 1 || (!s.getTokenIds().isEmpty() && (long) s.getBlockSize() * hashes.size() != s.getTokenIds().size())) {
                 return new String[] {"OUT_OF_BOUNDS", "token_ids: " + s.getTokenIds().size() + " for " + hashes.size() + " blocks of " + s.getBlockSize()
                         + " tokens"};
             }
