@@ -155,6 +155,7 @@ final class JobFlow {
                 allocator.free("C:" + job.rid); // while computing, the computation frees them when it ends
             }
             jobs.remove(job.rid + "/" + job.mode);
+            ctx.runOnContext(v -> admitWaiting()); // it may have been waiting for pages, ahead of others that fit
         }
     }
 
@@ -626,6 +627,7 @@ final class JobFlow {
         w.timer = vertx.setTimer(waitMs, id -> {
             if (waitingForPages.remove(w) && !job.finished && !job.gone) {
                 refuse(w);
+                admitWaiting(); // the ones behind it may fit
             }
         });
     }
