@@ -73,6 +73,8 @@ public final class OrbitProxy implements AutoCloseable {
     private final EventSerdes serdes;
     private final Topics topics;
     private final RoutingPolicy policy;
+    /** {@code proxy.routing} as the policy read it (what the routing decisions name). */
+    private final String routingName;
     private final EngineList engines;
     private final EngineHealth health = new EngineHealth();
     /** Requests in flight: told when an engine they wait on is marked down. */
@@ -102,6 +104,7 @@ public final class OrbitProxy implements AutoCloseable {
         this.serdes = EventSerdes.create(config.serde());
         this.topics = new Topics(config.topics(), serdes);
         this.policy = RoutingPolicy.named(config.routing());
+        this.routingName = RoutingPolicy.canonical(config.routing());
         this.deadlines = new ClientDeadlines(vertx, config.clientIdleTimeout(), config.clientBodyTimeout());
         this.engines = new EngineList(config.staticEngines(), config.deciderUrls());
         this.limits = new CompletionRequest.Limits(config.maxPromptChars(), config.maxTokens(), 4096);
@@ -401,7 +404,7 @@ public final class OrbitProxy implements AutoCloseable {
                     match = PrefixRouter.match(ids, List.copyOf(both), ownHashing, idx::matches);
                 }
             }
-            boolean prefixAware = match != null && "prefix_aware".equals(config.routing());
+            boolean prefixAware = match != null && routingName.equals("prefix_aware");
             ProxyConfig.PrefixRouting routing = config.prefix();
             Map<String, Double> scores = new java.util.HashMap<>();
             EngineInfo chosenDecode;
@@ -441,7 +444,7 @@ public final class OrbitProxy implements AutoCloseable {
                 return false;
             }
             io.orbitkv.pd.events.RoutingDecision decision = match == null ? null
-                    : PrefixRouter.decision(config.routing(), local ? localRule : prefixAware ? "prefix_score" : "load", match, ownHashing,
+                    : PrefixRouter.decision(routingName, local ? localRule : prefixAware ? "prefix_score" : "load", match, ownHashing,
                     prefillSide, decodeSide, decode, OrbitProxy.this::load, scores);
             inFlight.incrementAndGet();
             localLoad.computeIfAbsent(decode.engineId(), k -> new AtomicInteger()).incrementAndGet();

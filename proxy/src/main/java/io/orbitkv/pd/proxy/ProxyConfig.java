@@ -84,16 +84,9 @@ public record ProxyConfig(String bootstrapServers, String proxyId, String httpHo
 
         /**
          * Conditional disaggregation: prefill on the decode engine itself (no handoff) when it already holds
-         * {@code decodeCachedBlocks} of the prompt's {@code promptBlocks} full blocks and what is left to compute is short
-         * (llm-d's {@code nonCachedTokens}) or most of the prompt is there (Dynamo's 0.7 of the raw prompt).
-         */
-        public boolean prefillLocally(int promptTokens, int promptBlocks, int decodeCachedBlocks) {
-            return localRule(promptTokens, promptBlocks, decodeCachedBlocks, blockTokens) != null;
-        }
-
-        /**
-         * Which rule of {@link #prefillLocally} fires for a decode engine of {@code blockSize}-token blocks:
-         * {@code local_prefill_uncached}, {@code local_prefill_share}, or null (P/D).
+         * {@code decodeCachedBlocks} of the prompt's {@code promptBlocks} full blocks ({@code blockSize} tokens each) and what
+         * is left to compute is short (llm-d's {@code nonCachedTokens}) or most of the prompt is there (Dynamo's 0.7 of the
+         * raw prompt). The rule that fires — {@code local_prefill_uncached}, {@code local_prefill_share} — or null (P/D).
          */
         public String localRule(int promptTokens, int promptBlocks, int decodeCachedBlocks, int blockSize) {
             if (!localPrefill || promptBlocks == 0) {

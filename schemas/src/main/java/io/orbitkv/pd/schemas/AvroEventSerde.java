@@ -95,28 +95,8 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
         if (data == null) {
             return null;
         }
-        if (data.length == 0) {
-            throw new EventDecodingException(Reason.EMPTY, topic, "zero-length value where a " + type.getSimpleName() + " was expected");
-        }
-        if (data.length > maxRecordBytes) {
-            throw new EventDecodingException(Reason.OVERSIZED, topic,
-                    data.length + " bytes, over serde.max.record.bytes=" + maxRecordBytes);
-        }
-        WireFormat.Located loc = format.locate(topic, subject(topic), data);
-        Schema writerSchema = loc.writer();
-        if (!writerSchema.getFullName().equals(readerSchema.getFullName())) {
-            throw new EventDecodingException(Reason.UNKNOWN_SCHEMA, topic,
-                    "record was written as " + writerSchema.getFullName() + ", expected " + readerSchema.getFullName());
-        }
-        BinaryValidator.validate(topic, writerSchema, data, loc.payloadStart(), data.length);
-        SpecificDatumReader<T> reader = readers.computeIfAbsent(loc.writerKey(),
-                k -> new SpecificDatumReader<>(writerSchema, readerSchema, MODEL));
-        try {
-            BinaryDecoder dec = DecoderFactory.get().binaryDecoder(data, loc.payloadStart(), data.length - loc.payloadStart(), null);
-            return reader.read(null, dec);
-        } catch (IOException | AvroRuntimeException | ClassCastException | IndexOutOfBoundsException e) {
-            throw new EventDecodingException(Reason.MALFORMED, topic, type.getSimpleName() + ": " + e.getMessage(), e);
-        }
+        return read(topic, data, readerSchema, loc -> readers.computeIfAbsent(loc.writerKey(),
+                k -> new SpecificDatumReader<>(loc.writer(), readerSchema, MODEL)));
     }
 
     /** Projections' readers, by (writer, projection). */
@@ -128,24 +108,36 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
      * fields of a large record pays for those). A generic record of {@code projection}.
      */
     public org.apache.avro.generic.GenericRecord project(String topic, byte[] data, Schema projection) {
-        if (data == null || data.length == 0) {
+        if (data == null) {
             throw new EventDecodingException(Reason.EMPTY, topic, "no value where a " + type.getSimpleName() + " was expected");
         }
+        return read(topic, data, projection, loc -> projections.computeIfAbsent(java.util.List.of(loc.writerKey(), projection),
+                k -> new org.apache.avro.generic.GenericDatumReader<>(loc.writer(), projection)));
+    }
+
+    /**
+     * The checks every read makes — not empty, within {@code serde.max.record.bytes}, a writer schema of {@code reader}'s
+     * record, a binary that walks whole — then {@code readerFor}'s reader over the payload.
+     */
+    private <R> R read(String topic, byte[] data, Schema reader, java.util.function.Function<WireFormat.Located, org.apache.avro.io.DatumReader<R>> readerFor) {
+        if (data.length == 0) {
+            throw new EventDecodingException(Reason.EMPTY, topic, "zero-length value where a " + type.getSimpleName() + " was expected");
+        }
         if (data.length > maxRecordBytes) {
-            throw new EventDecodingException(Reason.OVERSIZED, topic, data.length + " bytes, over serde.max.record.bytes=" + maxRecordBytes);
+            throw new EventDecodingException(Reason.OVERSIZED, topic,
+                    data.length + " bytes, over serde.max.record.bytes=" + maxRecordBytes);
         }
         WireFormat.Located loc = format.locate(topic, subject(topic), data);
         Schema writerSchema = loc.writer();
-        if (!writerSchema.getFullName().equals(projection.getFullName())) {
+        if (!writerSchema.getFullName().equals(reader.getFullName())) {
             throw new EventDecodingException(Reason.UNKNOWN_SCHEMA, topic,
-                    "record was written as " + writerSchema.getFullName() + ", expected " + projection.getFullName());
+                    "record was written as " + writerSchema.getFullName() + ", expected " + reader.getFullName());
         }
         BinaryValidator.validate(topic, writerSchema, data, loc.payloadStart(), data.length);
-        var reader = projections.computeIfAbsent(java.util.List.of(loc.writerKey(), projection),
-                k -> new org.apache.avro.generic.GenericDatumReader<>(writerSchema, projection));
+        org.apache.avro.io.DatumReader<R> datumReader = readerFor.apply(loc);
         try {
             BinaryDecoder dec = DecoderFactory.get().binaryDecoder(data, loc.payloadStart(), data.length - loc.payloadStart(), null);
-            return reader.read(null, dec);
+            return datumReader.read(null, dec);
         } catch (IOException | AvroRuntimeException | ClassCastException | IndexOutOfBoundsException e) {
             throw new EventDecodingException(Reason.MALFORMED, topic, type.getSimpleName() + ": " + e.getMessage(), e);
         }

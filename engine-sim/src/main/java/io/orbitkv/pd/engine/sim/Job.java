@@ -27,6 +27,8 @@ final class Job {
     long firstTokenMicros;
     /** Completes with null once the received KV verified (or when nothing is verified), else with the mismatch. */
     Future<SimModel.Mismatch> verified = Future.succeededFuture(null);
+    /** The prompt's block hashes, as the prefix cache keys them: computed once per job ({@code JobFlow.hashes}). */
+    java.util.List<byte[]> hashes;
     /** Decode: the KV of the prompt's cached prefix, written from this engine's prefix cache (null: nothing cached). */
     io.vertx.core.Future<Void> restored;
     long decodeStartNanos = -1;

@@ -247,7 +247,7 @@ final class JobFlow {
         job.onFirst = first::tryComplete;
         job.seq = newSeq(job);
         int output = part == StepScheduler.Role.PREFILL ? 1 : job.request.maxTokens();
-        List<byte[]> hashes = stepper.hashes(job.tokens); // hashed once: looked up now, cached once computed
+        List<byte[]> hashes = hashes(job); // looked up now, cached once computed
         stepper.submit(job.seq, job.tokens.length, output, stepper.cachedTokens(hashes, job.tokens), part, steps(job));
         Future.all(first.future(), fill).onComplete(ar -> {
             job.computing = false;
@@ -268,6 +268,17 @@ final class JobFlow {
             }
             then.run();
         });
+    }
+
+    /**
+     * The prompt's block hashes, hashed once per job: a decode looks its cached prefix up and caches the blocks it received,
+     * a recomputed one looks up and caches again — one SHA-256 per block, not one per use.
+     */
+    private List<byte[]> hashes(Job job) {
+        if (job.hashes == null) {
+            job.hashes = stepper.hashes(job.tokens);
+        }
+        return job.hashes;
     }
 
     /** A name for the job's next sequence in the scheduler: unique even when one request is prefilled and decoded here. */
@@ -312,7 +323,7 @@ final class JobFlow {
         // Move only what is missing: the prompt's first blocks this engine holds in its prefix cache are written here (on
         // a worker thread, beside the transfer of the rest); decode-ready says how many, and the order skips them. At
         // least one block always moves (the one the prefill's last token is in).
-        int cachedBlocks = config.compute().skipCached() ? Math.min(stepper.cachedBlocks(stepper.hashes(job.tokens)), blocks.length - 1) : 0;
+        int cachedBlocks = config.compute().skipCached() ? Math.min(stepper.cachedBlocks(hashes(job)), blocks.length - 1) : 0;
         if (cachedBlocks > 0) {
             int[] mine = java.util.Arrays.copyOf(blocks, cachedBlocks);
             int[] tokens = java.util.Arrays.copyOf(job.tokens, cachedBlocks * config.geometry().blockSizeTokens());
@@ -585,11 +596,6 @@ final class JobFlow {
     /** Jobs waiting for pages, first come first served (vLLM's waiting queue); touched on the engine's context only. */
     private final java.util.ArrayDeque<Waiting> waitingForPages = new java.util.ArrayDeque<>();
 
-    /** Jobs waiting for KV pages now. */
-    int waitingForPages() {
-        return waitingForPages.size();
-    }
-
     /**
      * The pages for the job's prompt, held as {@code side + rid} ({@code P:}, {@code D:}, {@code C:}), handed to {@code then};
      * or none, the job then finished and answered: a request id that already holds pages here is refused (409, ids must be
@@ -708,7 +714,7 @@ final class JobFlow {
         if (job.seq == null) {
             // The KV came by transfer: decode here, from the first token the prefill sampled. Its blocks are cached now,
             // as a vLLM decode instance with prefix caching caches the blocks it received.
-            reportCache(stepper.cache(stepper.hashes(job.tokens), job.tokens));
+            reportCache(stepper.cache(hashes(job), job.tokens));
             job.seq = newSeq(job);
             job.produced = 1;
             stepper.submit(job.seq, job.tokens.length, out.length, 0, StepScheduler.Role.DECODE, steps(job));

@@ -182,20 +182,14 @@ public final class RoutingWhatIf {
             tallies.put(e.id(), new Tally());
         });
         Map<String, Integer> load = new TreeMap<>();
-        PriorityQueue<long[]> ends = new PriorityQueue<>(Comparator.comparingLong(x -> x[0]));
-        List<String> endsOwner = new ArrayList<>();
+        PriorityQueue<End> ends = new PriorityQueue<>(Comparator.comparingLong(End::atMs));
         List<Engine> prefills = byId.values().stream().filter(Engine::prefills).toList();
         List<Engine> decodes = byId.values().stream().filter(Engine::decodes).toList();
         long locals = 0;
         int rr = 0;
         for (Request r : inOrder) {
-            while (!ends.isEmpty() && ends.peek()[0] <= r.arrivalMs()) {
-                String[] owners = endsOwner.get((int) ends.poll()[1]).split("\u0000");
-                for (String o : owners) {
-                    if (!o.isEmpty()) {
-                        load.merge(o, -1, Integer::sum);
-                    }
-                }
+            while (!ends.isEmpty() && ends.peek().atMs() <= r.arrivalMs()) {
+                ends.poll().engines().forEach(e -> load.merge(e, -1, Integer::sum));
             }
             String prefill;
             String decode;
@@ -231,18 +225,20 @@ public final class RoutingWhatIf {
                 tallies.get(decode).kvBytes += r.promptTokens() * byId.get(decode).bytesPerToken();
                 caches.get(decode).cache(r.keys());
             }
-            StringBuilder owners = new StringBuilder();
+            List<String> held = new ArrayList<>(2);
             for (String e : new String[] {prefill, decode}) {
                 if (e != null) {
                     load.merge(e, 1, Integer::sum);
-                    owners.append(e).append('\u0000');
+                    held.add(e);
                 }
             }
-            endsOwner.add(owners.toString());
-            ends.add(new long[] {r.arrivalMs() + Math.max(0, r.durationMs()), endsOwner.size() - 1});
+            ends.add(new End(r.arrivalMs() + Math.max(0, r.durationMs()), held));
         }
         return new Outcome(label, tallies, locals);
     }
+
+    /** When a request stops holding its engines (its load on them). */
+    private record End(long atMs, List<String> engines) { }
 
     private static boolean localRule(Local l, Request r, int decodeCached) {
         if (r.keys().length == 0) {

@@ -13,7 +13,6 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.apache.kafka.common.serialization.StringDeserializer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -30,7 +29,7 @@ public final class KvIndexFeed implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(KvIndexFeed.class);
 
     private final KvIndex index = new KvIndex();
-    private final KafkaConsumer<String, byte[]> consumer;
+    private final KafkaConsumer<byte[], byte[]> consumer;
     private final Topics topics;
     private final Thread thread;
     private final AtomicLong undecodable = new AtomicLong();
@@ -64,7 +63,7 @@ public final class KvIndexFeed implements AutoCloseable {
         this.decode = topics.kvEvents().valueSerde() instanceof io.orbitkv.pd.schemas.AvroEventSerde<KvCacheEvent> avro
                 ? new KvEventDecoder(avro)::decode : topics.kvEvents().valueSerde().deserializer()::deserialize;
         this.consumer = new KafkaConsumer<>(KafkaClients.consumer(bootstrapServers, clientId, null, "read_uncommitted", "earliest", overrides),
-                new StringDeserializer(), new ByteArrayDeserializer());
+                new ByteArrayDeserializer(), new ByteArrayDeserializer());
         this.thread = Thread.ofPlatform().daemon().name("kv-index-feed").unstarted(this::run);
     }
 
@@ -86,7 +85,7 @@ public final class KvIndexFeed implements AutoCloseable {
             while (!closed) {
                 var records = consumer.poll(Duration.ofMillis(200));
                 synchronized (index) {
-                    for (ConsumerRecord<String, byte[]> r : records) {
+                    for (ConsumerRecord<byte[], byte[]> r : records) {
                         KvCacheEvent e;
                         try {
                             e = r.value() == null ? null : decode.apply(r.topic(), r.value());
@@ -121,12 +120,9 @@ public final class KvIndexFeed implements AutoCloseable {
         }
     }
 
-    private void refuse(ConsumerRecord<String, byte[]> r, String type, String reason) {
+    private void refuse(ConsumerRecord<byte[], byte[]> r, String type, String reason) {
         log.atWarn().addKeyValue("partition", r.partition()).addKeyValue("offset", r.offset()).log("KV cache event refused (" + type + "): " + reason);
-        deadLetters.accept(io.orbitkv.pd.events.DeadLetter.newBuilder().setComponent(component).setTopic(r.topic()).setPartition(r.partition())
-                .setOffset(r.offset()).setOriginalKey(r.key() == null ? null : java.nio.ByteBuffer.wrap(r.key().getBytes(java.nio.charset.StandardCharsets.UTF_8)))
-                .setOriginalValue(r.value() == null ? null : java.nio.ByteBuffer.wrap(r.value())).setReason(reason).setErrorType(type)
-                .setDeadLetteredAtMs(System.currentTimeMillis()).build());
+        deadLetters.accept(io.orbitkv.pd.schemas.RecordDecoding.deadLetter(component, r, type, reason, System.currentTimeMillis()));
     }
 
     /**

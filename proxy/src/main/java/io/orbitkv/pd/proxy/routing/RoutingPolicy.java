@@ -25,13 +25,18 @@ public interface RoutingPolicy {
      */
     EngineInfo choose(Side side, List<EngineInfo> candidates, ToLongFunction<String> localLoad);
 
+    /** A policy's name as {@link #named} reads it: lower case, {@code _} for {@code -}. */
+    static String canonical(String name) {
+        return name.toLowerCase(Locale.ROOT).replace('-', '_');
+    }
+
     /** {@code round_robin}, {@code least_in_flight} or {@code prefix_aware}. */
     static RoutingPolicy named(String name) {
-        return switch (name.toLowerCase(Locale.ROOT).replace('-', '_')) {
+        return switch (canonical(name)) {
             case "round_robin" -> new RoundRobin();
             case "least_in_flight" -> new LeastInFlight();
-            // prefix_aware: the prefill engine by the KV index (PrefixScore, in the proxy, which knows the prompt); the decode
-            // engine and every fallback by load
+            // prefix_aware: both engines by the KV index (PrefixScore, in the proxy, which knows the prompt); every request
+            // the index cannot score (no token ids, no index) by load
             case "prefix_aware" -> new LeastInFlight();
             default -> throw new IllegalArgumentException("proxy.routing: must be round_robin, least_in_flight or prefix_aware, got '" + name + "'");
         };
