@@ -116,8 +116,9 @@ public final class KvIndexBenchCommand implements Callable<Integer> {
                 + " heap the index holds after a full collection, over its entries. Baseline: a HashSet<ByteBuffer> per engine, the"
                 + " same events, the same run (it keeps the log's own ByteBuffer objects, so its bytes per entry leave out the hashes"
                 + " themselves: a consumer decoding its own would hold ~100 bytes more per entry). The second and third rows decode each record from"
-                + " its Avro bytes before applying it: in full, and as the proxy's feed does after a poll (KvEventDecoder: a reader schema"
-                + " without the token ids, which Avro then skips instead of boxing); Kafka's own fetch is not included. Token ids are"
+                + " its Avro bytes before applying it: in full, and as the proxy's feed does after a poll (KvEventDecoder: one pass over"
+                + " the bytes that checks each length as it reads and skips the token ids, for records in this build's layout);"
+                + " Kafka's own fetch is not included. Token ids are"
                 + " random below 128,000, as a real vocabulary's.\n\n" + t
                 + "\nTargets (issue 33): >= 100,000 block events/s absorbed on 2 cores, <= 64 bytes per (engine, block) entry, lookup p50"
                 + " <= 0.3 ms at the proxy (this is the index alone; the proxy adds tokenizing and hashing the prompt).\n";

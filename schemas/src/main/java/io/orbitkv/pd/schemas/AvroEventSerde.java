@@ -115,11 +115,23 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
                 k -> new org.apache.avro.generic.GenericDatumReader<>(loc.writer(), projection)));
     }
 
+    /** Where a record's Avro payload starts in its bytes, and the schema it was written with. */
+    public record Payload(Schema writer, int start) { }
+
     /**
-     * The checks every read makes — not empty, within {@code serde.max.record.bytes}, a writer schema of {@code reader}'s
-     * record, a binary that walks whole — then {@code readerFor}'s reader over the payload.
+     * The checks {@link #deserialize} makes before it decodes — not empty, within {@code serde.max.record.bytes}, a writer
+     * schema of this serde's record — and where the payload is: for a reader of its own that knows {@code writer}'s layout.
+     * Such a reader checks every length it meets itself (the binary walk has not run).
      */
-    private <R> R read(String topic, byte[] data, Schema reader, java.util.function.Function<WireFormat.Located, org.apache.avro.io.DatumReader<R>> readerFor) {
+    public Payload payload(String topic, byte[] data) {
+        if (data == null) {
+            throw new EventDecodingException(Reason.EMPTY, topic, "no value where a " + type.getSimpleName() + " was expected");
+        }
+        WireFormat.Located loc = locate(topic, data, readerSchema);
+        return new Payload(loc.writer(), loc.payloadStart());
+    }
+
+    private WireFormat.Located locate(String topic, byte[] data, Schema reader) {
         if (data.length == 0) {
             throw new EventDecodingException(Reason.EMPTY, topic, "zero-length value where a " + type.getSimpleName() + " was expected");
         }
@@ -128,11 +140,20 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
                     data.length + " bytes, over serde.max.record.bytes=" + maxRecordBytes);
         }
         WireFormat.Located loc = format.locate(topic, subject(topic), data);
-        Schema writerSchema = loc.writer();
-        if (!writerSchema.getFullName().equals(reader.getFullName())) {
+        if (!loc.writer().getFullName().equals(reader.getFullName())) {
             throw new EventDecodingException(Reason.UNKNOWN_SCHEMA, topic,
-                    "record was written as " + writerSchema.getFullName() + ", expected " + reader.getFullName());
+                    "record was written as " + loc.writer().getFullName() + ", expected " + reader.getFullName());
         }
+        return loc;
+    }
+
+    /**
+     * The checks every read makes — not empty, within {@code serde.max.record.bytes}, a writer schema of {@code reader}'s
+     * record, a binary that walks whole — then {@code readerFor}'s reader over the payload.
+     */
+    private <R> R read(String topic, byte[] data, Schema reader, java.util.function.Function<WireFormat.Located, org.apache.avro.io.DatumReader<R>> readerFor) {
+        WireFormat.Located loc = locate(topic, data, reader);
+        Schema writerSchema = loc.writer();
         BinaryValidator.validate(topic, writerSchema, data, loc.payloadStart(), data.length);
         org.apache.avro.io.DatumReader<R> datumReader = readerFor.apply(loc);
         try {
