@@ -286,7 +286,7 @@ public final class BenchCommand implements Runnable {
                     + " and the reference are not deciders (docs/decider.md, Performance); the reference's \"handoff\" is one pair: two"
                     + " halves in, the pair out, its latency second half produced → pair consumed.\n\n" + table);
             // The committed results sit in bench/results; a run written elsewhere (--out) keeps its JSON beside its markdown.
-            Path json = BenchFiles.jsonFor(md, "decider");
+            Path json = BenchFiles.jsonFor(md);
             StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"rate\":" + rate + ",\"load_average_start\":" + loadBefore
                     + ",\"load_average_end\":" + loadAfter + ",\"raw_hop\":" + stats(raw) + ",\"modes\":[");
             for (int i = 0; i < results.size(); i++) {

@@ -12,13 +12,15 @@ final class BenchFiles {
     private BenchFiles() { }
 
     /**
-     * The JSON file of a run written to {@code md}: the committed {@code bench/results/<name>.json} when {@code md} is
-     * the committed {@code docs/bench/<name>.md}, else beside {@code md} (a run written elsewhere keeps its JSON with
-     * its markdown). Its folder is created.
+     * The JSON file of a run written to {@code md}: {@code bench/results/<name>.json} when {@code md} is
+     * {@code docs/bench/<name>.md}, else beside {@code md} (a run written elsewhere keeps its JSON with its markdown).
+     * Its folder is created.
      */
-    static Path jsonFor(Path md, String name) throws IOException {
-        Path json = md.equals(Path.of("docs", "bench", name + ".md")) ? Path.of("bench", "results", name + ".json")
-                : md.resolveSibling(md.getFileName().toString().replaceFirst("\\.md$", "") + ".json");
+    static Path jsonFor(Path md) throws IOException {
+        String stem = md.getFileName().toString().replaceFirst("\\.md$", "");
+        // docs/bench/X.md (the default, or another run of the same bench beside it) -> bench/results/X.json
+        Path json = Path.of("docs", "bench").equals(md.getParent()) ? Path.of("bench", "results", stem + ".json")
+                : md.resolveSibling(stem + ".json");
         Files.createDirectories(json.toAbsolutePath().getParent());
         return json;
     }

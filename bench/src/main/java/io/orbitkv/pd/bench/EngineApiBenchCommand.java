@@ -440,7 +440,7 @@ public final class EngineApiBenchCommand implements Callable<Integer> {
                 + " preset, " + requests + " requests per level, streamed, 16 tokens) through a whole pipeline twice: Java engines, then"
                 + " the Python simulated engine (`python -m orbitkv_pd.sim_engine`) for both prefill and decode, each on its worker's"
                 + " engine API. Hops from the log's timing marks (docs/topics.md).\n");
-        Path json = BenchFiles.jsonFor(md, "engine-api");
+        Path json = BenchFiles.jsonFor(md);
         Map<String, Object> root = new LinkedHashMap<>();
         root.put("date", LocalDate.now().toString());
         root.put("count", count);

@@ -94,7 +94,7 @@ public final class KvBurstBenchCommand implements Callable<Integer> {
                 + " middle run a producer writes BlockStored events of " + blocks + " block hashes (and " + blocks * 16 + " token ids) to the"
                 + " kv-events topic of the same broker for the whole run. The decider does not read that topic: what a burst can cost it is the"
                 + " broker and the cores they share.\n\n" + table + "\n");
-        Path json = BenchFiles.jsonFor(out, "kv-burst");
+        Path json = BenchFiles.jsonFor(out);
         StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"rate\":" + rate + ",\"blocks\":" + blocks + ",\"runs\":[");
         for (int i = 0; i < rows.size(); i++) {
             Row r = rows.get(i);

@@ -125,7 +125,7 @@ public final class MooncakeBenchCommand implements Callable<Integer> {
                 + "- **mooncake transport**: the same order admitted by the same kind of gate over its admission connection, then every page"
                 + " a one-sided WRITE request through the Mooncake Transfer Engine's TCP transport (P2P handshake metadata), " + settings
                 + ", END/ACK after every request finished.\n\n" + table + targets);
-        Path json = BenchFiles.jsonFor(outFile, "mooncake");
+        Path json = BenchFiles.jsonFor(outFile);
         StringBuilder j = new StringBuilder(String.format(Locale.ROOT, "{\"date\":\"%s\",\"note\":\"%s\",\"cpu\":\"%s\",\"cores\":%d,\"load_before\":\"%s\","
                 + "\"load_after\":\"%s\",\"library\":\"%s\",\"mc_env\":\"%s\",\"bytes\":%d,\"warmup\":%d,\"repeat\":%d,\"tcp_connections\":%s,"
                 + "\"mooncake_settings\":\"%s\",\"pages\":[", LocalDate.now(), note == null ? "" : note.replace("\"", "'"), MachineInfo.cpuModel().replace("\"", ""),

@@ -363,7 +363,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
                 + " prompt. TTFT at the client (through the proxy, streamed); exposed handoff = P/D TTFT − colocated TTFT of the same prompt; the"
                 + " push as the worker timed it (order taken → every byte in place); the contiguous copy is one `cuMemcpyDtoDAsync` of the same"
                 + " bytes on the same GPU, end to end from the host, in the same run. How to run: docs/gpu.md (\"The real-model run\").\n\n" + text);
-        Path json = BenchFiles.jsonFor(md, "real-model");
+        Path json = BenchFiles.jsonFor(md);
         Map<String, Object> root = new LinkedHashMap<>();
         root.put("date", LocalDate.now().toString());
         root.put("model", modelPath != null ? modelPath : "random-llama-" + shape);

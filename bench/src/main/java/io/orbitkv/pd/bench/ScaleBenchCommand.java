@@ -173,7 +173,7 @@ public final class ScaleBenchCommand implements Callable<Integer> {
                 + concurrency + " in flight over all its proxies (split between them as a load balancer would). TTFT at the client;"
                 + " handoff = prefill answered → decode's first byte, at the proxy. Layouts run one after another in the same run;"
                 + " the first is the baseline.\n\n" + table);
-        Path json = BenchFiles.jsonFor(outFile, outFile.getFileName().toString().replaceFirst("\\.md$", ""));
+        Path json = BenchFiles.jsonFor(outFile);
         StringBuilder j = new StringBuilder("{\"date\":\"" + LocalDate.now() + "\",\"cores\":" + Runtime.getRuntime().availableProcessors()
                 + ",\"requests\":" + requests + ",\"concurrency\":" + concurrency + ",\"layouts\":[");
         for (int i = 0; i < rows.size(); i++) {

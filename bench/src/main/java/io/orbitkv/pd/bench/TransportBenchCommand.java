@@ -146,7 +146,7 @@ public final class TransportBenchCommand implements Callable<Integer> {
                 + " as quoted in the design notes (≈ 0.4–0.5 GB/s with 32 KiB requests, ≈ 2 GB/s at 256 KiB, ≈ 3 GB/s at 4 MiB)."
                 + " **Not measured in this run** (Mooncake is not installed here); the ratio uses the upper quote.\n\n"
                 + table + targets);
-        Path json = BenchFiles.jsonFor(outFile, outFile.getFileName().toString().replaceFirst("\\.md$", ""));
+        Path json = BenchFiles.jsonFor(outFile);
         StringBuilder j = new StringBuilder(String.format(Locale.ROOT, "{\"date\":\"%s\",\"note\":\"%s\",\"cpu\":\"%s\",\"load_before\":\"%s\",\"load_after\":\"%s\",\"cores\":%d,\"bytes\":%d,\"warmup\":%d,\"repeat\":%d,"
                 + "\"connections\":%s,\"memcpy_gbps\":%.3f,\"pages\":[", LocalDate.now(), note == null ? "" : note.replace("\"", "'"), MachineInfo.cpuModel().replace("\"", ""), loadBefore, MachineInfo.loadAverage(),
                 Runtime.getRuntime().availableProcessors(), (long) mib << 20,

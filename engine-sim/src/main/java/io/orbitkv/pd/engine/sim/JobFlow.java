@@ -144,8 +144,10 @@ final class JobFlow {
             job.gone = true;
             counters.clientGone.increment();
             stopTimers(job);
-            if (!job.computing) {
-                stepper.abort(job.seq); // while computing, the computation's end does (and then reports or frees as before)
+            if (!job.computing || job.onFirst == null) {
+                // Out of the scheduler now: nobody reads its tokens. Before its first token the computation's end does it
+                // (the first token completes the computation, which then reports or frees as before).
+                stepper.abort(job.seq);
             }
             EngineControl c = client();
             if (c != null) {
@@ -304,6 +306,11 @@ final class JobFlow {
             Runnable first = job.onFirst;
             if (first != null) {
                 job.onFirst = null;
+                if (job.gone || job.finished) {
+                    // Left while its prompt computed: stop decoding at the first token, not when the KV fill ends (a
+                    // slow fill on a busy machine let a gone job decode all its tokens). The compute still ends.
+                    stepper.abort(job.seq);
+                }
                 first.run();
             } else if (job.drain != null) {
                 job.drain.run();
