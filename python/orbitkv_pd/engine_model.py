@@ -336,25 +336,28 @@ class PrefixCache:
 
     def lookup(self, hashes: List[bytes]) -> int:
         """The number of leading ``hashes`` present, stopping at the first miss (a block is only reusable when every
-        block before it is: its hash chains them); each hit becomes the most recently used."""
+        block before it is: its hash chains them); the hits become the most recently used, the first most recent."""
         n = 0
         for h in hashes:
             if h not in self._lru:
                 break
-            self._lru.move_to_end(h)
             n += 1
+        self._touch(hashes[:n])
         return n
 
-    def insert(self, hashes: List[bytes]) -> Tuple[List[int], List[bytes]]:
-        """Adds each of ``hashes`` (or touches it) as the most recently used, in order; then evicts the least recently used
-        while over capacity. Returns what changed: the positions of ``hashes`` not cached before, and the hashes evicted
-        (as the Java ``PrefixCache.insert``'s ``Change``)."""
-        added: List[int] = []
-        for i, h in enumerate(hashes):
-            if h not in self._lru:
-                added.append(i)
+    def _touch(self, chain: List[bytes]) -> None:
+        # Last block first: the chain's tail becomes the least recent of it and is evicted before its head, as vLLM frees a
+        # request's blocks in reverse order. A head evicted first would break the chain for every prompt sharing it.
+        for h in reversed(chain):
             self._lru[h] = None
             self._lru.move_to_end(h)
+
+    def insert(self, hashes: List[bytes]) -> Tuple[List[int], List[bytes]]:
+        """Adds each of ``hashes`` (or touches it) as the most recently used, the first most recent of all (the tail is
+        evicted before the head); then evicts the least recently used while over capacity. Returns what changed: the positions of ``hashes`` not cached before, and the hashes evicted
+        (as the Java ``PrefixCache.insert``'s ``Change``)."""
+        added = [i for i, h in enumerate(hashes) if h not in self._lru]
+        self._touch(hashes)
         evicted: List[bytes] = []
         while len(self._lru) > self.capacity:
             evicted.append(self._lru.popitem(last=False)[0])

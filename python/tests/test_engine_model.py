@@ -147,16 +147,16 @@ class PrefixCacheTest(unittest.TestCase):
         self.assertEqual(c.lookup([]), 0)
         self.assertEqual(c.size, 3)
 
-    def test_the_least_recently_used_goes_first_and_hits_and_inserts_touch(self) -> None:
+    def test_the_least_recently_used_goes_first_and_a_chain_loses_its_tail_before_its_head(self) -> None:
         c = PrefixCache(3)
-        c.insert([b"a", b"b", b"c"])
-        self.assertEqual(c.lookup([b"a"]), 1)  # a is now the most recent: b goes first
-        c.insert([b"d"])
-        self.assertEqual((c.size, c.lookup([b"b"]), c.lookup([b"c"]), c.lookup([b"a"]), c.lookup([b"d"])), (3, 0, 1, 1, 1))
-        c.insert([b"c", b"e"])  # order now: a d c e -> a evicted (c touched, not added)
-        self.assertEqual([c.lookup([h]) for h in (b"a", b"d", b"c", b"e")], [0, 1, 1, 1])
-        c.insert([b"f", b"g", b"h", b"i"])  # more than the capacity at once: the last three stay
-        self.assertEqual([c.lookup([h]) for h in (b"f", b"g", b"h", b"i")], [0, 1, 1, 1])
+        c.insert([b"a", b"b", b"c"])  # oldest to newest: c b a (a chain's head is its most recent block)
+        c.insert([b"d"])  # c evicted: the chain's tail, not its head
+        self.assertEqual(c.lookup([b"a", b"b", b"c"]), 2)  # the prefix still serves; now d b a
+        c.insert([b"e"])  # d evicted: the least recently used
+        self.assertEqual([c.lookup([h]) for h in (b"d", b"a", b"b", b"e")], [0, 1, 1, 1])
+        self.assertEqual(c.size, 3)
+        c.insert([b"f", b"g", b"h", b"i"])  # more than the capacity at once: the chain's head stays
+        self.assertEqual([c.lookup([h]) for h in (b"f", b"g", b"h", b"i")], [1, 1, 1, 0])
         with self.assertRaises(ValueError):
             PrefixCache(0)
 

@@ -224,7 +224,7 @@ public final class WorkerApp implements AutoCloseable {
                 default -> openProvided(name);
             });
         }
-        runner = new OrderRunner(config.engineId(), epoch, pool, transports, directory, reporter, config.workerId(),
+        runner = new OrderRunner(config.engineId(), epoch, pool, transports, directory::await, reporter, config.workerId(),
                 config.concurrency(), config.dedupeCapacity(), config.peerWait(), workerMetrics);
         commands = new CommandLoop(new KafkaConsumer<>(consumerConfig(config.groupId()), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
                 topics.engineCommands(), config.engineId(), runner, gate, reporter, config.queueLimit(), config.commitInterval(),

@@ -1,6 +1,5 @@
 package io.orbitkv.pd.worker.internal;
 
-import io.orbitkv.pd.engine.client.EngineDirectory;
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.TransferOrder;
@@ -44,30 +43,94 @@ import org.slf4j.LoggerFactory;
  * ({@link #prefillCompleted}: the push starts then, with no Kafka hop in between), or from the decider's second copy of
  * the order, which carries them — whichever comes first; the other is a duplicate. The worker writes the engine's fact
  * before it pushes, with the same producer, so the log still shows PrefillCompleted before TransferStarted.
+ *
+ * <p>What each input does to an attempt in each state is one table, {@link #define} (as the decider's
+ * {@code Transitions}): a cell changes the attempt under the runner's lock and returns what to do once the lock is
+ * released (queue the push, cancel it, acknowledge a duplicate). Nothing else changes an attempt's state.
  */
 public final class OrderRunner implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(OrderRunner.class);
 
-    /** What happened to an (order id, attempt). */
-    enum State { PARKED, QUEUED, RUNNING, COMPLETED, FAILED, ABORTED }
+    /**
+     * Where an (order id, attempt) is: the table's columns. FENCED: aborted before any copy of its order came (the order
+     * is refused when it does). LANDED, FAILED and ABORTED are terminal: reported once, every later copy a duplicate.
+     */
+    enum State { NEW, FENCED, PARKED, QUEUED, PUSHING, LANDED, FAILED, ABORTED }
 
+    /** What can happen to an attempt: the table's rows. */
+    enum Input {
+        /** The order, issued ahead of its prefill (no source pages yet). */
+        ORDER_AHEAD,
+        /** The order with its source pages: an ordinary order, or the decider's second copy of an order ahead. */
+        ORDER,
+        /** The engine reported the request's prefill through the engine API (pages and first token). */
+        PREFILL_DONE,
+        /** The engine reported that the request's prefill failed. */
+        PREFILL_FAILED,
+        /** The decider aborted the attempt. */
+        ABORT,
+        /** An order thread takes the queued attempt. */
+        START,
+        /** The attempt's push (or its refusal before pushing) ended; {@link In#ended} says how. */
+        ENDED,
+        /** The worker stops. */
+        STOP
+    }
+
+    /** An input and what it carries (unused fields null / 0). */
+    private record In(Input input, TransferOrder order, TraceContext trace, long orderTimestampMs, Runnable done, long receivedMicros,
+                      LocalPrefill prefill, String reason, State ended) {
+        static In order(Input input, TransferOrder o, TraceContext trace, long orderTimestampMs, Runnable done, long receivedMicros) {
+            return new In(input, o, trace, orderTimestampMs, done, receivedMicros, null, null, null);
+        }
+
+        static In prefill(LocalPrefill p) {
+            return new In(p.blocks() == null ? Input.PREFILL_FAILED : Input.PREFILL_DONE, null, null, 0, null, p.receivedMicros(), p, null, null);
+        }
+
+        static In of(Input input, String reason) {
+            return new In(input, null, null, 0, null, 0, null, reason, null);
+        }
+
+        static In ended(State how) {
+            return new In(Input.ENDED, null, null, 0, null, 0, null, null, how);
+        }
+    }
+
+    /** A cell of the table: changes {@code a} (under the lock); returns what to run once the lock is released, or null. */
+    @FunctionalInterface
+    private interface Cell {
+        Runnable apply(Attempt a, In in);
+    }
+
+    /** One (order id, attempt): its state, and what it will run with once it may. */
     private static final class Attempt {
-        State state;
+        final String key;
+        State state = State.NEW;
         String abortReason;
         Transfer transfer;
         String transport = "none";
+        /** Set by the order (its first copy) and kept while parked or queued. */
+        String requestId;
+        TransferOrder order;
+        TraceContext trace;
+        long orderTimestampMs;
+        Runnable done;
 
-        Attempt(State s) {
-            state = s;
+        Attempt(String key) {
+            this.key = key;
         }
     }
+
+    /** The cell of each (state, input), by ordinals; total. */
+    private final Cell[][] table = new Cell[State.values().length][Input.values().length];
 
     private final String engineId;
     private final long instanceEpoch;
     private final KvPool pool;
     private final List<KvTransport> transports;
-    private final EngineDirectory directory;
+    private final Peers peers;
     private final EventReporter reporter;
     private final String workerId;
     private final Duration peerWait;
@@ -77,13 +140,17 @@ public final class OrderRunner implements AutoCloseable {
     private final AtomicLong completed = new AtomicLong();
     private final AtomicLong failed = new AtomicLong();
     private final WorkerMetrics metrics;
-    /** Orders issued ahead of the prefill, by request id, until their source pages are known. */
-    private final Map<String, Parked> parked = new LinkedHashMap<>();
+    /** Attempts parked ahead of their prefill, by request id, until their source pages are known. */
+    private final Map<String, Attempt> parked = new LinkedHashMap<>();
     /** The engine's recent prefill results (by request id), for an order ahead that arrives after them. */
     private final Map<String, LocalPrefill> prefills;
 
-    /** An order ahead of the prefill, waiting, with what {@link #submit} got. */
-    private record Parked(String requestId, TransferOrder order, Attempt entry, TraceContext trace, long orderTimestampMs, Runnable done) { }
+    /** The registered engines, as the worker's {@code EngineDirectory} knows them. */
+    @FunctionalInterface
+    public interface Peers {
+        /** {@code engineId}'s registration at {@code minEpoch} or newer, waiting up to {@code timeout}; empty if none came. */
+        java.util.Optional<EngineRegistration> await(String engineId, long minEpoch, Duration timeout) throws InterruptedException;
+    }
 
     /**
      * What the engine reported through the engine API: the pages and first token of a finished prefill (blocks null:
@@ -92,19 +159,19 @@ public final class OrderRunner implements AutoCloseable {
     private record LocalPrefill(List<BlockRun> blocks, long instanceEpoch, Integer firstToken, long computedMicros, long receivedMicros,
                                 String failure) { }
 
-    public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, EngineDirectory directory,
+    public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, Peers peers,
                        EventReporter reporter, String workerId, int concurrency, int dedupeCapacity, Duration peerWait) {
-        this(engineId, instanceEpoch, pool, transports, directory, reporter, workerId, concurrency, dedupeCapacity, peerWait, WorkerMetrics.noop());
+        this(engineId, instanceEpoch, pool, transports, peers, reporter, workerId, concurrency, dedupeCapacity, peerWait, WorkerMetrics.noop());
     }
 
-    public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, EngineDirectory directory,
+    public OrderRunner(String engineId, long instanceEpoch, KvPool pool, List<KvTransport> transports, Peers peers,
                        EventReporter reporter, String workerId, int concurrency, int dedupeCapacity, Duration peerWait, WorkerMetrics metrics) {
         this.metrics = metrics;
         this.engineId = engineId;
         this.instanceEpoch = instanceEpoch;
         this.pool = pool;
         this.transports = List.copyOf(transports);
-        this.directory = directory;
+        this.peers = peers;
         this.reporter = reporter;
         this.workerId = workerId;
         this.peerWait = peerWait;
@@ -121,7 +188,195 @@ public final class OrderRunner implements AutoCloseable {
                 return size() > dedupeCapacity;
             }
         };
+        define();
+        for (State st : State.values()) {
+            for (Input in : Input.values()) {
+                if (table[st.ordinal()][in.ordinal()] == null) {
+                    throw new IllegalStateException("the worker's order table has no cell for " + st + " × " + in);
+                }
+            }
+        }
     }
+
+    /**
+     * The table. PREFILL_DONE and PREFILL_FAILED reach only a parked attempt (they are looked up by request; any other
+     * request's report is only remembered, for an order ahead that comes later). START comes only for a queued attempt,
+     * ENDED only after START (from QUEUED when START refused it). {@link #NOTHING}: the input changes nothing;
+     * {@link #IMPOSSIBLE}: the runner never feeds it (an error if it does).
+     */
+    private void define() {
+        OrderRunner t = this; // one letter, so that each row of the table fits one line
+        Cell dup = t::duplicate;
+        Cell keep = t::keepReason;
+        //                       NEW              FENCED            PARKED           QUEUED       PUSHING        LANDED   FAILED   ABORTED
+        on(Input.ORDER_AHEAD,    t::ahead,        t::reportAborted, dup,             dup,         dup,           dup,     dup,     dup);
+        on(Input.ORDER,          t::queue,        t::reportAborted, t::copyFirst,    dup,         dup,           dup,     dup,     dup);
+        on(Input.PREFILL_DONE,   IMPOSSIBLE,      IMPOSSIBLE,       t::fromEngine,   IMPOSSIBLE,  IMPOSSIBLE,    IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
+        on(Input.PREFILL_FAILED, IMPOSSIBLE,      IMPOSSIBLE,       t::failedByEngine, IMPOSSIBLE, IMPOSSIBLE,   IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
+        on(Input.ABORT,          t::fence,        keep,             t::abortParked,  keep,        t::abortPush,  keep,    keep,    keep);
+        on(Input.START,          IMPOSSIBLE,      IMPOSSIBLE,       IMPOSSIBLE,      t::start,    IMPOSSIBLE,    IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
+        on(Input.ENDED,          IMPOSSIBLE,      IMPOSSIBLE,       IMPOSSIBLE,      t::end,      t::end,        IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
+        on(Input.STOP,           NOTHING,         NOTHING,          t::dropParked,   NOTHING,     t::stopPush,   NOTHING, NOTHING, NOTHING);
+    }
+
+    private static final Cell NOTHING = (a, in) -> null;
+    private static final Cell IMPOSSIBLE = (a, in) -> {
+        throw new IllegalStateException("order " + a.key + ": " + in.input() + " cannot come in state " + a.state);
+    };
+
+    private void on(Input input, Cell... byState) {
+        for (State st : State.values()) {
+            table[st.ordinal()][input.ordinal()] = byState[st.ordinal()];
+        }
+    }
+
+    /** Runs {@code in}'s cell for {@code a}; the caller holds the lock and runs the result after releasing it. */
+    private Runnable feed(Attempt a, In in) {
+        return table[a.state.ordinal()][in.input().ordinal()].apply(a, in);
+    }
+
+    // ------------------------------------------------------------------------------------------------ the cells, by row
+
+    /** NEW × ORDER_AHEAD: start from the engine's report if it came first, else park until it (or the decider's copy) does. */
+    private Runnable ahead(Attempt a, In in) {
+        hold(a, in);
+        LocalPrefill lp = prefills.get(a.requestId);
+        if (lp == null) {
+            a.state = State.PARKED;
+            parked.put(a.requestId, a);
+            return null;
+        }
+        a.state = State.QUEUED;
+        if (lp.blocks() == null) {
+            a.abortReason = "the engine's prefill failed: " + lp.failure(); // reported as aborted before it started
+            return enqueue(a, in.order(), in.receivedMicros(), 0);
+        }
+        return enqueue(a, withSource(in.order(), lp), in.receivedMicros(), 0); // the engine reported first: this order starts the push
+    }
+
+    /** NEW × ORDER: queue it. */
+    private Runnable queue(Attempt a, In in) {
+        hold(a, in);
+        a.state = State.QUEUED;
+        return enqueue(a, in.order(), in.receivedMicros(), 0);
+    }
+
+    /** PARKED × ORDER: the decider's copy with the source pages came before the engine told this worker: run it now. */
+    private Runnable copyFirst(Attempt a, In in) {
+        parked.remove(a.requestId);
+        a.state = State.QUEUED;
+        Runnable first = a.done;
+        Runnable second = in.done();
+        a.done = () -> {
+            second.run();
+            first.run();
+        };
+        a.trace = in.trace();
+        a.orderTimestampMs = in.orderTimestampMs();
+        return enqueue(a, in.order(), in.receivedMicros(), 0);
+    }
+
+    /** Any copy of an order already taken: not executed again; its record is done at once. */
+    private Runnable duplicate(Attempt a, In in) {
+        log.atInfo().addKeyValue("orderId", in.order().getOrderId()).addKeyValue("attempt", in.order().getAttempt()).addKeyValue("state", a.state)
+                .log("duplicate order ignored");
+        return in.done();
+    }
+
+    /** FENCED × an order: reported as failed (aborted before it started) through the ordinary path, which also commits its offset. */
+    private Runnable reportAborted(Attempt a, In in) {
+        hold(a, in);
+        a.state = State.QUEUED; // with its abort reason: START refuses it
+        return enqueue(a, in.order(), in.receivedMicros(), 0);
+    }
+
+    /** PARKED × PREFILL_DONE: the push starts now, from the pages the engine reported — no Kafka hop in between. */
+    private Runnable fromEngine(Attempt a, In in) {
+        parked.remove(a.requestId);
+        a.state = State.QUEUED;
+        LocalPrefill p = in.prefill();
+        metrics.hop(Hop.PREFILL_TO_WORKER, p.computedMicros(), p.receivedMicros()); // the short path: no decider between
+        return enqueue(a, withSource(a.order, p), p.receivedMicros(), p.receivedMicros());
+    }
+
+    /** PARKED × PREFILL_FAILED: fails now (as aborted) instead of waiting for the decider. */
+    private Runnable failedByEngine(Attempt a, In in) {
+        parked.remove(a.requestId);
+        a.state = State.QUEUED;
+        if (a.abortReason == null) {
+            a.abortReason = "the engine's prefill failed: " + in.prefill().failure();
+        }
+        return enqueue(a, a.order, in.receivedMicros(), 0);
+    }
+
+    /** NEW × ABORT: the abort came before the order; the order, when it comes, is refused. */
+    private Runnable fence(Attempt a, In in) {
+        a.state = State.FENCED;
+        return keepReason(a, in);
+    }
+
+    /** PARKED × ABORT: reported as failed (aborted before it started) now, through the ordinary path. */
+    private Runnable abortParked(Attempt a, In in) {
+        keepReason(a, in);
+        parked.remove(a.requestId);
+        a.state = State.QUEUED;
+        return enqueue(a, a.order, Marks.nowMicros(), 0);
+    }
+
+    /** The first abort's reason is the one reported; a queued attempt is refused when an order thread takes it. */
+    private Runnable keepReason(Attempt a, In in) {
+        if (a.abortReason == null) {
+            a.abortReason = in.reason();
+        }
+        return null;
+    }
+
+    /** PUSHING × ABORT: cancel the push (if it has not been handed its transfer yet, {@link #execute} cancels it then). */
+    private Runnable abortPush(Attempt a, In in) {
+        keepReason(a, in);
+        Transfer t = a.transfer;
+        return t == null ? null : () -> t.cancel(in.reason());
+    }
+
+    /** QUEUED × START: pushing, unless aborted meanwhile (then refused before any byte moves). */
+    private Runnable start(Attempt a, In in) {
+        if (a.abortReason != null) {
+            throw new TransferException(TransferError.ABORTED, "aborted before it started: " + a.abortReason);
+        }
+        a.state = State.PUSHING;
+        return null;
+    }
+
+    /** × ENDED: the push's outcome (or the refusal before it) is the attempt's terminal state. */
+    private Runnable end(Attempt a, In in) {
+        a.state = in.ended();
+        a.transfer = null;
+        a.order = null;
+        a.done = null;
+        return null;
+    }
+
+    /** PARKED × STOP: forgotten; its offset stays uncommitted, so a restarted worker parks it again. */
+    private Runnable dropParked(Attempt a, In in) {
+        parked.remove(a.requestId);
+        return null;
+    }
+
+    /** PUSHING × STOP: the push is cancelled; its order is executed again by the next start (offset uncommitted). */
+    private Runnable stopPush(Attempt a, In in) {
+        Transfer t = a.transfer;
+        return t == null ? null : () -> t.cancel("worker stopping");
+    }
+
+    /** Keeps what the order's first copy brings: request, order, trace, timestamp and the record's {@code done}. */
+    private static void hold(Attempt a, In in) {
+        a.order = in.order();
+        a.trace = in.trace();
+        a.orderTimestampMs = in.orderTimestampMs();
+        a.done = in.done();
+    }
+
+    // ------------------------------------------------------------------------------------------------ inputs
 
     private static String key(String orderId, int attempt) {
         return orderId + "#" + attempt;
@@ -157,50 +412,22 @@ public final class OrderRunner implements AutoCloseable {
     public void submit(String requestId, TransferOrder o, TraceContext trace, long orderTimestampMs, Runnable done, long decidedMicros,
                        long receivedMicros) {
         metrics.hop(Hop.ORDER_TO_WORKER, decidedMicros, receivedMicros);
-        String k = key(o.getOrderId(), o.getAttempt());
-        Attempt e;
-        TransferOrder run = o;
-        Runnable alsoDone = null;
+        Input input = o.getAwaitPrefill() ? Input.ORDER_AHEAD : Input.ORDER;
+        Runnable then;
         synchronized (orders) {
-            e = orders.get(k);
-            if (e != null && e.state == State.PARKED && !o.getAwaitPrefill()) {
-                // The decider's copy with the source pages, before the engine told this worker: run it now.
-                Parked p = parked.remove(requestId);
-                alsoDone = p == null ? null : p.done();
-                e.state = State.QUEUED;
-            } else if (e != null && e.state != State.ABORTED) {
-                log.atInfo().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("state", e.state)
-                        .log("duplicate order ignored");
-                done.run();
-                return;
-            } else {
-                if (e == null) {
-                    e = new Attempt(State.QUEUED);
-                    orders.put(k, e);
-                }
-                if (o.getAwaitPrefill() && e.state != State.ABORTED) {
-                    LocalPrefill lp = prefills.get(requestId);
-                    if (lp == null) {
-                        e.state = State.PARKED;
-                        parked.put(requestId, new Parked(requestId, o, e, trace, orderTimestampMs, done));
-                        return;
-                    }
-                    if (lp.blocks() == null) {
-                        e.abortReason = "the engine's prefill failed: " + lp.failure();
-                    } else {
-                        run = withSource(o, lp); // the engine reported first: this order is what starts the push
-                    }
-                }
+            Attempt a = orders.computeIfAbsent(key(o.getOrderId(), o.getAttempt()), Attempt::new);
+            if (a.requestId == null) {
+                a.requestId = requestId;
             }
+            then = feed(a, In.order(input, o, trace, orderTimestampMs, done, receivedMicros));
         }
-        enqueue(requestId, run, e, trace, orderTimestampMs, alsoDone == null ? done : both(done, alsoDone), receivedMicros, 0);
+        run(then);
     }
 
-    private static Runnable both(Runnable a, Runnable b) {
-        return () -> {
-            a.run();
-            b.run();
-        };
+    private static void run(Runnable then) {
+        if (then != null) {
+            then.run();
+        }
     }
 
     /** The order ahead, completed with the pages and first token the engine reported. */
@@ -227,97 +454,75 @@ public final class OrderRunner implements AutoCloseable {
     }
 
     private void local(String requestId, LocalPrefill p) {
-        Parked w;
+        Runnable then = null;
         synchronized (orders) {
             prefills.put(requestId, p);
-            w = parked.remove(requestId);
-            if (w == null) {
-                return;
-            }
-            w.entry().state = State.QUEUED;
-            if (p.blocks() == null && w.entry().abortReason == null) {
-                w.entry().abortReason = "the engine's prefill failed: " + p.failure();
+            Attempt a = parked.get(requestId);
+            if (a != null) {
+                then = feed(a, In.prefill(p));
             }
         }
-        if (p.blocks() != null) {
-            metrics.hop(Hop.PREFILL_TO_WORKER, p.computedMicros(), p.receivedMicros()); // the short path: no decider between
-        }
-        enqueue(w.requestId(), p.blocks() == null ? w.order() : withSource(w.order(), p), w.entry(), w.trace(), w.orderTimestampMs(), w.done(),
-                p.receivedMicros(), p.blocks() == null ? 0 : p.receivedMicros());
-    }
-
-    /**
-     * Runs the order on an order thread. {@code receivedMicros}: when this worker got what lets it run — the order, or
-     * the engine's prefill fact for a parked order ahead, whose time {@code engineFactMicros} (else 0) then also is
-     * ({@link Marks#ENGINE_FACT}: the anatomy's path skips the decider).
-     */
-    private void enqueue(String requestId, TransferOrder o, Attempt entry, TraceContext trace, long orderTimestampMs, Runnable done,
-                         long receivedMicros, long engineFactMicros) {
-        boolean byEngine = engineFactMicros > 0;
-        queued.incrementAndGet();
-        executor.execute(() -> {
-            queued.decrementAndGet();
-            metrics.started(orderTimestampMs);
-            Marks marks = Marks.receivedAt(receivedMicros);
-            if (byEngine) {
-                marks.at(Marks.ENGINE_FACT, engineFactMicros);
-            }
-            marks.mark(Marks.RUN);
-            metrics.hop(Hop.WORKER_QUEUE, receivedMicros, marks.get(Marks.RUN).getAsLong());
-            try {
-                run(requestId, o, entry, trace, done, marks);
-            } finally {
-                metrics.finished();
-            }
-        });
+        run(then);
     }
 
     /** The decider aborted this attempt: stop it if it runs, refuse it if it has not started. */
     public void abort(String orderId, int attempt, String reason) {
-        Transfer t = null;
-        Parked p = null;
+        Runnable then;
         synchronized (orders) {
-            Attempt e = orders.computeIfAbsent(key(orderId, attempt), k -> new Attempt(State.ABORTED));
-            if (e.abortReason == null) {
-                e.abortReason = reason;
-            }
-            if (e.state == State.RUNNING) {
-                t = e.transfer;
-            }
-            if (e.state == State.PARKED) {
-                for (Parked w : parked.values()) {
-                    if (w.entry() == e) {
-                        p = w;
-                    }
-                }
-                if (p != null) {
-                    parked.remove(p.requestId());
-                    e.state = State.QUEUED;
-                }
-            }
-        }
-        if (p != null) {
-            // reported as failed (aborted before it started) through the normal path, which also commits its offset
-            enqueue(p.requestId(), p.order(), p.entry(), p.trace(), p.orderTimestampMs(), p.done(), Marks.nowMicros(), 0);
+            then = feed(orders.computeIfAbsent(key(orderId, attempt), Attempt::new), In.of(Input.ABORT, reason));
         }
         log.atInfo().addKeyValue("orderId", orderId).addKeyValue("attempt", attempt).log("abort requested: " + reason);
-        if (t != null) {
-            t.cancel(reason);
+        run(then);
+    }
+
+    /** The state of an attempt, for tests: null if this runner never heard of it (or forgot it). */
+    State stateOf(String orderId, int attempt) {
+        synchronized (orders) {
+            Attempt a = orders.get(key(orderId, attempt));
+            return a == null ? null : a.state;
         }
     }
 
-    private void run(String requestId, TransferOrder o, Attempt entry, TraceContext trace, Runnable done, Marks marks) {
+    /**
+     * Queues {@code o} for {@code a} on an order thread. {@code receivedMicros}: when this worker got what lets it run —
+     * the order, or the engine's prefill fact for a parked order ahead, whose time {@code engineFactMicros} (else 0) then
+     * also is ({@link Marks#ENGINE_FACT}: the anatomy's path skips the decider). Returned to run outside the lock.
+     */
+    private Runnable enqueue(Attempt a, TransferOrder o, long receivedMicros, long engineFactMicros) {
+        String requestId = a.requestId;
+        TraceContext trace = a.trace;
+        long orderTimestampMs = a.orderTimestampMs;
+        boolean byEngine = engineFactMicros > 0;
+        return () -> {
+            queued.incrementAndGet();
+            executor.execute(() -> {
+                queued.decrementAndGet();
+                metrics.started(orderTimestampMs);
+                Marks marks = Marks.receivedAt(receivedMicros);
+                if (byEngine) {
+                    marks.at(Marks.ENGINE_FACT, engineFactMicros);
+                }
+                marks.mark(Marks.RUN);
+                metrics.hop(Hop.WORKER_QUEUE, receivedMicros, marks.get(Marks.RUN).getAsLong());
+                try {
+                    run(requestId, o, a, trace, marks);
+                } finally {
+                    metrics.finished();
+                }
+            });
+        };
+    }
+
+    private void run(String requestId, TransferOrder o, Attempt entry, TraceContext trace, Marks marks) {
         long t0 = System.nanoTime();
         CompletableFuture<Void> report;
+        Runnable done;
         try {
             TransferResult r = execute(requestId, o, entry, trace, marks);
             marks.addAll("", r.marks());
             hops(marks);
             metrics.completed(r.transport(), r.durationNanos(), r.bytes());
-            synchronized (orders) {
-                entry.state = State.COMPLETED;
-                entry.transfer = null;
-            }
+            done = ended(entry, State.LANDED);
             completed.incrementAndGet();
             log.atInfo().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("bytes", r.bytes())
                     .addKeyValue("ms", r.durationNanos() / 1_000_000).addKeyValue("GBps", String.format("%.2f", r.gigabytesPerSecond()))
@@ -325,10 +530,7 @@ public final class OrderRunner implements AutoCloseable {
             report = reporter.completed(requestId, o.getOrderId(), o.getAttempt(), r.bytes(), r.durationNanos() / 1000, trace, marks);
             metrics.hop(Hop.TRANSFER_REPORT, marks.get(TransferResult.ACKED).orElse(0), marks.get(Marks.OUT).orElse(0));
         } catch (TransferException e) {
-            synchronized (orders) {
-                entry.state = e.kind() == TransferError.ABORTED ? State.ABORTED : State.FAILED;
-                entry.transfer = null;
-            }
+            done = ended(entry, e.kind() == TransferError.ABORTED ? State.ABORTED : State.FAILED);
             failed.incrementAndGet();
             metrics.failed(entry.transport, e.kind(), e.retriable());
             log.atWarn().addKeyValue("orderId", o.getOrderId()).addKeyValue("attempt", o.getAttempt()).addKeyValue("retriable", e.retriable())
@@ -339,20 +541,28 @@ public final class OrderRunner implements AutoCloseable {
             log.atWarn().addKeyValue("orderId", o.getOrderId()).log("worker stopping: order left for the next start");
             return; // its offset stays uncommitted: a restarted worker executes it again
         } catch (RuntimeException e) {
-            synchronized (orders) {
-                entry.state = State.FAILED;
-            }
+            done = ended(entry, State.FAILED);
             failed.incrementAndGet();
             metrics.failed(entry.transport, TransferError.INTERNAL, true);
             log.atError().setCause(e).addKeyValue("orderId", o.getOrderId()).log("transfer failed unexpectedly");
             report = reporter.failed(requestId, o.getOrderId(), o.getAttempt(), TransferError.INTERNAL + ": " + e, true, trace, marks);
         }
+        Runnable recordDone = done;
         report.whenComplete((v, err) -> {
-            if (err == null) {
-                done.run();
+            if (err == null && recordDone != null) {
+                recordDone.run();
             }
             // else: the report is not durable, so the offset is not committed; a restart re-executes the order.
         });
+    }
+
+    /** Feeds ENDED; the record's {@code done} (to run once the report is durable). */
+    private Runnable ended(Attempt a, State how) {
+        synchronized (orders) {
+            Runnable done = a.done;
+            feed(a, In.ended(how));
+            return done;
+        }
     }
 
     /** The push's hops on this worker's clock: queue is recorded at the start, the report when it is sent. */
@@ -369,10 +579,7 @@ public final class OrderRunner implements AutoCloseable {
 
     private TransferResult execute(String requestId, TransferOrder o, Attempt entry, TraceContext trace, Marks marks) throws InterruptedException {
         synchronized (orders) {
-            if (entry.abortReason != null) {
-                throw new TransferException(TransferError.ABORTED, "aborted before it started: " + entry.abortReason);
-            }
-            entry.state = State.RUNNING;
+            feed(entry, In.of(Input.START, null)); // refused here if aborted while queued
         }
         if (!engineId.equals(o.getSourceEngineId())) {
             throw new TransferException(TransferError.WRONG_ENGINE, "order's source engine is '" + o.getSourceEngineId() + "', this worker serves '"
@@ -398,7 +605,7 @@ public final class OrderRunner implements AutoCloseable {
         if (mismatch != null) {
             throw new TransferException(TransferError.LAYOUT_MISMATCH, "order's layout differs from this engine's pool: " + mismatch);
         }
-        EngineRegistration dest = directory.await(o.getDestEngineId(), o.getDestInstanceEpoch(), peerWait).orElseThrow(
+        EngineRegistration dest = peers.await(o.getDestEngineId(), o.getDestInstanceEpoch(), peerWait).orElseThrow(
                 () -> new TransferException(TransferError.UNKNOWN_PEER, "destination engine '" + o.getDestEngineId() + "' is not registered"
                         + " (waited " + peerWait.toMillis() + " ms)"));
         if (dest.getDeregistered()) {
@@ -469,17 +676,18 @@ public final class OrderRunner implements AutoCloseable {
 
     @Override
     public void close() {
-        List<Transfer> running = new ArrayList<>();
+        List<Runnable> stops = new ArrayList<>();
         synchronized (orders) {
-            for (Attempt e : orders.values()) {
-                if (e.state == State.RUNNING && e.transfer != null) {
-                    running.add(e.transfer);
+            for (Attempt a : new ArrayList<>(orders.values())) {
+                Runnable then = feed(a, In.of(Input.STOP, "worker stopping"));
+                if (then != null) {
+                    stops.add(then);
                 }
             }
         }
-        running.forEach(t -> t.cancel("worker stopping"));
+        stops.forEach(Runnable::run);
         synchronized (orders) {
-            parked.clear(); // their offsets stay uncommitted: a restarted worker parks them again
+            parked.clear(); // any the dedupe memory forgot as well: their offsets stay uncommitted
         }
         executor.shutdownNow();
         try {

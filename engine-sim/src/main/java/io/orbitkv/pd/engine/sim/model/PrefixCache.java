@@ -27,14 +27,17 @@ public final class PrefixCache {
         this.capacity = capacityBlocks;
     }
 
-    /** How many of {@code hashes}, from the first, are cached (stops at the first miss); each hit becomes the most recent. */
+    /** How many of {@code hashes}, from the first, are cached (stops at the first miss); the hits become the most recent, as in {@link #insert}. */
     public int lookup(List<byte[]> hashes) {
         int hits = 0;
         for (byte[] h : hashes) {
-            if (lru.get(ByteBuffer.wrap(h)) == null) {
+            if (!lru.containsKey(ByteBuffer.wrap(h))) {
                 break;
             }
             hits++;
+        }
+        for (int i = hits - 1; i >= 0; i--) {
+            lru.get(ByteBuffer.wrap(hashes.get(i))); // touched last block first: see insert
         }
         return hits;
     }
@@ -42,12 +45,17 @@ public final class PrefixCache {
     /** What an insert changed: the positions of {@code hashes} that were not cached before, and the hashes evicted for them. */
     public record Change(List<Integer> added, List<byte[]> evicted) { }
 
-    /** Caches {@code hashes} (each becomes the most recent, in order), then evicts the least recently used beyond capacity. */
+    /**
+     * Caches {@code hashes}, each the most recent — the last block first, so the chain's head ends most recent and its
+     * tail is evicted before it (as vLLM frees a request's blocks in reverse order: a head evicted first would break the
+     * chain for every prompt that shares it, and a shared prefix would be lost a block at a time from its front) — then
+     * evicts the least recently used beyond capacity.
+     */
     public Change insert(List<byte[]> hashes) {
         List<Integer> added = new java.util.ArrayList<>();
-        for (int i = 0; i < hashes.size(); i++) {
+        for (int i = hashes.size() - 1; i >= 0; i--) {
             if (lru.put(ByteBuffer.wrap(hashes.get(i).clone()), Boolean.TRUE) == null) {
-                added.add(i);
+                added.add(0, i);
             }
         }
         List<byte[]> evicted = new java.util.ArrayList<>();
