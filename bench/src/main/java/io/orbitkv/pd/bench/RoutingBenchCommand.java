@@ -441,7 +441,7 @@ public final class RoutingBenchCommand implements Callable<Integer> {
         StringBuilder b = new StringBuilder("# Routing: prefix-aware and conditional disaggregation against load-only policies\n\nMeasured ")
                 .append(LocalDate.now()).append(" by `./orbitkv-pd bench routing --rates ").append(String.join(",", rates.stream().map(RoutingBenchCommand::num).toList()))
                 .append(" --chat-rates ").append(String.join(",", chatRates.stream().map(RoutingBenchCommand::num).toList())).append(" --seconds ")
-                .append(num(seconds)).append(only == null ? "" : " --only " + only).append(policyOnly == null ? "" : " --policy " + policyOnly)
+                .append(num(seconds)).append(only == null ? "" : " --only " + only).append(policyOnly == null ? "" : " --policy " + String.join(",", policyOnly))
                 .append("` on ").append(machine)
                 .append(". 4 prefill + 4 decode simulated Java engines on their workers' engine API (one node worker), `engine.cost=").append(cost)
                 .append("` (docs/engine-model.md), KV pages shaped `tiny`, ").append(poolBlocks)

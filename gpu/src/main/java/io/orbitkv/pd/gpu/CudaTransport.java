@@ -257,6 +257,9 @@ public final class CudaTransport implements KvTransport {
                     s.beginFrame();
                     long written = 0;
                     try {
+                        for (int i = 0; i < plan.spans(); i++) { // each piece checked and counted before the device writes it
+                            s.claim(plan.spanRegion(i), plan.spanDestOffset(i), plan.spanLength(i));
+                        }
                         engine.copy(table);
                         written = table.bytes();
                     } finally {
@@ -267,7 +270,10 @@ public final class CudaTransport implements KvTransport {
                     landedNanos = System.nanoTime();
                     steps = engine.lastSteps();
                     bytes = written;
-                    s.complete();
+                    TransferException twice = s.complete();
+                    if (twice != null) {
+                        throw twice;
+                    }
                 }
                 checkCancelled("while the copy ran (its bytes landed)");
                 Marks m = Marks.empty().at(TransferResult.CONNECTED, tookUs).at(TransferResult.ADMITTED, admittedUs)

@@ -52,8 +52,20 @@ public final class PushGate {
     private final Map<TransferError, LongAdder> refused = new EnumMap<>(TransferError.class);
     private volatile ReceiveListener listener = (transport, nanos) -> { };
     private volatile LandingListener landing;
-    /** Bytes of complete sessions per push (order id#attempt) until the push's destination pages are all written. */
-    private final Map<String, long[]> landingBytes;
+    /** What the complete sessions of each push (order id#attempt) wrote, until its destination pages are all written. */
+    private final Map<String, Landing> landings;
+
+    /** A push's count of its pieces (every session's, once complete) and whether its landing was announced. */
+    private static final class Landing {
+        final Coverage wrote;
+        /** Bytes of complete sessions that claimed no pieces (their transport's sender wrote the memory: counted by size). */
+        long unclaimed;
+        boolean announced;
+
+        Landing(int regions) {
+            wrote = new Coverage(regions);
+        }
+    }
 
     /** The reasons {@link #open} refuses a push for, in the order it checks them. */
     public static final java.util.List<TransferError> REFUSALS = java.util.List.of(TransferError.WRONG_ENGINE, TransferError.STALE_EPOCH,
@@ -94,7 +106,7 @@ public final class PushGate {
         this.leases = lru(maxFences);
         this.abortedAttempts = lru(maxFences);
         this.fencedRequests = lru(maxFences);
-        this.landingBytes = lru(maxFences);
+        this.landings = lru(maxFences);
         for (TransferError e : TransferError.values()) {
             refused.put(e, new LongAdder());
         }
@@ -279,6 +291,30 @@ public final class PushGate {
         }
     }
 
+    /**
+     * A session's bytes join its push's count ({@link ReceiveSession#complete}); null, or why they cannot: some were
+     * already written by another complete part of the same push.
+     */
+    TransferException count(ReceiveSession s, Coverage wrote) {
+        PushRequest r = s.request();
+        synchronized (this) {
+            Landing l = landings.computeIfAbsent(attemptKey(r.orderId(), r.attempt()), k -> new Landing(pool.geometry().regionCount()));
+            if (wrote.bytes() == 0 || l.announced) {
+                // no pieces: counted by its bytes when it closes (a transport may end its last frame after completing);
+                // after the landing: the attempt executed again (a source worker restarted before its report was durable),
+                // the same bytes into the same pages, neither counted nor announced again
+                return null;
+            }
+            if (l.wrote.overlaps(wrote)) {
+                refused.get(TransferError.OUT_OF_RANGE).increment();
+                return new TransferException(TransferError.OUT_OF_RANGE, r.describe() + ": a part of the push wrote pages another part already"
+                        + " wrote (a piece twice); not counted");
+            }
+            l.wrote.addAll(wrote);
+        }
+        return null;
+    }
+
     void closed(ReceiveSession s, long nanos) {
         sessions.remove(s.id());
         bytesWritten.add(s.bytesWritten());
@@ -287,11 +323,18 @@ public final class PushGate {
         if (l != null && s.isComplete() && s.bytesWritten() > 0) {
             PushRequest r = s.request();
             long expected = BlockRuns.totalBlocks(r.destRuns()) * pool.geometry().bytesPerBlock();
-            boolean whole;
+            boolean whole = false;
             synchronized (this) {
-                long[] got = landingBytes.computeIfAbsent(attemptKey(r.orderId(), r.attempt()), k -> new long[1]);
-                got[0] += s.bytesWritten();
-                whole = got[0] == expected;
+                // every write lay inside the destination pages and none overlapped another: the count is the whole pages
+                // exactly when every byte of every layer's pieces is in place
+                Landing got = landings.get(attemptKey(r.orderId(), r.attempt()));
+                if (got != null && s.claimedBytes() == 0) {
+                    got.unclaimed += s.bytesWritten();
+                }
+                if (got != null && !got.announced && got.wrote.bytes() + got.unclaimed == expected) {
+                    got.announced = true;
+                    whole = true;
+                }
             }
             if (whole) {
                 l.landed(r, expected);

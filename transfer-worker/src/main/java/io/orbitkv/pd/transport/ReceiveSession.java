@@ -28,6 +28,8 @@ public final class ReceiveSession implements AutoCloseable {
     private long bytes;
     private boolean closed;
     private volatile boolean complete;
+    /** What this session wrote: a byte written twice in it is refused; at {@link #complete} it joins the push's count. */
+    private final Coverage wrote;
 
     ReceiveSession(PushGate gate, long id, String transport, PushRequest request, KvPool pool, BlockRuns.Intervals authorized) {
         this.gate = gate;
@@ -37,6 +39,7 @@ public final class ReceiveSession implements AutoCloseable {
         this.pool = pool;
         this.geometry = pool.geometry();
         this.authorized = authorized;
+        this.wrote = new Coverage(geometry.regionCount());
     }
 
     public long id() {
@@ -69,12 +72,26 @@ public final class ReceiveSession implements AutoCloseable {
     }
 
     /**
-     * The host memory for a write of {@code length} bytes at {@code offset} into {@code region}, after checking it
-     * lies inside the registered region and inside the push's destination pages.
+     * The host memory for a write of {@code length} bytes at {@code offset} into {@code region}, after {@link #claim}
+     * checked it.
      *
      * @throws TransferException {@link TransferError#OUT_OF_RANGE} naming the region and pages
      */
     public MemorySegment target(int region, long offset, long length) {
+        claim(region, offset, length);
+        return pool.hostRegion(region)
+                .orElseThrow(() -> new TransferException(TransferError.UNSUPPORTED, pool.location() + " pool has no host view for this transport"))
+                .asSlice(offset, length);
+    }
+
+    /**
+     * Checks a write of {@code length} bytes at {@code offset} into {@code region} before it happens — inside the
+     * registered region, inside the push's destination pages, not already written in this push — and counts it. A
+     * transport that writes without {@link #target} (a device copy) claims each piece before it copies.
+     *
+     * @throws TransferException {@link TransferError#OUT_OF_RANGE} naming the region and pages
+     */
+    public void claim(int region, long offset, long length) {
         if (region < 0 || region >= geometry.regionCount()) {
             throw new TransferException(TransferError.OUT_OF_RANGE, request.describe() + ": write to region " + region + ", the pool has "
                     + geometry.regionCount() + " regions");
@@ -90,21 +107,32 @@ public final class ReceiveSession implements AutoCloseable {
             throw new TransferException(TransferError.OUT_OF_RANGE, request.describe() + ": write to pages " + first + ".." + (end - 1) + " of "
                     + geometry.describeRegion(region) + ", which are not among the order's destination pages");
         }
-        return pool.hostRegion(region)
-                .orElseThrow(() -> new TransferException(TransferError.UNSUPPORTED, pool.location() + " pool has no host view for this transport"))
-                .asSlice(offset, length);
+        if (!wrote.add(region, offset, offset + length)) {
+            throw new TransferException(TransferError.OUT_OF_RANGE, request.describe() + ": bytes " + offset + ".." + (offset + length - 1) + " of "
+                    + geometry.describeRegion(region) + " written twice in one push");
+        }
     }
 
     /**
-     * The transport received everything this session announced and acknowledges it (a tcp stripe's END, a cuda copy's
-     * event): only complete sessions count towards a push's landing ({@link PushGate#onLanded}).
+     * The transport received everything this session announced (a tcp stripe's END, a cuda copy's event): its bytes join
+     * the push's count, and only complete sessions count towards the push's landing ({@link PushGate#onLanded}); a session
+     * that claimed nothing (a transport whose sender writes the memory itself, mooncake's RDMA) counts by its bytes. Null when
+     * it may acknowledge; else why not — bytes another part of the same push already wrote (a piece written twice), and
+     * this session then counts for nothing.
      */
-    public void complete() {
-        complete = true;
+    public TransferException complete() {
+        TransferException twice = gate.count(this, wrote);
+        complete = twice == null;
+        return twice;
     }
 
     boolean isComplete() {
         return complete && stopped == null;
+    }
+
+    /** Bytes claimed piece by piece ({@link #claim}, {@link #target}); 0 for a transport that counts by size only. */
+    public long claimedBytes() {
+        return wrote.bytes();
     }
 
     /** Bytes written so far. */

@@ -215,8 +215,12 @@ public final class AdmissionServer implements AutoCloseable {
                                         + " bytes, BEGIN announced " + b.stripeBytes()));
                             } else {
                                 written = claimed;
-                                session.complete();
-                                AdmissionWire.write(out, AdmissionWire.ACK, id, Wire.longBody(claimed));
+                                TransferException twice = session.complete();
+                                if (twice == null) {
+                                    AdmissionWire.write(out, AdmissionWire.ACK, id, Wire.longBody(claimed));
+                                } else {
+                                    AdmissionWire.write(out, AdmissionWire.ERROR, id, AdmissionWire.error(twice.kind(), twice.getMessage()));
+                                }
                             }
                             return;
                         }

@@ -112,7 +112,10 @@ public final class LocalTransport implements KvTransport {
                             bytes += n;
                         }
                     }
-                    s.complete();
+                    TransferException twice = s.complete();
+                    if (twice != null) {
+                        throw twice;
+                    }
                 }
                 succeed(new TransferResult(bytes, System.nanoTime() - t0, "local", 1));
             } catch (RuntimeException e) {

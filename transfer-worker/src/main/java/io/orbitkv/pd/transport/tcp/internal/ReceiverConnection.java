@@ -293,8 +293,12 @@ public final class ReceiverConnection implements Runnable {
                 send(Wire.ERROR, h.stream(), Wire.error(TransferError.PROTOCOL, s.request().describe() + ": stripe carried " + got
                         + " bytes, BEGIN announced " + stripe.announcedBytes() + " and END " + claimed));
             } else {
-                s.complete();
-                send(Wire.ACK, h.stream(), Wire.longBody(got));
+                TransferException twice = s.complete();
+                if (twice == null) {
+                    send(Wire.ACK, h.stream(), Wire.longBody(got));
+                } else {
+                    send(Wire.ERROR, h.stream(), Wire.error(twice.kind(), twice.getMessage()));
+                }
             }
         }
     }
