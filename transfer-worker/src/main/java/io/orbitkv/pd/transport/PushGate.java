@@ -320,7 +320,7 @@ public final class PushGate {
         bytesWritten.add(s.bytesWritten());
         listener.ended(s.transport(), nanos);
         LandingListener l = landing;
-        if (l != null && s.isComplete() && s.bytesWritten() > 0) {
+        if (s.isComplete() && s.bytesWritten() > 0) { // counted with or without a listener: a landed attempt takes repeats
             PushRequest r = s.request();
             long expected = BlockRuns.totalBlocks(r.destRuns()) * pool.geometry().bytesPerBlock();
             boolean whole = false;
@@ -336,7 +336,7 @@ public final class PushGate {
                     whole = true;
                 }
             }
-            if (whole) {
+            if (whole && l != null) {
                 l.landed(r, expected);
             }
         }
