@@ -27,6 +27,30 @@ public interface KvTransport extends AutoCloseable {
     /** Starts pushing {@code plan} from {@code source} to {@code peer}; never throws, failures complete the transfer. */
     Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer);
 
+    /**
+     * Starts pushing {@code plan} while its source is still being computed: each piece once {@code ready} says it is, the
+     * last layer's pieces with the prefill's first token. A transport that cannot send pieces as they come (the default)
+     * waits for the whole source, then pushes as {@link #push(PushRequest, KvPool, TransferPlan, PeerEndpoint)} does —
+     * on the caller's thread, which an order thread is.
+     */
+    default Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer, SourceReadiness ready)
+            throws InterruptedException {
+        while (!ready.awaitComplete(50)) {
+            if (ready.failure() != null) {
+                throw new TransferException(TransferError.ABORTED, "aborted before it started: " + ready.failure());
+            }
+            if (request.deadlinePassed()) {
+                throw new TransferException(TransferError.TIMEOUT, "the order's deadline passed while its prefill computed");
+            }
+        }
+        return push(request.withFirstToken(ready.firstToken()), source, plan, peer);
+    }
+
+    /** Whether {@link #push(PushRequest, KvPool, TransferPlan, PeerEndpoint, SourceReadiness)} sends pieces as they come. */
+    default boolean streams() {
+        return false;
+    }
+
     /** Drops cached connections and endpoint state for an engine (it restarted, moved or left). */
     void forgetPeer(String engineId);
 

@@ -225,7 +225,7 @@ public final class WorkerApp implements AutoCloseable {
             });
         }
         runner = new OrderRunner(config.engineId(), epoch, pool, transports, directory::await, reporter, config.workerId(),
-                config.concurrency(), config.dedupeCapacity(), config.peerWait(), workerMetrics);
+                config.concurrency(), config.dedupeCapacity(), config.peerWait(), workerMetrics).layerwise(config.layerwiseMinBytes());
         commands = new CommandLoop(new KafkaConsumer<>(consumerConfig(config.groupId()), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
                 topics.engineCommands(), config.engineId(), runner, gate, reporter, config.queueLimit(), config.commitInterval(),
                 api == null ? null : api::publish);
@@ -415,6 +415,14 @@ public final class WorkerApp implements AutoCloseable {
                 }
             }
             return done;
+        }
+
+        @Override
+        public void progress(long instanceEpoch, ApiProtocol.PrefillProgress p, long receivedMicros) {
+            OrderRunner r = runner;
+            if (r != null) {
+                r.progress(p.requestId(), p, instanceEpoch, receivedMicros);
+            }
         }
 
         @Override

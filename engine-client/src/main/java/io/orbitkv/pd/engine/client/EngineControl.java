@@ -60,6 +60,20 @@ public interface EngineControl extends AutoCloseable {
     }
 
     /**
+     * How far the prefill of {@code requestId} has come (prompt tokens {@code [0, doneTokens)} in every layer,
+     * {@code [doneTokens, chunkEnd)} in layers {@code [0, layers)}), so the worker pushes what is complete while the rest
+     * computes; {@code sourceBlocks} (the pages, token order) in a request's first progress, else null. Unanswered: the
+     * worker acts on it or not. A client without a worker beside it (Kafka clients of its own) drops it.
+     */
+    default void prefillProgress(String requestId, int[] sourceBlocks, int numTokens, int doneTokens, int chunkEnd, int layers) {
+    }
+
+    /** Whether {@link #prefillProgress} reaches a worker (an engine skips the work of reporting it otherwise). */
+    default boolean takesPrefillProgress() {
+        return false;
+    }
+
+    /**
      * Completes with the first of: the KV landed, recompute, or the request ended / its decode pages were released.
      * Call before reporting {@link #decodeReady}. A signal that arrived before (the request already ended) completes it
      * at once.

@@ -12,6 +12,7 @@ import io.orbitkv.pd.transport.PeerConnectionPool;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.PushRequest;
+import io.orbitkv.pd.transport.SourceReadiness;
 import io.orbitkv.pd.transport.Transfer;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
@@ -32,6 +33,8 @@ import java.net.StandardSocketOptions;
 import java.nio.channels.ClosedChannelException;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -65,6 +68,8 @@ public final class TcpTransport implements KvTransport {
     private static final Logger log = LoggerFactory.getLogger(TcpTransport.class);
     /** Pushes smaller than this per stripe are not striped: another connection costs more than it brings. */
     private static final long MIN_STRIPE_BYTES = 8L << 20;
+    /** How long a push waiting for its source sleeps between checks of why it might have to stop. */
+    private static final long WAIT_SLICE_MS = 50;
     /** A pooled connection idle longer than this gets a BEGIN that waits for its answer (the peer may have gone). */
     private static final long PIPELINE_IDLE_NANOS = 1_000_000_000L;
     /** Endpoint attribute: this receiver takes pipelined BEGINs ({@code Wire.FLAG_PIPELINED}). */
@@ -266,6 +271,16 @@ public final class TcpTransport implements KvTransport {
 
     @Override
     public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+        return push(push, source, plan, peer, (SourceReadiness) null);
+    }
+
+    @Override
+    public boolean streams() {
+        return true;
+    }
+
+    @Override
+    public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer, SourceReadiness ready) {
         PushRequest request = push.forPeer(peer);
         TcpTransfer t = new TcpTransfer(request, plan, peer);
         try {
@@ -281,12 +296,32 @@ public final class TcpTransport implements KvTransport {
                         "tcp transport needs a host-accessible source pool, got " + source.location() + " (GPU pools need a staging path)"));
             }
             long total = plan.totalBytes();
-            int stripes = (int) Math.max(1, Math.min(config.connections(), total / MIN_STRIPE_BYTES));
-            t.start(stripes);
-            for (int i = 0; i < stripes; i++) {
-                long from = total * i / stripes;
-                long to = total * (i + 1) / stripes;
-                io.execute(() -> t.runStripe(src, from, to));
+            if (ready == null) {
+                int stripes = (int) Math.max(1, Math.min(config.connections(), total / MIN_STRIPE_BYTES));
+                t.start(stripes);
+                for (int i = 0; i < stripes; i++) {
+                    long from = total * i / stripes;
+                    long to = total * (i + 1) / stripes;
+                    io.execute(() -> t.runStripe(src, from, to, null, request));
+                }
+            } else {
+                // Layer by layer: the stripes take the plan's bytes up to the last layer (spans are region-major, layer 0
+                // first) and send each piece once the engine reports it computed; the last layer goes in a stripe of its
+                // own once the prefill is complete, with its first token, so the landing it completes carries it.
+                int tailRegion = plan.source().region(plan.source().numLayers() - 1, 0);
+                long body = 0;
+                for (int i = 0; i < plan.spans() && plan.spanRegion(i) < tailRegion; i++) {
+                    body += plan.spanLength(i);
+                }
+                long bodyBytes = body;
+                int stripes = bodyBytes == 0 ? 0 : (int) Math.max(1, Math.min(config.connections(), bodyBytes / MIN_STRIPE_BYTES));
+                t.start(stripes + 1);
+                for (int i = 0; i < stripes; i++) {
+                    long from = bodyBytes * i / stripes;
+                    long to = bodyBytes * (i + 1) / stripes;
+                    io.execute(() -> t.runStripe(src, from, to, ready, request));
+                }
+                io.execute(() -> t.runTail(src, bodyBytes, total, ready));
             }
         } catch (TransferException e) {
             t.fail(e);
@@ -351,7 +386,75 @@ public final class TcpTransport implements KvTransport {
             }
         }
 
-        void runStripe(MemorySegment[] src, long from, long to) {
+        /**
+         * The last layer's stripe of a push sent layer by layer: waits for the prefill to complete, then sends
+         * {@code [from, to)} with the prefill's first token.
+         */
+        void runTail(MemorySegment[] src, long from, long to, SourceReadiness ready) {
+            try {
+                while (!ready.awaitComplete(WAIT_SLICE_MS)) {
+                    stopIfMust(ready);
+                }
+                stopIfMust(ready);
+            } catch (TransferException e) {
+                done(0, e);
+                return;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                done(0, new TransferException(TransferError.ABORTED, "aborted: interrupted while the prefill computed"));
+                return;
+            }
+            runStripe(src, from, to, null, request.withFirstToken(ready.firstToken()).forPeer(peer));
+        }
+
+        /** Throws when a push waiting for its source must stop: cancelled, past its deadline, or its prefill failed. */
+        private void stopIfMust(SourceReadiness ready) {
+            String why = stopReason();
+            if (why == null && ready.failure() != null) {
+                why = ready.failure();
+            }
+            if (why != null) {
+                throw new TransferException(TransferError.ABORTED, "aborted: " + why);
+            }
+            if (request.deadlinePassed()) {
+                throw new TransferException(TransferError.TIMEOUT, "the order's deadline passed while its prefill computed");
+            }
+        }
+
+        /** Waits for the engine's next report after {@code seen}; meanwhile the connection is idle, not stalled. */
+        private void awaitMore(SenderConnection c, int stream, SourceReadiness ready, long seen) throws IOException, InterruptedException {
+            c.busy(false);
+            while (!ready.awaitChange(seen, WAIT_SLICE_MS)) {
+                checkGoOn(c, stream);
+            }
+            String why = ready.failure();
+            if (why != null) {
+                c.abort(stream, why);
+                throw new TransferException(TransferError.ABORTED, "aborted: " + why);
+            }
+        }
+
+        /** {@code [from, to)} of the plan as one cursor per region it touches, lowest region (layer) first. */
+        private List<PlanCursor> perRegion(long from, long to) {
+            List<PlanCursor> out = new ArrayList<>();
+            long pos = 0;
+            int i = 0;
+            while (i < plan.spans() && pos < to) {
+                int region = plan.spanRegion(i);
+                long start = pos;
+                while (i < plan.spans() && plan.spanRegion(i) == region) {
+                    pos += plan.spanLength(i++);
+                }
+                long a = Math.max(from, start);
+                long b = Math.min(to, pos);
+                if (a < b) {
+                    out.add(new PlanCursor(plan, a, b));
+                }
+            }
+            return out;
+        }
+
+        void runStripe(MemorySegment[] src, long from, long to, SourceReadiness ready, PushRequest request) {
             BulkPriority.apply(config.nice());
             int stream = streams.incrementAndGet();
             boolean peerPipelines = "true".equals(peer.attributes().get(PIPELINED_BEGIN));
@@ -375,17 +478,39 @@ public final class TcpTransport implements KvTransport {
                             c.begin(stream, request, plan.source(), to - from);
                         }
                         admitted.accumulateAndGet(Marks.nowMicros(), Math::max);
-                        PlanCursor cursor = new PlanCursor(plan, from, to);
-                        while (cursor.hasMore()) {
+                        // Layer by layer, one cursor per region (layer-major): each frame takes whatever is computed, lowest
+                        // layer first, so a chunked prefill's first chunk goes out in every layer before the next chunk's
+                        // first layer exists; without a source still computing, one cursor over the range.
+                        List<PlanCursor> cursors = ready == null ? List.of(new PlanCursor(plan, from, to)) : perRegion(from, to);
+                        int first = 0;
+                        while (first < cursors.size()) {
                             checkGoOn(c, stream);
+                            long seen = ready == null ? 0 : ready.version();
                             c.startFrame();
                             int n = 0;
                             long payload = 0;
-                            while (n < c.maxSegments() && payload < c.maxPayload() && cursor.hasMore()) {
-                                long len = cursor.take(c.maxPayload() - payload);
-                                n = c.putSegment(n, cursor.region(), cursor.destOffset(), src[cursor.region()]
-                                        .asSlice(cursor.sourceOffset(), len).asByteBuffer());
-                                payload += len;
+                            for (int k = first; k < cursors.size() && n < c.maxSegments() && payload < c.maxPayload(); k++) {
+                                PlanCursor cursor = cursors.get(k);
+                                while (n < c.maxSegments() && payload < c.maxPayload() && cursor.hasMore()) {
+                                    long max = c.maxPayload() - payload;
+                                    if (ready != null) {
+                                        max = ready.readyBytes(cursor.nextRegion(), cursor.nextSourceOffset(), cursor.nextLength(max));
+                                        if (max == 0) {
+                                            break; // this layer waits for the engine; the next may have pages to send
+                                        }
+                                    }
+                                    long len = cursor.take(max);
+                                    n = c.putSegment(n, cursor.region(), cursor.destOffset(), src[cursor.region()]
+                                            .asSlice(cursor.sourceOffset(), len).asByteBuffer());
+                                    payload += len;
+                                }
+                            }
+                            while (first < cursors.size() && !cursors.get(first).hasMore()) {
+                                first++;
+                            }
+                            if (n == 0) {
+                                awaitMore(c, stream, ready, seen); // nothing computed that is not sent: the engine's next report
+                                continue;
                             }
                             rateLimiter.acquire(payload);
                             c.busy(true);
@@ -420,6 +545,9 @@ public final class TcpTransport implements KvTransport {
                 done(0, e);
             } catch (IOException e) {
                 done(0, ioFailure(c, e, sent, to - from));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                done(0, new TransferException(TransferError.ABORTED, "aborted: interrupted while the prefill computed"));
             } catch (RuntimeException e) {
                 log.atError().setCause(e).addKeyValue("orderId", request.orderId()).log("tcp push failed");
                 done(0, new TransferException(TransferError.INTERNAL, "tcp push failed: " + e, e));

@@ -69,6 +69,10 @@ public final class EngineApiServer implements AutoCloseable {
         /** Writes the engine's KV cache events to Kafka, in order; completes with the last one's id once the broker has them all. */
         CompletableFuture<String> reportKv(long instanceEpoch, ApiProtocol.KvEventsRequest events);
 
+        /** The engine's prefill progress (layer by layer), received at {@code receivedMicros}: for the order runner, not the log. */
+        default void progress(long instanceEpoch, ApiProtocol.PrefillProgress progress, long receivedMicros) {
+        }
+
         /** The engine said goodbye: announce that it left and release its pool. */
         void detach(long instanceEpoch);
 
@@ -441,7 +445,7 @@ public final class EngineApiServer implements AutoCloseable {
             }
             ApiProtocol.Hello h = hello;
             if (h == null) {
-                if (ApiProtocol.isFact(op) || ApiProtocol.BYE.equals(op) || ApiProtocol.KV_EVENTS.equals(op)) {
+                if (ApiProtocol.isFact(op) || ApiProtocol.BYE.equals(op) || ApiProtocol.KV_EVENTS.equals(op) || ApiProtocol.PREFILL_PROGRESS.equals(op)) {
                     throw new ApiException(ApiException.NOT_REGISTERED, "op", "op: '" + op + "' before a successful hello: register first");
                 }
                 throw new ApiException(ApiException.UNKNOWN_OP, "op", "op: unknown op '" + op + "'");
@@ -452,6 +456,16 @@ public final class EngineApiServer implements AutoCloseable {
             }
             if (ApiProtocol.KV_EVENTS.equals(op)) {
                 kvEvents(h, m);
+                return;
+            }
+            if (ApiProtocol.PREFILL_PROGRESS.equals(op)) {
+                synchronized (EngineApiServer.this) {
+                    if (owner != this) {
+                        throw new ApiException(ApiException.FENCED, null, "this connection no longer speaks for engine " + h.engineId()
+                                + ": a newer instance registered");
+                    }
+                }
+                host.progress(h.instanceEpoch(), ApiProtocol.parseProgress(m, h.layout()), receivedMicros); // unanswered: nothing waits on it
                 return;
             }
             if (!ApiProtocol.isFact(op)) {

@@ -1,5 +1,6 @@
 package io.orbitkv.pd.worker.internal;
 
+import io.orbitkv.pd.engine.client.api.ApiProtocol.PrefillProgress;
 import io.orbitkv.pd.events.BlockRun;
 import io.orbitkv.pd.events.EngineRegistration;
 import io.orbitkv.pd.events.TransferOrder;
@@ -68,6 +69,8 @@ public final class OrderRunner implements AutoCloseable {
         PREFILL_DONE,
         /** The engine reported that the request's prefill failed. */
         PREFILL_FAILED,
+        /** The engine reported how far the request's prefill has come, layer by layer ({@code prefill_progress}). */
+        PROGRESS,
         /** The decider aborted the attempt. */
         ABORT,
         /** An order thread takes the queued attempt. */
@@ -80,21 +83,26 @@ public final class OrderRunner implements AutoCloseable {
 
     /** An input and what it carries (unused fields null / 0). */
     private record In(Input input, TransferOrder order, TraceContext trace, long orderTimestampMs, Runnable done, long receivedMicros,
-                      LocalPrefill prefill, String reason, State ended) {
+                      LocalPrefill prefill, String reason, State ended, PrefillProgress progress, long instanceEpoch) {
         static In order(Input input, TransferOrder o, TraceContext trace, long orderTimestampMs, Runnable done, long receivedMicros) {
-            return new In(input, o, trace, orderTimestampMs, done, receivedMicros, null, null, null);
+            return new In(input, o, trace, orderTimestampMs, done, receivedMicros, null, null, null, null, 0);
         }
 
         static In prefill(LocalPrefill p) {
-            return new In(p.blocks() == null ? Input.PREFILL_FAILED : Input.PREFILL_DONE, null, null, 0, null, p.receivedMicros(), p, null, null);
+            return new In(p.blocks() == null ? Input.PREFILL_FAILED : Input.PREFILL_DONE, null, null, 0, null, p.receivedMicros(), p, null, null,
+                    null, 0);
+        }
+
+        static In progress(PrefillProgress p, long instanceEpoch, long receivedMicros) {
+            return new In(Input.PROGRESS, null, null, 0, null, receivedMicros, null, null, null, p, instanceEpoch);
         }
 
         static In of(Input input, String reason) {
-            return new In(input, null, null, 0, null, 0, null, reason, null);
+            return new In(input, null, null, 0, null, 0, null, reason, null, null, 0);
         }
 
         static In ended(State how) {
-            return new In(Input.ENDED, null, null, 0, null, 0, null, null, how);
+            return new In(Input.ENDED, null, null, 0, null, 0, null, null, how, null, 0);
         }
     }
 
@@ -117,6 +125,8 @@ public final class OrderRunner implements AutoCloseable {
         TraceContext trace;
         long orderTimestampMs;
         Runnable done;
+        /** Set when the push goes layer by layer: what of its source the engine has computed. */
+        PrefillReadiness readiness;
 
         Attempt(String key) {
             this.key = key;
@@ -144,6 +154,15 @@ public final class OrderRunner implements AutoCloseable {
     private final Map<String, Attempt> parked = new LinkedHashMap<>();
     /** The engine's recent prefill results (by request id), for an order ahead that arrives after them. */
     private final Map<String, LocalPrefill> prefills;
+    /** Attempts pushing layer by layer while their prefill computes, by request id (the engine's reports feed them). */
+    private final Map<String, Attempt> streaming = new LinkedHashMap<>();
+    /** The engine's latest progress per request (with the source pages of its first), for an order ahead that comes later. */
+    private final Map<String, Progress> progressSeen;
+    /** Pushes of at least this many bytes go layer by layer ({@code worker.layerwise.min-bytes}); negative: never. */
+    private volatile long layerwiseMinBytes = -1;
+
+    /** A progress report, the source pages its request's first report named, and the instance that reported it. */
+    private record Progress(PrefillProgress progress, int[] sourceBlocks, long instanceEpoch) { }
 
     /** The registered engines, as the worker's {@code EngineDirectory} knows them. */
     @FunctionalInterface
@@ -188,6 +207,12 @@ public final class OrderRunner implements AutoCloseable {
                 return size() > dedupeCapacity;
             }
         };
+        this.progressSeen = new LinkedHashMap<>(256, 0.75f, false) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, Progress> eldest) {
+                return size() > dedupeCapacity;
+            }
+        };
         define();
         for (State st : State.values()) {
             for (Input in : Input.values()) {
@@ -199,8 +224,8 @@ public final class OrderRunner implements AutoCloseable {
     }
 
     /**
-     * The table. PREFILL_DONE and PREFILL_FAILED reach only a parked attempt (they are looked up by request; any other
-     * request's report is only remembered, for an order ahead that comes later). START comes only for a queued attempt,
+     * The table. PREFILL_DONE, PREFILL_FAILED and PROGRESS reach only a parked attempt or one pushing layer by layer
+     * (they are looked up by request; any other request's report is only remembered, for an order ahead that comes later). START comes only for a queued attempt,
      * ENDED only after START (from QUEUED when START refused it). {@link #NOTHING}: the input changes nothing;
      * {@link #IMPOSSIBLE}: the runner never feeds it (an error if it does).
      */
@@ -211,9 +236,10 @@ public final class OrderRunner implements AutoCloseable {
         //                       NEW              FENCED            PARKED           QUEUED       PUSHING        LANDED   FAILED   ABORTED
         on(Input.ORDER_AHEAD,    t::ahead,        t::reportAborted, dup,             dup,         dup,           dup,     dup,     dup);
         on(Input.ORDER,          t::queue,        t::reportAborted, t::copyFirst,    dup,         dup,           dup,     dup,     dup);
-        on(Input.PREFILL_DONE,   IMPOSSIBLE,      IMPOSSIBLE,       t::fromEngine,   IMPOSSIBLE,  IMPOSSIBLE,    IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
-        on(Input.PREFILL_FAILED, IMPOSSIBLE,      IMPOSSIBLE,       t::failedByEngine, IMPOSSIBLE, IMPOSSIBLE,   IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
-        on(Input.ABORT,          t::fence,        keep,             t::abortParked,  keep,        t::abortPush,  keep,    keep,    keep);
+        on(Input.PREFILL_DONE,   IMPOSSIBLE,      IMPOSSIBLE,       t::fromEngine,   t::sourceDone, t::sourceDone, IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
+        on(Input.PREFILL_FAILED, IMPOSSIBLE,      IMPOSSIBLE,       t::failedByEngine, t::sourceFailed, t::sourceFailed, IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
+        on(Input.PROGRESS,       IMPOSSIBLE,      IMPOSSIBLE,       t::stream,       t::advance,  t::advance,    IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
+        on(Input.ABORT,          t::fence,        keep,             t::abortParked,  t::abortQueued, t::abortPush, keep,  keep,    keep);
         on(Input.START,          IMPOSSIBLE,      IMPOSSIBLE,       IMPOSSIBLE,      t::start,    IMPOSSIBLE,    IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
         on(Input.ENDED,          IMPOSSIBLE,      IMPOSSIBLE,       IMPOSSIBLE,      t::end,      t::end,        IMPOSSIBLE, IMPOSSIBLE, IMPOSSIBLE);
         on(Input.STOP,           NOTHING,         NOTHING,          t::dropParked,   NOTHING,     t::stopPush,   NOTHING, NOTHING, NOTHING);
@@ -244,7 +270,8 @@ public final class OrderRunner implements AutoCloseable {
         if (lp == null) {
             a.state = State.PARKED;
             parked.put(a.requestId, a);
-            return null;
+            Progress p = progressSeen.get(a.requestId); // the engine is computing it already: layer by layer from here
+            return p == null ? null : stream(a, In.progress(p.progress(), p.instanceEpoch(), in.receivedMicros()));
         }
         a.state = State.QUEUED;
         if (lp.blocks() == null) {
@@ -309,6 +336,65 @@ public final class OrderRunner implements AutoCloseable {
         return enqueue(a, a.order, in.receivedMicros(), 0);
     }
 
+    /**
+     * PARKED × PROGRESS: a push large enough goes layer by layer from now on — queued with the source pages the engine's
+     * first report named, each piece sent once computed; a smaller one waits for the prefill's end (no per-piece cost on
+     * short prompts).
+     */
+    private Runnable stream(Attempt a, In in) {
+        Progress seen = progressSeen.get(a.requestId);
+        int[] blocks = seen == null ? in.progress().sourceBlocks() : seen.sourceBlocks();
+        if (blocks == null || !layerByLayer(a.order)) {
+            return null;
+        }
+        parked.remove(a.requestId);
+        streaming.put(a.requestId, a);
+        a.state = State.QUEUED;
+        a.readiness = new PrefillReadiness(pool.geometry(), blocks, in.progress());
+        TransferOrder o = TransferOrder.newBuilder(a.order).setSourceBlocks(io.orbitkv.pd.kv.BlockRuns.skip(io.orbitkv.pd.kv.BlockRuns.fromBlocks(blocks),
+                a.order.getSkipBlocks())).setSourceInstanceEpoch(in.instanceEpoch()).build();
+        return enqueue(a, o, in.receivedMicros(), in.receivedMicros());
+    }
+
+    /** Whether {@code o} is pushed layer by layer: at least {@code worker.layerwise.min-bytes}, on a model of several layers. */
+    private boolean layerByLayer(TransferOrder o) {
+        long min = layerwiseMinBytes;
+        return min >= 0 && pool.geometry().numLayers() > 1
+                && io.orbitkv.pd.kv.BlockRuns.totalBlocks(o.getDestBlocks()) * pool.geometry().bytesPerBlock() >= min;
+    }
+
+    /** QUEUED or PUSHING × PROGRESS (layer by layer): more pieces are ready. */
+    private Runnable advance(Attempt a, In in) {
+        a.readiness.advance(in.progress());
+        return null;
+    }
+
+    /** QUEUED or PUSHING × PREFILL_DONE (layer by layer): every piece is ready; the last layer goes with the first token. */
+    private Runnable sourceDone(Attempt a, In in) {
+        LocalPrefill p = in.prefill();
+        metrics.hop(Hop.PREFILL_TO_WORKER, p.computedMicros(), p.receivedMicros());
+        a.readiness.complete(p.firstToken());
+        return null;
+    }
+
+    /** QUEUED or PUSHING × PREFILL_FAILED (layer by layer): the push stops; the decode engine never gets a partial KV. */
+    private Runnable sourceFailed(Attempt a, In in) {
+        String why = "the engine's prefill failed mid-way: " + in.prefill().failure();
+        keepReason(a, In.of(Input.ABORT, why));
+        a.readiness.fail(why);
+        Transfer t = a.transfer;
+        return t == null ? null : () -> t.cancel(why);
+    }
+
+    /** QUEUED × ABORT: refused when an order thread takes it; one waiting for its source (layer by layer) stops waiting. */
+    private Runnable abortQueued(Attempt a, In in) {
+        keepReason(a, in);
+        if (a.readiness != null) {
+            a.readiness.fail(in.reason());
+        }
+        return null;
+    }
+
     /** NEW × ABORT: the abort came before the order; the order, when it comes, is refused. */
     private Runnable fence(Attempt a, In in) {
         a.state = State.FENCED;
@@ -334,6 +420,9 @@ public final class OrderRunner implements AutoCloseable {
     /** PUSHING × ABORT: cancel the push (if it has not been handed its transfer yet, {@link #execute} cancels it then). */
     private Runnable abortPush(Attempt a, In in) {
         keepReason(a, in);
+        if (a.readiness != null) {
+            a.readiness.fail(in.reason());
+        }
         Transfer t = a.transfer;
         return t == null ? null : () -> t.cancel(in.reason());
     }
@@ -349,6 +438,7 @@ public final class OrderRunner implements AutoCloseable {
 
     /** × ENDED: the push's outcome (or the refusal before it) is the attempt's terminal state. */
     private Runnable end(Attempt a, In in) {
+        streaming.remove(a.requestId, a);
         a.state = in.ended();
         a.transfer = null;
         a.order = null;
@@ -364,6 +454,9 @@ public final class OrderRunner implements AutoCloseable {
 
     /** PUSHING × STOP: the push is cancelled; its order is executed again by the next start (offset uncommitted). */
     private Runnable stopPush(Attempt a, In in) {
+        if (a.readiness != null) {
+            a.readiness.fail("worker stopping");
+        }
         Transfer t = a.transfer;
         return t == null ? null : () -> t.cancel("worker stopping");
     }
@@ -457,12 +550,46 @@ public final class OrderRunner implements AutoCloseable {
         Runnable then = null;
         synchronized (orders) {
             prefills.put(requestId, p);
-            Attempt a = parked.get(requestId);
+            Attempt a = engineFed(requestId);
             if (a != null) {
                 then = feed(a, In.prefill(p));
             }
         }
         run(then);
+    }
+
+    /** The attempt the engine's reports on {@code requestId} feed: parked for its prefill, or pushing layer by layer. */
+    private Attempt engineFed(String requestId) {
+        Attempt a = parked.get(requestId);
+        return a != null ? a : streaming.get(requestId);
+    }
+
+    /**
+     * The engine reported how far the prefill of {@code requestId} has come (instance {@code instanceEpoch}, received at
+     * {@code receivedMicros}): an order parked for it may start pushing layer by layer; one doing so sends what is now
+     * complete.
+     */
+    public void progress(String requestId, PrefillProgress p, long instanceEpoch, long receivedMicros) {
+        Runnable then = null;
+        synchronized (orders) {
+            Progress before = progressSeen.get(requestId);
+            int[] blocks = p.sourceBlocks() != null ? p.sourceBlocks() : before == null ? null : before.sourceBlocks();
+            if (blocks == null) {
+                return; // a later report whose first never came: nothing to push from
+            }
+            progressSeen.put(requestId, new Progress(p, blocks, instanceEpoch));
+            Attempt a = engineFed(requestId);
+            if (a != null) {
+                then = feed(a, In.progress(p, instanceEpoch, receivedMicros));
+            }
+        }
+        run(then);
+    }
+
+    /** Pushes of at least {@code minBytes} go layer by layer when the engine reports progress; negative: never. */
+    public OrderRunner layerwise(long minBytes) {
+        this.layerwiseMinBytes = minBytes;
+        return this;
     }
 
     /** The decider aborted this attempt: stop it if it runs, refuse it if it has not started. */
@@ -625,7 +752,8 @@ public final class OrderRunner implements AutoCloseable {
         }
         Choice c = choose(o, dest);
         entry.transport = c.transport().name();
-        Transfer t = c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer());
+        Transfer t = entry.readiness == null ? c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer())
+                : c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer(), entry.readiness);
         // Reported once the push is under way (its stripes run on their own threads): the report's serialization and
         // send are not on the push's path. Same producer, same partition: it still precedes the push's outcome.
         reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace, marks.copy());

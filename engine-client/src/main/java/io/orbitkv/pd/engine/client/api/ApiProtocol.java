@@ -47,6 +47,7 @@ public final class ApiProtocol {
     public static final String DECODE_COMPLETED = "decode_completed";
     public static final String CANCEL = "cancel";
     public static final String KV_EVENTS = "kv_events";
+    public static final String PREFILL_PROGRESS = "prefill_progress";
     public static final String PING = "ping";
     public static final String BYE = "bye";
     // worker → client
@@ -281,6 +282,41 @@ public final class ApiProtocol {
             }
         }
         return new FactRequest(id, f, trace, marks);
+    }
+
+    // ------------------------------------------------------------------------------------------------ prefill progress
+
+    /**
+     * How far a prefill has come, layer by layer (docs/engine-api.md, "Prefill progress"): the prompt's tokens
+     * {@code [0, doneTokens)} are computed in every layer, and {@code [doneTokens, chunkEnd)} — the chunk being computed —
+     * in layers {@code [0, layers)}. {@code sourceBlocks}: the pages the prompt's KV is written into, in token order
+     * (required in a request's first progress, optional after: null when absent).
+     */
+    public record PrefillProgress(String requestId, int[] sourceBlocks, int numTokens, int doneTokens, int chunkEnd, int layers) {
+        /** Whether prompt block {@code block} (of {@code blockTokens} tokens) is complete in layer {@code layer}. */
+        public boolean complete(int block, int blockTokens, int layer) {
+            long end = Math.min((long) (block + 1) * blockTokens, numTokens);
+            return end <= doneTokens || (end <= chunkEnd && layer < layers);
+        }
+    }
+
+    /** Reads a {@code prefill_progress} message of an engine registered with {@code layout}. */
+    public static PrefillProgress parseProgress(JsonNode m, KvLayout layout) throws ApiException {
+        String rid = id(m, "request_id");
+        int numTokens = (int) integer(m, "num_tokens", 1, Integer.MAX_VALUE);
+        int done = (int) integer(m, "done_tokens", 0, numTokens);
+        int chunkEnd = (int) integer(m, "chunk_end", done, numTokens);
+        int layers = (int) integer(m, "layers", 0, layout.getNumLayers());
+        int[] blocks = null;
+        if (m.hasNonNull("source_blocks")) {
+            blocks = blocks(m, "source_blocks", layout.getNumBlocks());
+            long needed = ((long) numTokens + layout.getBlockSizeTokens() - 1) / layout.getBlockSizeTokens();
+            if (blocks.length < needed) {
+                throw bad("source_blocks", numTokens + " tokens need " + needed + " blocks of " + layout.getBlockSizeTokens() + ", got "
+                        + blocks.length);
+            }
+        }
+        return new PrefillProgress(rid, blocks, numTokens, done, chunkEnd, layers);
     }
 
     /** Most events in one {@code kv_events} message, and most block hashes in one event. */

@@ -432,6 +432,28 @@ public final class EngineApiClient implements EngineControl {
         }
     }
 
+    @Override
+    public void prefillProgress(String requestId, int[] sourceBlocks, int numTokens, int doneTokens, int chunkEnd, int layers) {
+        if (closed.get() || fencedBecause != null) {
+            return;
+        }
+        ObjectNode m = ApiFrames.object().put("op", ApiProtocol.PREFILL_PROGRESS).put("request_id", requestId).put("num_tokens", numTokens)
+                .put("done_tokens", doneTokens).put("chunk_end", chunkEnd).put("layers", layers);
+        if (sourceBlocks != null) {
+            blocks(m, "source_blocks", sourceBlocks);
+        }
+        try {
+            write(m); // no id, no answer: a lost progress only means the push waits for the next one, or for the prefill's end
+        } catch (IOException e) {
+            log.atDebug().log("engine API progress not sent: " + e.getMessage());
+        }
+    }
+
+    @Override
+    public boolean takesPrefillProgress() {
+        return true;
+    }
+
     /** A round trip to the worker (no Kafka): completes on its pong. */
     public CompletableFuture<Void> ping() {
         return request(ApiFrames.object().put("op", ApiProtocol.PING));

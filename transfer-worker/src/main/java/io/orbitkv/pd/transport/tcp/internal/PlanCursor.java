@@ -34,6 +34,21 @@ public final class PlanCursor {
         return remaining > 0;
     }
 
+    /** The region of the bytes {@link #take} hands out next. */
+    public int nextRegion() {
+        return plan.spanRegion(span);
+    }
+
+    /** The source offset of the bytes {@link #take} hands out next. */
+    public long nextSourceOffset() {
+        return plan.spanSourceOffset(span) + within;
+    }
+
+    /** How many bytes {@link #take}{@code (max)} would hand out. */
+    public long nextLength(long max) {
+        return Math.min(Math.min(max, remaining), plan.spanLength(span) - within);
+    }
+
     /** Takes up to {@code max} bytes from the current span; then {@link #region()} and the offsets describe them. */
     public long take(long max) {
         long len = Math.min(Math.min(max, remaining), plan.spanLength(span) - within);
