@@ -24,9 +24,12 @@ import java.util.TreeSet;
  * @param kvWait           how long a request waits for free KV pages, first come first served, before it is refused 503
  *                         ({@code engine.kv-wait}, 30 s; 0: refused at once): vLLM keeps a request that does not fit in its
  *                         waiting queue until pages free up, it does not refuse it
+ * @param progressReports  how many times a prefill step reports how far its layers have come ({@code prefill_progress},
+ *                         so the worker pushes each layer's KV while the next computes: docs/worker.md, "Layer by layer";
+ *                         {@code engine.layerwise.reports-per-step}, 8; 0: never), spread evenly over the step's time
  */
 public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, int maxNumSeqs, boolean prefixCache, String prefixCacheSeed,
-                           boolean skipCached, java.time.Duration kvWait) {
+                           boolean skipCached, java.time.Duration kvWait, int progressReports) {
 
     public static final String PER_TOKEN = "per-token";
 
@@ -36,6 +39,7 @@ public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, i
         if (kvWait.isNegative()) {
             throw new IllegalArgumentException("engine.kv-wait: must be >= 0, got " + kvWait);
         }
+        requireRange("engine.layerwise.reports-per-step", progressReports, 0, 1024);
     }
 
     /**
@@ -67,7 +71,7 @@ public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, i
         return new ComputeModel(cost, costs, p.integer("engine.max-batched-tokens", 8192), p.integer("engine.max-num-seqs", 256),
                 p.bool("engine.prefix-cache.enabled", true), p.string("engine.prefix-cache.seed", "orbitkv"),
                 p.bool("engine.prefix-cache.skip-transfer", true),
-                p.duration("engine.kv-wait", java.time.Duration.ofSeconds(30)));
+                p.duration("engine.kv-wait", java.time.Duration.ofSeconds(30)), p.integer("engine.layerwise.reports-per-step", 8));
     }
 
     private static double number(String key, String v, double def) {

@@ -104,6 +104,7 @@ final class JobFlow {
         allocator.onFree(() -> ctx.runOnContext(v -> admitWaiting()));
         this.stepper = new Stepper(config.engineId(), config.compute(), config.geometry().numBlocks(), config.geometry().blockSizeTokens(), ctx,
                 metrics.registry());
+        stepper.layerwise(config.geometry().numLayers(), config.compute().progressReports());
     }
 
     /** The model's state for {@code /stats}. */
@@ -250,7 +251,9 @@ final class JobFlow {
         job.seq = newSeq(job);
         int output = part == StepScheduler.Role.PREFILL ? 1 : job.request.maxTokens();
         List<byte[]> hashes = hashes(job); // looked up now, cached once computed
-        stepper.submit(job.seq, job.tokens.length, output, stepper.cachedTokens(hashes, job.tokens), part, steps(job));
+        EngineControl c = client();
+        stepper.submit(job.seq, job.tokens.length, output, stepper.cachedTokens(hashes, job.tokens), part, steps(job),
+                part == StepScheduler.Role.PREFILL && c != null && c.takesPrefillProgress() ? progress(job, blocks, fill, c) : null);
         Future.all(first.future(), fill).onComplete(ar -> {
             job.computing = false;
             job.computeEndMicros = Marks.nowMicros();
@@ -297,6 +300,23 @@ final class JobFlow {
                 return null;
             });
         }
+    }
+
+    /**
+     * A P/D prefill's layer-by-layer progress to the worker ({@code prefill_progress}), so it pushes each layer's KV while
+     * the next computes. Only once the KV bytes are in the pages (the fill, on a worker thread, writes the whole prompt and
+     * is much faster than the modelled step): a report before that is skipped, the next one says more. The first report
+     * names the pages.
+     */
+    private Stepper.LayerListener progress(Job job, int[] blocks, Future<Void> fill, EngineControl c) {
+        boolean[] named = {false};
+        return (done, chunkEnd, layers) -> {
+            if (!fill.succeeded() || job.gone || job.finished) {
+                return;
+            }
+            c.prefillProgress(job.rid, named[0] ? null : blocks, job.tokens.length, done, chunkEnd, layers);
+            named[0] = true;
+        };
     }
 
     /** What the job's steps produced: the first token completes its compute; later ones go out as they come. */

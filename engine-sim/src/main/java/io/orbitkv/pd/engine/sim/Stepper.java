@@ -40,6 +40,14 @@ final class Stepper implements AutoCloseable {
         void tokens(int produced, boolean finished);
     }
 
+    /**
+     * How far a prefill's layers have come in the step computing it: prompt tokens {@code [0, doneTokens)} in every layer,
+     * {@code [doneTokens, chunkEnd)} in layers {@code [0, layers)} of {@code numLayers}. Event loop.
+     */
+    interface LayerListener {
+        void layers(int doneTokens, int chunkEnd, int layers);
+    }
+
     static final long MAX_LAG_NANOS = 5_000_000;
 
     private final ComputeModel compute;
@@ -67,11 +75,23 @@ final class Stepper implements AutoCloseable {
     private static final class Entry {
         final Listener listener;
         int produced;
+        /** Hears of the sequence's prefill layer by layer, or null. */
+        LayerListener layers;
 
         Entry(Listener listener, int produced) {
             this.listener = listener;
             this.produced = produced;
         }
+    }
+
+    /** The KV's layers a step's time is split over, and how many times a prefill step reports ({@link #layerwise}). */
+    private int numLayers = 1;
+    private int reportsPerStep;
+
+    /** Prefill steps report their layers' progress {@code reportsPerStep} times each, over {@code numLayers} layers. */
+    void layerwise(int numLayers, int reportsPerStep) {
+        this.numLayers = numLayers;
+        this.reportsPerStep = reportsPerStep;
     }
 
     Stepper(String engineId, ComputeModel compute, int numBlocks, int blockTokens, Context ctx, MeterRegistry registry) {
@@ -115,10 +135,17 @@ final class Stepper implements AutoCloseable {
      * (1 produced); one that asks for a single token has nothing left to compute: false, and nothing is queued.
      */
     boolean submit(String seq, int prompt, int output, int cached, Role part, Listener listener) {
+        return submit(seq, prompt, output, cached, part, listener, null);
+    }
+
+    /** As above; {@code layers} (or null) hears how far each of its prefill steps has come, from the first step on. */
+    boolean submit(String seq, int prompt, int output, int cached, Role part, Listener listener, LayerListener layers) {
         if (!scheduler.add(new StepScheduler.Request(seq, prompt, output, cached), part)) {
             return false;
         }
-        entries.put(seq, new Entry(listener, part == Role.DECODE ? 1 : 0));
+        Entry entry = new Entry(listener, part == Role.DECODE ? 1 : 0);
+        entry.layers = layers;
+        entries.put(seq, entry);
         observe();
         kick();
         return true;
@@ -206,10 +233,46 @@ final class Stepper implements AutoCloseable {
         long end = start + p.durationPs() / 1000;
         lastEndNanos = end;
         long delay = end - now;
+        reportLayers(p, start, end);
         if (delay <= 0) {
             ctx.runOnContext(v -> done(p));
         } else {
             clock.schedule(() -> ctx.runOnContext(v -> done(p)), delay, TimeUnit.NANOSECONDS);
+        }
+    }
+
+    /**
+     * The step's time split evenly over the KV's layers, as a GPU computes a forward pass layer after layer: each prefill
+     * chunk of a sequence that listens reports at {@code reportsPerStep} points of the step how many layers are done, and
+     * at its end that the chunk is done in all of them.
+     */
+    private void reportLayers(Plan p, long startNanos, long endNanos) {
+        if (reportsPerStep == 0 || numLayers < 2) {
+            return;
+        }
+        for (StepScheduler.Chunk c : p.prefills()) {
+            Entry e = entries.get(c.id());
+            if (e == null || e.layers == null) {
+                continue;
+            }
+            int groups = Math.min(reportsPerStep, numLayers);
+            for (int g = 1; g <= groups; g++) {
+                int layers = numLayers * g / groups;
+                int done = g == groups ? c.start() + c.tokens() : c.start();
+                long at = startNanos + (endNanos - startNanos) * g / groups;
+                Runnable report = () -> {
+                    Entry still = entries.get(c.id());
+                    if (still != null && still.layers != null) {
+                        still.layers.layers(done, c.start() + c.tokens(), layers);
+                    }
+                };
+                long wait = at - System.nanoTime();
+                if (wait <= 0) {
+                    ctx.runOnContext(v -> report.run());
+                } else {
+                    clock.schedule(() -> ctx.runOnContext(v -> report.run()), wait, TimeUnit.NANOSECONDS);
+                }
+            }
         }
     }
 

@@ -351,6 +351,8 @@ public final class OrderRunner implements AutoCloseable {
         streaming.put(a.requestId, a);
         a.state = State.QUEUED;
         a.readiness = new PrefillReadiness(pool.geometry(), blocks, in.progress());
+        log.atInfo().addKeyValue("orderId", a.order.getOrderId()).addKeyValue("attempt", a.order.getAttempt())
+                .log("pushing layer by layer while the prefill computes");
         TransferOrder o = TransferOrder.newBuilder(a.order).setSourceBlocks(io.orbitkv.pd.kv.BlockRuns.skip(io.orbitkv.pd.kv.BlockRuns.fromBlocks(blocks),
                 a.order.getSkipBlocks())).setSourceInstanceEpoch(in.instanceEpoch()).build();
         return enqueue(a, o, in.receivedMicros(), in.receivedMicros());

@@ -1,0 +1,91 @@
+package io.orbitkv.pd.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.pd.broker.KraftCluster;
+import io.orbitkv.pd.engine.sim.ModelPreset;
+import io.orbitkv.pd.engine.sim.SimModel;
+import io.orbitkv.pd.harness.Pipeline;
+import io.orbitkv.pd.harness.PipelineSpec;
+import io.orbitkv.pd.testsupport.kafka.WithKafka;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Layer by layer end to end (docs/worker.md, "Layer by layer"): Java engines on their workers' engine API, a prefill whose
+ * steps take a GPU's time (the 70B cost model, chunked at 2,048 tokens), reporting its layers as they complete; the prefill
+ * worker starts the order issued ahead of the prefill at the first report and pushes each layer's pages while the next
+ * computes. Every answer is the model's, and the log audits clean.
+ */
+@WithKafka
+class LayerwiseIT {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private final HttpClient http = HttpClient.newHttpClient();
+
+    private HttpResponse<String> complete(Pipeline p, String prompt, int maxTokens) throws Exception {
+        return http.send(HttpRequest.newBuilder(URI.create(p.proxyUrl() + "/v1/completions")).header("content-type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(JSON.createObjectNode().put("model", "orbitkv-sim-tiny").put("prompt", prompt)
+                        .put("max_tokens", maxTokens).put("stream", true).toString())).build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static String text(String sse) throws Exception {
+        StringBuilder b = new StringBuilder();
+        for (String line : sse.split("\n")) {
+            if (line.startsWith("data: {")) {
+                JsonNode c = JSON.readTree(line.substring(6)).path("choices");
+                if (c.size() > 0) {
+                    b.append(c.get(0).path("text").asText());
+                }
+            }
+        }
+        return b.toString();
+    }
+
+    @Test
+    void aLongPromptsKvMovesLayerByLayerAndTheAnswerIsTheModels(KraftCluster kafka) throws Exception {
+        Path dir = Files.createDirectories(Path.of("target", "it", "LayerwiseIT-" + System.nanoTime()).toAbsolutePath());
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 1024, 0.2, 4).withEngineApi(true)
+                .withExtra(Map.of(), Map.of("engine.cost", "llama-70b-tp4", "engine.max-batched-tokens", "2048"),
+                        Map.of("worker.layerwise.min-bytes", "0"), Map.of());
+        SimModel model = new SimModel(42);
+        try (Pipeline pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers())) {
+            for (int i = 0; i < 3; i++) {
+                // ~6,000 tokens: 3 chunks of 2,048, ~0.4 s of prefill at the 70B cost — longer than the order ahead takes to come
+                String prompt = "document " + i + " " + "red green blue yellow ".repeat(1000);
+                HttpResponse<String> r = complete(pipeline, prompt, 4);
+                assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+                assertThat(text(r.body())).isEqualTo(model.answer(prompt, 4));
+            }
+            await("the prefill worker pushed layer by layer").atMost(Duration.ofSeconds(10)).until(() -> logLines(pipeline.logsDir()) >= 3);
+            String config = pipeline.child("decider").config().toString();
+            await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> {
+                CliRun a = CliRun.of("audit", "--config", config);
+                assertThat(a.exit()).as(a.out() + a.err()).isZero();
+                assertThat(a.out()).contains("CLEAN");
+            });
+        }
+    }
+
+    /** Pushes the workers' logs say went layer by layer. */
+    private static long logLines(Path logs) throws Exception {
+        try (Stream<Path> files = Files.list(logs)) {
+            long n = 0;
+            for (Path f : files.filter(x -> x.getFileName().toString().startsWith("worker")).toList()) {
+                n += Files.readAllLines(f).stream().filter(l -> l.contains("pushing layer by layer")).count();
+            }
+            return n;
+        }
+    }
+}
