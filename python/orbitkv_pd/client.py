@@ -512,6 +512,21 @@ class EngineApiClient:
                 out.append(m)
         return self._request({"op": p.KV_EVENTS, "events": out})
 
+    def prefill_progress(self, request_id: str, source_blocks: Optional[Sequence[int]], num_tokens: int, done_tokens: int,
+                         chunk_end: int, layers: int) -> None:
+        """How far the prefill of ``request_id`` has come, layer by layer: prompt tokens ``[0, done_tokens)`` are computed in
+        every layer and ``[done_tokens, chunk_end)`` (the chunk being computed) in layers ``[0, layers)``; ``source_blocks``
+        (the pages, token order) in a request's first report, else None. The worker pushes what is complete while the rest
+        computes (docs/engine-api.md, "Prefill progress"). Unanswered: a lost report only delays the push."""
+        m: Dict[str, Any] = {"op": p.PREFILL_PROGRESS, "request_id": request_id, "num_tokens": num_tokens,
+                             "done_tokens": done_tokens, "chunk_end": chunk_end, "layers": layers}
+        if source_blocks is not None:
+            m["source_blocks"] = list(source_blocks)
+        try:
+            self._write(m)
+        except OSError as e:
+            log.debug("prefill progress not sent: %s", e)
+
     def ping(self) -> "Future[Any]":
         """A round trip to the worker (no Kafka): completes with the worker's clock (µs)."""
         return self._request({"op": p.PING})

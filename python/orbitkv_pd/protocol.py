@@ -26,6 +26,7 @@ HEARTBEAT = "heartbeat"
 DECODE_COMPLETED = "decode_completed"
 CANCEL = "cancel"
 KV_EVENTS = "kv_events"
+PREFILL_PROGRESS = "prefill_progress"
 PING = "ping"
 BYE = "bye"
 # worker -> client

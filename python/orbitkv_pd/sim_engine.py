@@ -116,6 +116,7 @@ class SimEngineConfig:
     prefix_cache: bool = True
     prefix_cache_seed: str = "orbitkv"
     kv_wait_s: float = 30.0
+    reports_per_step: int = 8
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
@@ -123,7 +124,7 @@ class SimEngineConfig:
             "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.kv.verify",
             "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix",
             "engine.cost", "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled",
-            "engine.prefix-cache.seed", "engine.kv-wait", "engine.prefix-cache.skip-transfer")
+            "engine.prefix-cache.seed", "engine.kv-wait", "engine.prefix-cache.skip-transfer", "engine.layerwise.reports-per-step")
 
     def cost_model(self) -> em.CostModel:
         """The step cost model ``engine.cost`` names (``per-token``: the compute keys')."""
@@ -159,7 +160,14 @@ class SimEngineConfig:
                    corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None,
                    cost=cost, max_batched_tokens=_positive(p, "engine.max-batched-tokens", "8192"),
                    max_num_seqs=_positive(p, "engine.max-num-seqs", "256"), prefix_cache=enabled == "true",
-                   prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"))
+                   prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"), reports_per_step=_reports(p))
+
+
+def _reports(p: Dict[str, str]) -> int:
+    v = p.get("engine.layerwise.reports-per-step", "8")
+    if not v.strip().isdigit() or int(v) > 1024:
+        raise ValueError(f"engine.layerwise.reports-per-step: an integer in 0..1024 (0: never), got '{v}'")
+    return int(v)
 
 
 def _number(p: Dict[str, str], key: str, default: str) -> float:
@@ -333,8 +341,12 @@ class Stepper:
 
     CLOSED = "CLOSED"
 
-    def __init__(self, role: str, limits: em.Limits, costs: em.CostModel, cost_name: str = "custom", name: str = "engine") -> None:
+    def __init__(self, role: str, limits: em.Limits, costs: em.CostModel, cost_name: str = "custom", name: str = "engine",
+                 num_layers: int = 1, reports_per_step: int = 0) -> None:
         self.limits, self.costs, self.cost_name = limits, costs, cost_name
+        # a prefill step's time split over the KV's layers, reported this many times a step (engine.layerwise.reports-per-step)
+        self.num_layers, self.reports_per_step = num_layers, reports_per_step
+        self._on_layers: Dict[str, Callable[[int, int, int], None]] = {}
         self._sched = em.StepScheduler(role, limits, costs)
         self._cond = threading.Condition()
         self._handles: Dict[str, StepHandle] = {}
@@ -351,9 +363,12 @@ class Stepper:
         """The KV blocks the scheduler reserves for such a sequence (its prompt, and its output unless it only prefills)."""
         return self._sched.blocks_for(prompt_tokens, output_tokens, part)
 
-    def submit(self, rid: str, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0, part: str = em.BOTH) -> StepHandle:
+    def submit(self, rid: str, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0, part: str = em.BOTH,
+               on_layers: Optional[Callable[[int, int, int], None]] = None) -> StepHandle:
         """Queues a sequence for ``part`` of request ``rid``. Refuses (ValueError) one that needs more blocks than the
-        whole pool: it could never run, and, first in line, would hold every request behind it (no preemption)."""
+        whole pool: it could never run, and, first in line, would hold every request behind it (no preemption).
+        ``on_layers(done_tokens, chunk_end, layers)`` hears how far each of its prefill steps has come (on the step
+        thread: it must be quick)."""
         need = self.blocks_needed(prompt_tokens, output_tokens, part)
         if need > self.limits.num_blocks:
             raise ValueError(f"request {rid} needs {need} KV blocks ({prompt_tokens} prompt tokens + {output_tokens} output); "
@@ -367,6 +382,8 @@ class Stepper:
             if queued:
                 self._handles[key] = h
                 self._by_rid.setdefault(rid, []).append(key)
+                if on_layers is not None:
+                    self._on_layers[key] = on_layers
                 self._cond.notify_all()
             return h
 
@@ -386,6 +403,7 @@ class Stepper:
             return found
 
     def _forget(self, h: StepHandle) -> None:
+        self._on_layers.pop(h.key, None)
         keys = self._by_rid.get(h.rid)
         if keys is not None:
             keys.remove(h.key)
@@ -415,8 +433,7 @@ class Stepper:
                     self._cond.wait()
             start = max(time.monotonic(), end)
             end = start + p.duration_ps / 1e12
-            left = end - time.monotonic()
-            time.sleep(left if left > 0 else 0)  # a step of no duration still lets the request threads run
+            self._sleep_reporting_layers(p, start, end)
             with self._cond:
                 if self._closed:
                     return
@@ -432,6 +449,22 @@ class Stepper:
                     if kind == em.FINISHED:
                         del self._handles[key]
                         self._forget(h)
+
+    def _sleep_reporting_layers(self, p: em.Plan, start: float, end: float) -> None:
+        """Sleeps through the step; a GPU computes a forward pass layer after layer, so the step's time is split evenly
+        over the KV's layers and each listening prefill chunk hears, at ``reports_per_step`` points, how many are done
+        (at the step's end: the chunk, in all of them)."""
+        with self._cond:
+            listening = [(c, self._on_layers[c.id]) for c in p.prefills if c.id in self._on_layers]
+        groups = min(self.reports_per_step, self.num_layers) if listening and self.num_layers > 1 else 0
+        for g in range(1, groups + 1):
+            left = start + (end - start) * g / groups - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+            for c, on_layers in listening:
+                on_layers(c.start + c.tokens if g == groups else c.start, c.start + c.tokens, self.num_layers * g // groups)
+        left = end - time.monotonic()
+        time.sleep(left if left > 0 else 0)  # a step of no duration still lets the request threads run
 
     def stats(self) -> Dict[str, Any]:
         with self._cond:
@@ -538,7 +571,8 @@ class SimBackend:
         self.kind = "python"
         self.block_tokens = config.layout.block_size_tokens
         self.stepper = Stepper(config.role, em.Limits(config.max_batched_tokens, config.max_num_seqs, self.block_tokens,
-                                                      config.layout.num_blocks), config.cost_model(), config.cost, config.engine_id)
+                                                      config.layout.num_blocks), config.cost_model(), config.cost, config.engine_id,
+                               config.layout.num_layers, config.reports_per_step)
         # As many blocks as the pool: vLLM keeps a freed block's hash until its memory is reused.
         self.prefix = em.PrefixCache(config.layout.num_blocks) if config.prefix_cache else None
         self._prefix_lock = threading.Lock()
@@ -620,9 +654,20 @@ class SimBackend:
         (:meth:`tokens` goes on with it); a prefill for another engine leaves at its first token."""
         part = em.PREFILL if mode == "prefill" else em.BOTH
         hashes = self._hashes(job.tokens)
-        job.step = self.stepper.submit(job.rid, len(job.tokens), job.req.max_tokens, self._cached(hashes, len(job.tokens)), part)
+        client = self.report_to() if self.report_to is not None and part == em.PREFILL and self.pool is not None else None
+        written = threading.Event()
+        named = [False]
+
+        def on_layers(done: int, chunk_end: int, layers: int) -> None:
+            # only once the KV bytes are in the pages (written below, on this request's thread); the first report names them
+            if client is not None and written.is_set():
+                client.prefill_progress(job.rid, None if named[0] else blocks, len(job.tokens), done, chunk_end, layers)
+                named[0] = True
+        job.step = self.stepper.submit(job.rid, len(job.tokens), job.req.max_tokens, self._cached(hashes, len(job.tokens)), part,
+                                       on_layers if client is not None and hasattr(client, "prefill_progress") else None)
         if self.pool is not None:
             self.model.write_kv(self.pool, blocks, job.tokens)
+            written.set()
             if self.config.corrupt_prefix and job.rid.startswith(self.config.corrupt_prefix) and mode == "prefill":
                 page = bytearray(self.pool.read(0, blocks[0] * self.layout.page, 4))
                 page[3] ^= 0x08  # engine.fault.corrupt-kv-prefix: one flipped bit, for tests of the decode side's check

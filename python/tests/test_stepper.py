@@ -103,3 +103,20 @@ class StepperTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LayerProgressTest(unittest.TestCase):
+
+    def test_a_prefill_step_reports_its_layers_in_turn_and_each_chunk_whole_at_its_end(self) -> None:
+        # 4 layers, 2 reports a step; a 100-token prompt in chunks of 64 (Limits' token budget): two prefill steps
+        s = Stepper(em.PREFILL, em.Limits(64, 8, 4, 100), em.per_token_costs(0.1, 0.0), "per-token", "t", num_layers=4, reports_per_step=2)
+        heard = []
+        try:
+            h = s.submit("r", 100, 1, 0, em.PREFILL, on_layers=lambda done, end, layers: heard.append((done, end, layers)))
+            self.assertEqual(h.next(), em.FIRST_TOKEN)
+            self.assertEqual(heard, [(0, 64, 2), (64, 64, 4), (64, 100, 2), (100, 100, 4)])
+            # a step without listeners reports nothing, and a stepper that reports never does
+            s.submit("q", 10, 1, 0, em.PREFILL).next()
+            self.assertEqual(len(heard), 4)
+        finally:
+            s.close()

@@ -55,10 +55,23 @@ class LayerwiseIT {
 
     @Test
     void aLongPromptsKvMovesLayerByLayerAndTheAnswerIsTheModels(KraftCluster kafka) throws Exception {
-        Path dir = Files.createDirectories(Path.of("target", "it", "LayerwiseIT-" + System.nanoTime()).toAbsolutePath());
-        PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 1024, 0.2, 4).withEngineApi(true)
+        run(kafka, spec(), "LayerwiseIT-java-");
+    }
+
+    /** The same with a Python prefill engine: the library's client reports the progress its simulated steps make. */
+    @Test
+    void aPythonPrefillEngineReportsItsLayersThroughTheLibrary(KraftCluster kafka) throws Exception {
+        run(kafka, spec().withPythonEngines(java.util.Set.of("prefill-0")), "LayerwiseIT-python-");
+    }
+
+    private static PipelineSpec spec() {
+        return PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 1024, 0.2, 4).withEngineApi(true)
                 .withExtra(Map.of(), Map.of("engine.cost", "llama-70b-tp4", "engine.max-batched-tokens", "2048"),
                         Map.of("worker.layerwise.min-bytes", "0"), Map.of());
+    }
+
+    private void run(KraftCluster kafka, PipelineSpec spec, String name) throws Exception {
+        Path dir = Files.createDirectories(Path.of("target", "it", name + System.nanoTime()).toAbsolutePath());
         SimModel model = new SimModel(42);
         try (Pipeline pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers())) {
             for (int i = 0; i < 3; i++) {
