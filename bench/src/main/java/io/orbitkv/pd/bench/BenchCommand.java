@@ -17,7 +17,8 @@ import picocli.CommandLine.Option;
 /** {@code orbitkv-pd bench decider|transport}: benchmarks, each with its baseline measured in the same run. */
 @Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks (each prints a table and writes results under docs/bench and bench/results).",
         subcommands = {BenchCommand.Decider.class, TransportBenchCommand.class, E2eBenchCommand.class, LinksBenchCommand.class, ScaleBenchCommand.class, MooncakeBenchCommand.class,
-                EngineApiBenchCommand.class, RealModelBenchCommand.class, KvIndexBenchCommand.class, RoutingBenchCommand.class, KvBurstBenchCommand.class})
+                EngineApiBenchCommand.class, RealModelBenchCommand.class, KvIndexBenchCommand.class, RoutingBenchCommand.class, KvBurstBenchCommand.class,
+                LayerwiseBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
     @Override

@@ -115,6 +115,9 @@ public final class AvroEventSerde<T extends SpecificRecord> implements Serde<T>,
                 k -> new org.apache.avro.generic.GenericDatumReader<>(loc.writer(), projection)));
     }
 
+    /** Most items one collection of a record may declare; a reader of its own refuses more, as {@link #deserialize} does. */
+    public static final long MAX_COLLECTION_ITEMS = BinaryValidator.MAX_COLLECTION_ITEMS;
+
     /** Where a record's Avro payload starts in its bytes, and the schema it was written with. */
     public record Payload(Schema writer, int start) { }
 

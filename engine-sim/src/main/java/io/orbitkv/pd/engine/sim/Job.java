@@ -14,6 +14,10 @@ final class Job {
     final String rid;
     final CompletionRequest request;
     final int[] tokens;
+    /** Layers of the prompt's KV written into its pages so far (the fill's thread writes, the loop reads). */
+    volatile int filledLayers;
+    /** Runs on the loop each time the fill finishes a layer (a P/D prefill's progress report), or null. */
+    volatile Runnable onFilled;
     final HttpServerResponse response;
     /** The trace the request came with (its {@code traceparent}), or null: facts about it carry a child of it. */
     final TraceContext trace;

@@ -237,13 +237,20 @@ final class JobFlow {
         job.computeStartMicros = Marks.nowMicros();
         Future<Void> fill = vertx.executeBlocking(() -> {
             BulkPriority.apply(config.kvNice());
-            model.writeKv(pool, blocks, job.tokens);
-            if (config.corruptKvPrefix() != null && job.rid.startsWith(config.corruptKvPrefix()) && "prefill".equals(job.mode)) {
-                // engine.fault.corrupt-kv-prefix: silent corruption of one bit, for tests of the decode side's check
-                MemorySegment page = pool.hostRegion(0).orElseThrow().asSlice((long) blocks[0] * pool.geometry().pageBytes());
-                page.set(ValueLayout.JAVA_BYTE, 3, (byte) (page.get(ValueLayout.JAVA_BYTE, 3) ^ 0x08));
-                log.atWarn().addKeyValue("requestId", job.rid).log("engine.fault.corrupt-kv-prefix: flipped one bit of the computed KV");
-            }
+            model.writeKv(pool, blocks, job.tokens, layers -> {
+                if (layers == 1 && config.corruptKvPrefix() != null && job.rid.startsWith(config.corruptKvPrefix()) && "prefill".equals(job.mode)) {
+                    // engine.fault.corrupt-kv-prefix: silent corruption of one bit of layer 0, for tests of the decode side's
+                    // check — before the layer counts as written, so a push layer by layer carries it too
+                    MemorySegment page = pool.hostRegion(0).orElseThrow().asSlice((long) blocks[0] * pool.geometry().pageBytes());
+                    page.set(ValueLayout.JAVA_BYTE, 3, (byte) (page.get(ValueLayout.JAVA_BYTE, 3) ^ 0x08));
+                    log.atWarn().addKeyValue("requestId", job.rid).log("engine.fault.corrupt-kv-prefix: flipped one bit of the computed KV");
+                }
+                job.filledLayers = layers;
+                Runnable r = job.onFilled;
+                if (r != null) {
+                    ctx.runOnContext(v -> r.run());
+                }
+            });
             return null;
         }, false);
         Promise<Void> first = Promise.promise();
@@ -253,7 +260,7 @@ final class JobFlow {
         List<byte[]> hashes = hashes(job); // looked up now, cached once computed
         EngineControl c = client();
         stepper.submit(job.seq, job.tokens.length, output, stepper.cachedTokens(hashes, job.tokens), part, steps(job),
-                part == StepScheduler.Role.PREFILL && c != null && c.takesPrefillProgress() ? progress(job, blocks, fill, c) : null);
+                part == StepScheduler.Role.PREFILL && c != null && c.takesPrefillProgress() ? progress(job, blocks, c) : null);
         Future.all(first.future(), fill).onComplete(ar -> {
             job.computing = false;
             job.computeEndMicros = Marks.nowMicros();
@@ -304,18 +311,34 @@ final class JobFlow {
 
     /**
      * A P/D prefill's layer-by-layer progress to the worker ({@code prefill_progress}), so it pushes each layer's KV while
-     * the next computes. Only once the KV bytes are in the pages (the fill, on a worker thread, writes the whole prompt and
-     * is much faster than the modelled step): a report before that is skipped, the next one says more. The first report
-     * names the pages.
+     * the next computes: what the modelled step says is computed, but never a layer whose bytes the fill (a worker thread
+     * writing layer after layer) has not written yet — reported at the step's points and at each layer the fill finishes,
+     * only when it says more than the last report. The first report names the pages.
      */
-    private Stepper.LayerListener progress(Job job, int[] blocks, Future<Void> fill, EngineControl c) {
-        boolean[] named = {false};
-        return (done, chunkEnd, layers) -> {
-            if (!fill.succeeded() || job.gone || job.finished) {
+    private Stepper.LayerListener progress(Job job, int[] blocks, EngineControl c) {
+        int numLayers = config.geometry().numLayers();
+        int[] model = {0, 0, 0}; // the step's latest: done tokens, chunk end, layers
+        int[] sent = {-1, -1, -1};
+        Runnable report = () -> {
+            if (job.gone || job.finished || model[1] == 0) {
                 return;
             }
-            c.prefillProgress(job.rid, named[0] ? null : blocks, job.tokens.length, done, chunkEnd, layers);
-            named[0] = true;
+            int filled = job.filledLayers;
+            // short of the fill: tokens [0, chunk end) in the layers both have (a claim the bytes back, if a smaller one)
+            int[] now = filled >= numLayers ? model.clone() : new int[] {0, model[1], Math.min(model[2], filled)};
+            boolean more = now[0] >= sent[1] || (now[0] >= sent[0] && now[1] >= sent[1] && now[2] >= sent[2]);
+            if (!more || java.util.Arrays.equals(now, sent) || now[2] == 0 && now[0] == 0) {
+                return;
+            }
+            c.prefillProgress(job.rid, sent[0] < 0 ? blocks : null, job.tokens.length, now[0], now[1], now[2]);
+            System.arraycopy(now, 0, sent, 0, 3);
+        };
+        job.onFilled = report;
+        return (done, chunkEnd, layers) -> {
+            model[0] = done;
+            model[1] = chunkEnd;
+            model[2] = layers;
+            report.run();
         };
     }
 

@@ -144,6 +144,11 @@ public final class SimModel {
 
     /** Writes the KV of every prompt token into {@code blocks} (token {@code i} goes to block {@code i / block_size}). */
     public void writeKv(KvPool pool, int[] blocks, int[] tokens) {
+        writeKv(pool, blocks, tokens, layers -> { });
+    }
+
+    /** As above, layer by layer (layer 0 first, as a forward pass makes them); {@code layersDone} hears each layer's end. */
+    public void writeKv(KvPool pool, int[] blocks, int[] tokens, java.util.function.IntConsumer layersDone) {
         KvGeometry g = pool.geometry();
         long[] h = prefixHashes(tokens);
         int tb = tokenBytes(g);
@@ -153,6 +158,9 @@ public final class SimModel {
             for (int i = 0; i < tokens.length; i++) {
                 long off = (long) blocks[i / g.blockSizeTokens()] * g.pageBytes() + (long) (i % g.blockSizeTokens()) * tb;
                 fill(region, off, tb, streamSeed(h[i], g.layerOf(r), r % g.partsPerLayer()));
+            }
+            if (r % g.partsPerLayer() == g.partsPerLayer() - 1) {
+                layersDone.accept(g.layerOf(r) + 1);
             }
         }
     }

@@ -9,7 +9,6 @@ import io.orbitkv.pd.events.BlockRemoved;
 import io.orbitkv.pd.events.BlockStored;
 import io.orbitkv.pd.events.KvCacheEvent;
 import io.orbitkv.pd.schemas.AvroEventSerde;
-import io.orbitkv.pd.schemas.internal.BinaryValidator;
 import java.nio.ByteBuffer;
 import java.util.List;
 import org.apache.avro.Schema;
@@ -207,7 +206,7 @@ public final class KvEventDecoder {
          */
         private long count(long seen) {
             long n = varLong();
-            if (n < 0 || n > b.length - pos || seen + n > BinaryValidator.MAX_COLLECTION_ITEMS) {
+            if (n < 0 || n > b.length - pos || seen + n > AvroEventSerde.MAX_COLLECTION_ITEMS) {
                 throw IRREGULAR;
             }
             return n;

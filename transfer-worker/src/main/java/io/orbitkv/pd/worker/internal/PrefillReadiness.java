@@ -34,18 +34,26 @@ final class PrefillReadiness implements SourceReadiness {
         this.progress = first;
     }
 
-    /** A newer report: later layers, or a later chunk. */
+    /** A newer report: taken when it says at least all the current one does (an older one, late or reordered, is not). */
     synchronized void advance(PrefillProgress p) {
-        PrefillProgress now = progress;
-        if (p.doneTokens() > now.doneTokens() || p.chunkEnd() > now.chunkEnd() || (p.chunkEnd() == now.chunkEnd() && p.layers() > now.layers())) {
+        if (!p.equals(progress) && implies(p, progress)) {
             progress = p;
             version++;
             notifyAll();
         }
     }
 
+    /** Whether every (token, layer) {@code a} says is computed, {@code b} says too. */
+    static boolean implies(PrefillProgress b, PrefillProgress a) {
+        return b.doneTokens() >= a.chunkEnd()
+                || (b.doneTokens() >= a.doneTokens() && b.chunkEnd() >= a.chunkEnd() && b.layers() >= a.layers());
+    }
+
     /** The prefill completed: everything is computed; {@code first}: its sampled token (null if the engine did not say). */
     synchronized void complete(Integer first) {
+        if (failure != null) {
+            return; // stopped: a push that was told to stop does not start again
+        }
         complete = true;
         firstToken = first;
         version++;
