@@ -46,6 +46,10 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
     @Option(names = "--cost", defaultValue = "llama-8b-h100", description = "The engines' cost model, engine.cost (default: ${DEFAULT-VALUE}).")
     String cost;
 
+    @Option(names = "--prefill-ms-per-token", defaultValue = "0.05",
+            description = "With --cost per-token: prefill time per prompt token, ms (default: ${DEFAULT-VALUE}).")
+    double prefillMsPerToken;
+
     @Option(names = "--out", defaultValue = "docs/bench/layerwise.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
     Path out;
 
@@ -67,8 +71,10 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
         String machine = MachineInfo.cpuModel() + ", load average before " + MachineInfo.loadAverage();
         for (String layout : List.of("whole", "layer by layer")) {
             String minBytes = layout.equals("whole") ? "-1" : Long.toString(io.orbitkv.pd.worker.WorkerConfig.DEFAULT_LAYERWISE_MIN_BYTES);
-            PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(p, blocks, 0.05, 2.0).withEngineApi(true)
-                    .withExtra(Map.of(), Map.of("engine.cost", cost, "engine.max-batched-tokens", "8192", "engine.kv.verify", "false"),
+            PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(p, blocks, prefillMsPerToken, 2.0).withEngineApi(true)
+                    // no prefix cache: each P/D request follows its colocated twin, which would leave the decode engine holding it
+                    .withExtra(Map.of(), Map.of("engine.cost", cost, "engine.max-batched-tokens", "8192", "engine.kv.verify", "false",
+                                    "engine.prefix-cache.enabled", "false"),
                             Map.of("worker.layerwise.min-bytes", minBytes, "transfer.tcp.max-bytes-per-second", Long.toString(link)), Map.of());
             Path work = Files.createTempDirectory("orbitkv-bench-layerwise-");
             System.out.println("== " + layout);
@@ -95,7 +101,7 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
         List<LoadClient.Result> pd = new ArrayList<>();
         int wrong = 0;
         for (int i = -2; i < requests; i++) { // two discarded warm-up pairs
-            String prompt = "prompt " + tokens + " " + i + " " + "north south east west ".repeat(Math.max(1, (tokens - 3) / 4));
+            String prompt = prompt(tokens, i);
             LoadClient.Request r = new LoadClient.Request(i, false, prompt, 4, true, false, LoadClient.Cancel.NONE, 0);
             LoadClient.Result c = client.send(r.colocatedTwin());
             LoadClient.Result x = client.send(r);
@@ -103,7 +109,11 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
                 continue;
             }
             if (!c.ok() || !x.ok() || !x.text().equals(r.expected(model)) || !c.text().equals(r.expected(model))) {
-                wrong++;
+                if (wrong++ == 0) {
+                    LoadClient.Result bad = x.ok() ? c : x;
+                    System.out.println("  " + tokens + " tokens: " + (bad.request().colocated() ? "colocated" : "P/D") + " request " + bad.status() + " "
+                            + (bad.error() != null ? bad.error() : "answered '" + bad.text() + "', the model says '" + r.expected(model) + "'"));
+                }
                 continue;
             }
             colocated.add(c.ttftNanos() / 1e6);
@@ -112,6 +122,16 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
         double[] ttft = Samples.ttftMs(pd);
         return new Point(layout, tokens, pd.size(), wrong, Samples.pct(colocated.stream().mapToDouble(Double::doubleValue).toArray(), 50),
                 Samples.pct(ttft, 50), Samples.pct(Samples.handoffMs(pd), 50), pd.isEmpty() ? 0 : pd.get(0).kvBytes());
+    }
+
+    /** A prompt of {@code tokens} tokens as the engines tokenize it (its number first: no two share a block). */
+    static String prompt(int tokens, int i) {
+        StringBuilder b = new StringBuilder("prompt ").append(tokens).append(' ').append(i);
+        String[] words = {"north", "south", "east", "west"};
+        for (int w = 0; SimModel.tokenize(b.toString()).length < tokens; w++) {
+            b.append(' ').append(words[w % words.length]);
+        }
+        return b.toString();
     }
 
     private static String row(Point x) {
@@ -138,7 +158,8 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
         StringBuilder b = new StringBuilder("# Layer by layer: P/D TTFT with the KV pushed whole vs layer by layer\n\n");
         b.append("Measured ").append(LocalDate.now()).append(" by `./orbitkv-pd bench layerwise --tokens ")
                 .append(String.join(",", lengths.stream().map(String::valueOf).toList())).append(" --requests ").append(requests).append(" --link ")
-                .append(link).append(" --preset ").append(preset).append(" --cost ").append(cost).append("` on ").append(machine)
+                .append(link).append(" --preset ").append(preset).append(" --cost ").append(cost)
+                .append(cost.equals("per-token") ? " --prefill-ms-per-token " + prefillMsPerToken : "").append("` on ").append(machine)
                 .append(". One prefill + one decode simulated Java engine on their workers' engine API, pages shaped as the `").append(preset)
                 .append("` preset's model, steps timed by `").append(cost).append("`; the prefill worker's tcp sends at most ")
                 .append(String.format(Locale.ROOT, "%.2f GB/s", link / 1e9)).append(" (`transfer.tcp.max-bytes-per-second`: a link slower than the engine"
