@@ -298,6 +298,43 @@ class BlockAllocator:
             return len(self._owners)
 
 
+class _ProgressReport:
+    """A P/D prefill's ``prefill_progress`` to the worker (as the Java engine's): what the modelled steps say is computed,
+    but never a layer whose bytes the fill has not written yet, sent when it says more than the last report; the first
+    names the pages. Fed by the step thread (:meth:`modelled`) and the request's thread writing the KV (:meth:`filled`)."""
+
+    def __init__(self, client: Any, rid: str, blocks: List[int], num_tokens: int, num_layers: int) -> None:
+        self.client, self.rid, self.blocks, self.num_tokens, self.num_layers = client, rid, blocks, num_tokens, num_layers
+        self._lock = threading.Lock()
+        self._model = (0, 0, 0)
+        self._filled = 0
+        self._sent: Optional[Tuple[int, int, int]] = None
+
+    def modelled(self, done: int, chunk_end: int, layers: int) -> None:
+        with self._lock:
+            self._model = (done, chunk_end, layers)
+            self._report()
+
+    def filled(self, layers: int) -> None:
+        with self._lock:
+            self._filled = layers
+            self._report()
+
+    def _report(self) -> None:
+        done, chunk_end, layers = self._model
+        if chunk_end == 0:
+            return
+        # short of the fill: tokens [0, chunk end) in the layers both have (a smaller claim, but one the bytes back)
+        now = (done, chunk_end, layers) if self._filled >= self.num_layers else (0, chunk_end, min(layers, self._filled))
+        s = self._sent
+        if now == s or (now[0] == 0 and now[2] == 0):
+            return
+        if s is not None and not (now[0] >= s[1] or (now[0] >= s[0] and now[1] >= s[1] and now[2] >= s[2])):
+            return  # says less than the last report in some respect: the worker would not take it
+        self.client.prefill_progress(self.rid, self.blocks if s is None else None, self.num_tokens, *now)
+        self._sent = now
+
+
 class StepperClosed(Exception):
     """The engine closed while a request waited for its steps."""
 
@@ -655,23 +692,23 @@ class SimBackend:
         part = em.PREFILL if mode == "prefill" else em.BOTH
         hashes = self._hashes(job.tokens)
         client = self.report_to() if self.report_to is not None and part == em.PREFILL and self.pool is not None else None
-        written = threading.Event()
-        named = [False]
-
-        def on_layers(done: int, chunk_end: int, layers: int) -> None:
-            # only once the KV bytes are in the pages (written below, on this request's thread); the first report names them
-            if client is not None and written.is_set():
-                client.prefill_progress(job.rid, None if named[0] else blocks, len(job.tokens), done, chunk_end, layers)
-                named[0] = True
+        report = _ProgressReport(client, job.rid, blocks, len(job.tokens), self.layout.num_layers) \
+            if client is not None and hasattr(client, "prefill_progress") else None
         job.step = self.stepper.submit(job.rid, len(job.tokens), job.req.max_tokens, self._cached(hashes, len(job.tokens)), part,
-                                       on_layers if client is not None and hasattr(client, "prefill_progress") else None)
+                                       report.modelled if report is not None else None)
         if self.pool is not None:
-            self.model.write_kv(self.pool, blocks, job.tokens)
-            written.set()
-            if self.config.corrupt_prefix and job.rid.startswith(self.config.corrupt_prefix) and mode == "prefill":
-                page = bytearray(self.pool.read(0, blocks[0] * self.layout.page, 4))
-                page[3] ^= 0x08  # engine.fault.corrupt-kv-prefix: one flipped bit, for tests of the decode side's check
-                self.pool.write(0, blocks[0] * self.layout.page, bytes(page))
+            pool = self.pool
+
+            def layers_written(n: int) -> None:
+                if n == 1 and self.config.corrupt_prefix and job.rid.startswith(self.config.corrupt_prefix) and mode == "prefill":
+                    # engine.fault.corrupt-kv-prefix: one flipped bit of layer 0, for tests of the decode side's check —
+                    # before the layer counts as written, so a push layer by layer carries it too
+                    page = bytearray(pool.read(0, blocks[0] * self.layout.page, 4))
+                    page[3] ^= 0x08
+                    pool.write(0, blocks[0] * self.layout.page, bytes(page))
+                if report is not None:
+                    report.filled(n)
+            self.model.write_kv(pool, blocks, job.tokens, layers_written)
         # Without a pool (a standalone engine) nothing is computed into memory; the answer is the same.
         job.step.wait_for(em.FIRST_TOKEN)
         self._remember(hashes, job.tokens)

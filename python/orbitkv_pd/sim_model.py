@@ -10,7 +10,7 @@ part. A slot is one big-integer XOR of a fixed step table with the seed repeated
 from __future__ import annotations
 
 import unicodedata
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 MASK = (1 << 64) - 1
 VOCAB = 32_000
@@ -153,10 +153,16 @@ class SimModel:
                 block = blocks[i // g.block_size_tokens]
                 yield r, i, block, block * g.page + (i % g.block_size_tokens) * tb, self.slot(self.stream_seed(h[i], layer, part), tb)
 
-    def write_kv(self, pool: "KvPoolLike", blocks: Sequence[int], tokens: Sequence[int]) -> None:
-        """Writes the KV of every prompt token into ``blocks`` (token ``i`` goes to block ``i // block_size``)."""
-        for r, _, _, off, data in self._slots(pool, blocks, tokens):
+    def write_kv(self, pool: "KvPoolLike", blocks: Sequence[int], tokens: Sequence[int],
+                 layers_done: Optional[Callable[[int], None]] = None) -> None:
+        """Writes the KV of every prompt token into ``blocks`` (token ``i`` goes to block ``i // block_size``), layer 0
+        first as a forward pass makes them; ``layers_done(n)`` hears each layer's end (``n`` layers written)."""
+        g = pool.layout
+        last = g.region_count - 1
+        for r, i, _, off, data in self._slots(pool, blocks, tokens):
             pool.write(r, off, data)
+            if layers_done is not None and i == len(tokens) - 1 and (r % g.parts_per_layer == g.parts_per_layer - 1 or r == last):
+                layers_done(r // g.parts_per_layer + 1)
 
     def verify_kv(self, pool: "KvPoolLike", blocks: Sequence[int], tokens: Sequence[int]) -> Optional[str]:
         """Where the pages differ from what the model computes, or None when every byte is right."""

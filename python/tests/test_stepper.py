@@ -120,3 +120,23 @@ class LayerProgressTest(unittest.TestCase):
             self.assertEqual(len(heard), 4)
         finally:
             s.close()
+
+    def test_a_report_never_claims_a_layer_the_fill_has_not_written_and_only_ever_says_more(self) -> None:
+        from orbitkv_pd.sim_engine import _ProgressReport
+
+        class Client:
+            def __init__(self) -> None:
+                self.sent: list = []
+
+            def prefill_progress(self, rid, blocks, num_tokens, done, chunk_end, layers) -> None:
+                self.sent.append((blocks, done, chunk_end, layers))
+        c = Client()
+        r = _ProgressReport(c, "r", [4, 5], 20, 4)
+        r.modelled(0, 20, 2)   # the model is ahead of the fill: nothing written yet, nothing said
+        self.assertEqual(c.sent, [])
+        r.filled(1)            # layer 0 written: 1 layer, and the first report names the pages
+        r.modelled(0, 20, 3)   # still 1 written: the same claim, not sent again
+        r.filled(4)            # the whole fill: the model's word stands
+        r.modelled(0, 20, 1)   # an older step point (says less): not sent
+        r.modelled(20, 20, 4)
+        self.assertEqual(c.sent, [([4, 5], 0, 20, 1), (None, 0, 20, 3), (None, 20, 20, 4)])
