@@ -1,19 +1,16 @@
 package io.orbitkv.pd.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static io.orbitkv.pd.cli.Completions.complete;
+import static io.orbitkv.pd.cli.Completions.text;
 import static org.awaitility.Awaitility.await;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import io.orbitkv.pd.broker.KraftCluster;
 import io.orbitkv.pd.engine.sim.ModelPreset;
 import io.orbitkv.pd.engine.sim.SimModel;
 import io.orbitkv.pd.harness.Pipeline;
 import io.orbitkv.pd.harness.PipelineSpec;
 import io.orbitkv.pd.testsupport.kafka.WithKafka;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -30,28 +27,6 @@ import org.junit.jupiter.api.Test;
  */
 @WithKafka
 class LayerwiseIT {
-
-    private static final ObjectMapper JSON = new ObjectMapper();
-    private final HttpClient http = HttpClient.newHttpClient();
-
-    private HttpResponse<String> complete(Pipeline p, String prompt, int maxTokens) throws Exception {
-        return http.send(HttpRequest.newBuilder(URI.create(p.proxyUrl() + "/v1/completions")).header("content-type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString(JSON.createObjectNode().put("model", "orbitkv-sim-tiny").put("prompt", prompt)
-                        .put("max_tokens", maxTokens).put("stream", true).toString())).build(), HttpResponse.BodyHandlers.ofString());
-    }
-
-    private static String text(String sse) throws Exception {
-        StringBuilder b = new StringBuilder();
-        for (String line : sse.split("\n")) {
-            if (line.startsWith("data: {")) {
-                JsonNode c = JSON.readTree(line.substring(6)).path("choices");
-                if (c.size() > 0) {
-                    b.append(c.get(0).path("text").asText());
-                }
-            }
-        }
-        return b.toString();
-    }
 
     @Test
     void aLongPromptsKvMovesLayerByLayerAndTheAnswerIsTheModels(KraftCluster kafka) throws Exception {

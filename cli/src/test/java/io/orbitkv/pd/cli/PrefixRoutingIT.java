@@ -1,6 +1,8 @@
 package io.orbitkv.pd.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static io.orbitkv.pd.cli.Completions.complete;
+import static io.orbitkv.pd.cli.Completions.text;
 import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -31,12 +33,6 @@ class PrefixRoutingIT {
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private final HttpClient http = HttpClient.newHttpClient();
-
-    private HttpResponse<String> complete(Pipeline p, String prompt, int maxTokens) throws Exception {
-        return http.send(HttpRequest.newBuilder(URI.create(p.proxyUrl() + "/v1/completions")).header("content-type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString(JSON.createObjectNode().put("model", "orbitkv-sim-tiny").put("prompt", prompt)
-                        .put("max_tokens", maxTokens).put("stream", true).toString())).build(), HttpResponse.BodyHandlers.ofString());
-    }
 
     private JsonNode kvIndex(Pipeline p) throws Exception {
         return JSON.readTree(http.send(HttpRequest.newBuilder(URI.create(p.proxyUrl() + "/kv-index")).build(), HttpResponse.BodyHandlers.ofString()).body());
@@ -82,19 +78,6 @@ class PrefixRoutingIT {
             assertThat(idx.path("undecodable").asLong()).isZero();
             assertThat(idx.path("engines").path("prefill-0").path("lost_events").asLong()).isZero();
         }
-    }
-
-    private static String text(String sse) throws Exception {
-        StringBuilder b = new StringBuilder();
-        for (String line : sse.split("\n")) {
-            if (line.startsWith("data: {")) {
-                JsonNode c = JSON.readTree(line.substring(6)).path("choices");
-                if (c.size() > 0) {
-                    b.append(c.get(0).path("text").asText());
-                }
-            }
-        }
-        return b.toString();
     }
 
     @Test

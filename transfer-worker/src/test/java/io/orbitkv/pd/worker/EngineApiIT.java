@@ -483,6 +483,22 @@ class EngineApiIT {
             assertThat(e.path("message").asText()).isEqualTo("lease_epoch: must be an integer, got \"one\"");
             r.send(ApiFrames.object().put("op", "cancel").put("id", 5).put("request_id", "r2").put("reason", "x").put("traceparent", "00-zz"));
             assertThat(r.answer().path("field").asText()).isEqualTo("traceparent");
+            // Layer-by-layer progress is unanswered when right; when wrong, refused naming the field (an id, if it had one)
+            r.send(ApiFrames.object().put("op", "prefill_progress").put("id", 7).put("request_id", "r3").put("num_tokens", 40)
+                    .put("done_tokens", 0).put("chunk_end", 40).put("layers", 1_000_000));
+            e = r.answer();
+            assertThat(e.path("code").asText()).isEqualTo("bad_request");
+            assertThat(e.path("field").asText()).isEqualTo("layers");
+            r.send(ApiFrames.object().put("op", "prefill_progress").put("request_id", "r3").put("num_tokens", 40).put("done_tokens", 30)
+                    .put("chunk_end", 20).put("layers", 1));
+            assertThat(r.answer().path("field").asText()).isEqualTo("chunk_end");
+            ObjectNode shortPages = ApiFrames.object().put("op", "prefill_progress").put("request_id", "r3").put("num_tokens", 40)
+                    .put("done_tokens", 0).put("chunk_end", 40).put("layers", 1);
+            shortPages.putArray("source_blocks").add(1);
+            r.send(shortPages);
+            e = r.answer();
+            assertThat(e.path("field").asText()).isEqualTo("source_blocks");
+            assertThat(e.path("message").asText()).contains("40 tokens need 3 blocks");
             // The same connection still works.
             r.send(ApiFrames.object().put("op", "cancel").put("id", 6).put("request_id", "r2").put("reason", "client gave up"));
             ObjectNode ack = r.answer();

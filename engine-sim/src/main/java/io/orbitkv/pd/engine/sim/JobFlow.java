@@ -7,6 +7,7 @@ import io.orbitkv.pd.engine.client.BlockAllocator;
 import io.orbitkv.pd.engine.client.DecisionListener;
 import io.orbitkv.pd.engine.client.EngineControl;
 import io.orbitkv.pd.engine.client.KvSignal;
+import io.orbitkv.pd.engine.client.api.ApiProtocol;
 import io.orbitkv.pd.engine.client.http.CompletionRequest;
 import io.orbitkv.pd.engine.sim.model.StepScheduler;
 import io.orbitkv.pd.events.OutcomeKind;
@@ -317,27 +318,27 @@ final class JobFlow {
      */
     private Stepper.LayerListener progress(Job job, int[] blocks, EngineControl c) {
         int numLayers = config.geometry().numLayers();
-        int[] model = {0, 0, 0}; // the step's latest: done tokens, chunk end, layers
-        int[] sent = {-1, -1, -1};
+        int numTokens = job.tokens.length;
+        ApiProtocol.PrefillProgress[] model = {null}; // the step's latest
+        ApiProtocol.PrefillProgress[] sent = {null};
         Runnable report = () -> {
-            if (job.gone || job.finished || model[1] == 0) {
+            ApiProtocol.PrefillProgress m = model[0];
+            if (job.gone || job.finished || m == null) {
                 return;
             }
             int filled = job.filledLayers;
             // short of the fill: tokens [0, chunk end) in the layers both have (a claim the bytes back, if a smaller one)
-            int[] now = filled >= numLayers ? model.clone() : new int[] {0, model[1], Math.min(model[2], filled)};
-            boolean more = now[0] >= sent[1] || (now[0] >= sent[0] && now[1] >= sent[1] && now[2] >= sent[2]);
-            if (!more || java.util.Arrays.equals(now, sent) || now[2] == 0 && now[0] == 0) {
+            ApiProtocol.PrefillProgress now = filled >= numLayers ? m
+                    : new ApiProtocol.PrefillProgress(job.rid, null, numTokens, 0, m.chunkEnd(), Math.min(m.layers(), filled));
+            if ((now.doneTokens() == 0 && now.layers() == 0) || (sent[0] != null && !now.advances(sent[0]))) {
                 return;
             }
-            c.prefillProgress(job.rid, sent[0] < 0 ? blocks : null, job.tokens.length, now[0], now[1], now[2]);
-            System.arraycopy(now, 0, sent, 0, 3);
+            c.prefillProgress(job.rid, sent[0] == null ? blocks : null, numTokens, now.doneTokens(), now.chunkEnd(), now.layers());
+            sent[0] = now;
         };
         job.onFilled = report;
         return (done, chunkEnd, layers) -> {
-            model[0] = done;
-            model[1] = chunkEnd;
-            model[2] = layers;
+            model[0] = new ApiProtocol.PrefillProgress(job.rid, null, numTokens, done, chunkEnd, layers);
             report.run();
         };
     }

@@ -342,11 +342,10 @@ public final class OrderRunner implements AutoCloseable {
      * short prompts).
      */
     private Runnable stream(Attempt a, In in) {
-        Progress seen = progressSeen.get(a.requestId);
-        int[] blocks = seen == null ? in.progress().sourceBlocks() : seen.sourceBlocks();
-        if (blocks == null || !layerByLayer(a.order)) {
+        if (!layerByLayer(a.order)) {
             return null;
         }
+        int[] blocks = progressSeen.get(a.requestId).sourceBlocks(); // kept before any progress is fed (progress, ahead)
         parked.remove(a.requestId);
         streaming.put(a.requestId, a);
         a.state = State.QUEUED;
@@ -382,7 +381,9 @@ public final class OrderRunner implements AutoCloseable {
     /** QUEUED or PUSHING × PREFILL_FAILED (layer by layer): the push stops; the decode engine never gets a partial KV. */
     private Runnable sourceFailed(Attempt a, In in) {
         String why = "the engine's prefill failed mid-way: " + in.prefill().failure();
-        keepReason(a, In.of(Input.ABORT, why));
+        if (a.abortReason == null) {
+            a.abortReason = why;
+        }
         a.readiness.fail(why);
         Transfer t = a.transfer;
         return t == null ? null : () -> t.cancel(why);

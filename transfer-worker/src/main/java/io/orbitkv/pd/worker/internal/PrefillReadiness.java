@@ -34,19 +34,13 @@ final class PrefillReadiness implements SourceReadiness {
         this.progress = first;
     }
 
-    /** A newer report: taken when it says at least all the current one does (an older one, late or reordered, is not). */
+    /** A newer report: taken when it says more than the current one ({@link PrefillProgress#advances}). */
     synchronized void advance(PrefillProgress p) {
-        if (!p.equals(progress) && implies(p, progress)) {
+        if (p.advances(progress)) {
             progress = p;
             version++;
             notifyAll();
         }
-    }
-
-    /** Whether every (token, layer) {@code a} says is computed, {@code b} says too. */
-    static boolean implies(PrefillProgress b, PrefillProgress a) {
-        return b.doneTokens() >= a.chunkEnd()
-                || (b.doneTokens() >= a.doneTokens() && b.chunkEnd() >= a.chunkEnd() && b.layers() >= a.layers());
     }
 
     /** The prefill completed: everything is computed; {@code first}: its sampled token (null if the engine did not say). */

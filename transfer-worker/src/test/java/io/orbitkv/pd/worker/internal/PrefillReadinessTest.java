@@ -51,8 +51,9 @@ class PrefillReadinessTest {
         assertThat(r.version()).isEqualTo(v);
         r.advance(p(48, 90, 3));
         assertThat(r.version()).isEqualTo(v + 1);
-        assertThat(PrefillReadiness.implies(p(90, 90, 0), p(48, 90, 3))).isTrue();
-        assertThat(PrefillReadiness.implies(p(0, 90, 2), p(48, 90, 1))).isFalse();
+        assertThat(p(90, 90, 0).advances(p(48, 90, 3))).isTrue();
+        assertThat(p(0, 90, 2).advances(p(48, 90, 1))).isFalse();
+        assertThat(p(48, 90, 3).advances(p(48, 90, 3))).as("the same again").isFalse();
     }
 
     @Test

@@ -298,6 +298,16 @@ public final class ApiProtocol {
             long end = Math.min((long) (block + 1) * blockTokens, numTokens);
             return end <= doneTokens || (end <= chunkEnd && layer < layers);
         }
+
+        /**
+         * Whether this report says more than {@code earlier}: everything it says is computed and something besides — the
+         * order a prefill's reports come in (an older one, late or reordered, does not).
+         */
+        public boolean advances(PrefillProgress earlier) {
+            boolean covers = doneTokens >= earlier.chunkEnd
+                    || (doneTokens >= earlier.doneTokens && chunkEnd >= earlier.chunkEnd && layers >= earlier.layers);
+            return covers && (doneTokens != earlier.doneTokens || chunkEnd != earlier.chunkEnd || layers != earlier.layers);
+        }
     }
 
     /** Reads a {@code prefill_progress} message of an engine registered with {@code layout}. */
