@@ -110,8 +110,10 @@ class SteppingEngineTest {
 
     @Test
     void aClientThatLeavesWhileItsPromptComputesLeavesNothingHeld() throws Exception {
-        // 200 prompt tokens at 1 ms each: the client is long gone before the prompt is computed
-        try (SimEngine e = engine("engine.compute.prefill-ms-per-token", "1")) {
+        // 200 prompt tokens at 1 ms each: the client is long gone before the prompt is computed. The engine learns that
+        // from a write that fails (the HTTP server does not read while a request is in flight), so the answer's 50 tokens
+        // take 10 ms each: at 1 ms the whole answer could be out before the failed write is seen
+        try (SimEngine e = engine("engine.compute.prefill-ms-per-token", "1", "engine.compute.decode-ms-per-token", "10")) {
             String body = "{\"model\": \"orbitkv-sim-tiny\", \"prompt\": \"" + "w ".repeat(200).trim() + "\", \"max_tokens\": 50, \"stream\": true}";
             try (java.net.Socket s = new java.net.Socket("127.0.0.1", e.port())) {
                 s.getOutputStream().write(("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: "
