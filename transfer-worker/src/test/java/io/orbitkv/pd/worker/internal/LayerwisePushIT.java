@@ -20,6 +20,8 @@ import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
 import io.orbitkv.pd.transport.tcp.TcpConfig;
 import io.orbitkv.pd.transport.tcp.TcpTransport;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletionException;
@@ -30,8 +32,8 @@ import org.junit.jupiter.api.Test;
 /**
  * A push sent layer by layer over real tcp sockets while its prefill still "computes" (the test reports progress as an
  * engine would): each layer's pages reach the decode pool as soon as that layer is reported, the landing comes only
- * with the last layer, after the prefill completed, carrying its first token; a prefill that fails mid-way stops the
- * push and nothing is announced.
+ * with the last layer, after the prefill completed, carrying its first token; a prefill that fails, a cancel and a fence
+ * mid-way each stop the push and nothing is announced.
  */
 class LayerwisePushIT {
 
@@ -127,5 +129,56 @@ class LayerwisePushIT {
         }
         assertThat(landed).isEmpty();
         await("the receiver closed every part").atMost(Duration.ofSeconds(5)).until(() -> gate.openSessions() == 0);
+    }
+
+    /** The push's outcome, which must be a failure of {@code kind}. */
+    private static TransferException failure(Transfer t, TransferError kind) {
+        try {
+            t.result().join();
+            throw new AssertionError("the push completed: " + t);
+        } catch (CompletionException e) {
+            assertThat(e.getCause()).isInstanceOf(TransferException.class);
+            TransferException x = (TransferException) e.getCause();
+            assertThat(x.kind()).as(x.getMessage()).isEqualTo(kind);
+            return x;
+        }
+    }
+
+    @Test
+    void aCancelMidWayStopsThePushBetweenLayersAndNothingLands() throws Exception {
+        PrefillReadiness ready = new PrefillReadiness(g, source, progress(0));
+        TransferPlan plan = TransferPlan.build(g, BlockRuns.fromBlocks(source), g, dest);
+        Transfer t = sender.push(Pushes.signed("req-4", 1, "lease-4", 1, "decode-0", 5, dest), src, plan, peer, ready);
+        ready.advance(progress(2));
+        await().atMost(Duration.ofSeconds(10)).until(() -> arrived(g.region(1, 1), 49));
+        t.cancel("request cancelled"); // the stripes wait for layer 2, the tail for the prefill's end
+        assertThat(failure(t, TransferError.ABORTED).getMessage()).contains("request cancelled");
+        ready.advance(progress(4)); // the engine goes on computing: nothing more is sent
+        ready.complete(17);
+        await("the receiver closed every part").atMost(Duration.ofSeconds(5)).until(() -> gate.openSessions() == 0);
+        assertThat(arrived(g.region(2, 0), 30)).as("layer 2, computed after the cancel, never sent").isFalse();
+        assertThat(landed).isEmpty();
+    }
+
+    @Test
+    void aFenceMidWayStopsTheRestAndNoByteLandsAfterIt() throws Exception {
+        PrefillReadiness ready = new PrefillReadiness(g, source, progress(0));
+        TransferPlan plan = TransferPlan.build(g, BlockRuns.fromBlocks(source), g, dest);
+        Transfer t = sender.push(Pushes.signed("req-5", 1, "lease-5", 1, "decode-0", 5, dest), src, plan, peer, ready);
+        ready.advance(progress(1));
+        await().atMost(Duration.ofSeconds(10)).until(() -> arrived(g.region(0, 1), 49));
+        gate.releaseLease("lease-5", 1); // the decode side gave the pages up (a newer attempt, the request ended)
+        MemorySegment[] snapshot = new MemorySegment[g.regionCount()];
+        for (int r = 0; r < snapshot.length; r++) {
+            snapshot[r] = Arena.ofAuto().allocate(g.regionBytes()).copyFrom(dst.region(r));
+        }
+        ready.advance(progress(4)); // the rest is computed and would be sent: the receiver refuses it
+        ready.complete(99);
+        TransferException x = failure(t, TransferError.STALE_EPOCH);
+        assertThat(x.getMessage()).contains("lease lease-5 epoch 1 was released");
+        for (int r = 0; r < snapshot.length; r++) {
+            assertThat(dst.region(r).mismatch(snapshot[r])).as("no byte of region %d changed after the fence", r).isEqualTo(-1L);
+        }
+        assertThat(landed).isEmpty();
     }
 }
