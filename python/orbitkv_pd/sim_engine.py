@@ -116,7 +116,7 @@ class SimEngineConfig:
     prefix_cache: bool = True
     prefix_cache_seed: str = "orbitkv"
     kv_wait_s: float = 30.0
-    reports_per_step: int = 8
+    reports_per_step: int = 32
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
@@ -164,7 +164,7 @@ class SimEngineConfig:
 
 
 def _reports(p: Dict[str, str]) -> int:
-    v = p.get("engine.layerwise.reports-per-step", "8")
+    v = p.get("engine.layerwise.reports-per-step", "32")
     if not v.strip().isdigit() or int(v) > 1024:
         raise ValueError(f"engine.layerwise.reports-per-step: an integer in 0..1024 (0: never), got '{v}'")
     return int(v)

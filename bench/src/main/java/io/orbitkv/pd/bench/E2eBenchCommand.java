@@ -99,6 +99,11 @@ public final class E2eBenchCommand implements Callable<Integer> {
     @Option(names = "--worker", description = "Extra property key=value for both transfer workers (repeatable).")
     Map<String, String> workerProps = new LinkedHashMap<>();
 
+    @Option(names = "--layerwise", defaultValue = "on", description = {"on: an order ahead of its prefill with enough KV is pushed layer by",
+            "layer as the engine reports its progress (the workers' default); off: every push waits for the whole prefill",
+            "(worker.layerwise.min-bytes=-1). `bench layerwise` compares the two in one run (default: ${DEFAULT-VALUE})."})
+    String layerwise;
+
     @Option(names = "--proxy", description = "Extra proxy property key=value (repeatable).")
     Map<String, String> proxyProps = new LinkedHashMap<>();
 
@@ -155,6 +160,11 @@ public final class E2eBenchCommand implements Callable<Integer> {
         if (jsonFile == null) {
             jsonFile = Path.of("bench/results/e2e.json");
         }
+        switch (layerwise) {
+            case "on" -> { }
+            case "off" -> workerProps.putIfAbsent("worker.layerwise.min-bytes", "-1");
+            default -> throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--layerwise: on or off, got '" + layerwise + "'");
+        }
         Path work = Files.createTempDirectory("orbitkv-bench-e2e-");
         ModelPreset p = ModelPreset.of(preset != null ? preset : "8b");
         // Room for the longest prompt (about a token per word) on both sides, at least the default pool.
@@ -173,15 +183,15 @@ public final class E2eBenchCommand implements Callable<Integer> {
             for (int c : levels) {
                 List<LoadClient.Request> work1 = LoadClient.workload(seed++, requests, words.get(0), words.get(1), 16, true);
                 System.out.printf("c=%d: %d P/D requests, then the same %d colocated ...%n", c, requests, requests);
-                Map<String, Long> cpu0 = cpuMillis(pipeline);
+                Map<String, Long> cpu0 = ProcessCpu.millis(pipeline);
                 long t = System.nanoTime();
                 List<LoadClient.Result> pd = client.run(work1, c, () -> { });
                 double pdSecs = (System.nanoTime() - t) / 1e9;
-                Map<String, Long> cpu1 = cpuMillis(pipeline);
+                Map<String, Long> cpu1 = ProcessCpu.millis(pipeline);
                 t = System.nanoTime();
                 List<LoadClient.Result> col = client.run(work1.stream().map(LoadClient.Request::colocatedTwin).toList(), c, () -> { });
                 double colSecs = (System.nanoTime() - t) / 1e9;
-                Map<String, Double> cpuColocated = perRequest(cpu1, cpuMillis(pipeline), (int) col.stream().filter(LoadClient.Result::ok).count());
+                Map<String, Double> cpuColocated = ProcessCpu.perRequest(cpu1, ProcessCpu.millis(pipeline), (int) col.stream().filter(LoadClient.Result::ok).count());
                 int wrong = 0;
                 for (LoadClient.Result r : concat(pd, col)) {
                     if (!r.ok() || !r.text().equals(r.request().expected(model))) {
@@ -310,33 +320,10 @@ public final class E2eBenchCommand implements Callable<Integer> {
                 gbps.add(a.transferBytes() / (a.transferMicros() * 1e3));
             }
         }
-        Map<String, Double> cpu = perRequest(cpu0, cpu1, (int) pd.stream().filter(LoadClient.Result::ok).count());
+        Map<String, Double> cpu = ProcessCpu.perRequest(cpu0, cpu1, (int) pd.stream().filter(LoadClient.Result::ok).count());
         return new Level(c, requests, Samples.ttftMs(pd), Samples.ttftMs(col), Samples.handoffMs(pd), requests / pdSecs, requests / colSecs,
                 pd.stream().mapToLong(LoadClient.Result::kvBytes).sum(), wrong, Samples.hops(handoffs), Samples.ascending(transfer),
                 Samples.ascending(gbps), cpu, cpuColocated);
-    }
-
-    /** CPU ms per request of each process between two readings of {@link #cpuMillis}. */
-    private static Map<String, Double> perRequest(Map<String, Long> before, Map<String, Long> after, int n) {
-        Map<String, Double> out = new LinkedHashMap<>();
-        before.forEach((name, b) -> {
-            Long a = after.get(name);
-            if (a != null && n > 0) {
-                out.put(name, (a - b) / (double) n);
-            }
-        });
-        return out;
-    }
-
-    /** CPU time (ms) each process of the pipeline, the broker and this load generator have used so far. */
-    private static Map<String, Long> cpuMillis(Pipeline pipeline) {
-        Map<String, Long> m = new LinkedHashMap<>();
-        pipeline.brokerProcess().flatMap(h -> h.info().totalCpuDuration()).ifPresent(d -> m.put("broker", d.toMillis()));
-        for (Pipeline.Child c : pipeline.children()) {
-            c.process().info().totalCpuDuration().ifPresent(d -> m.put(c.name(), d.toMillis()));
-        }
-        ProcessHandle.current().info().totalCpuDuration().ifPresent(d -> m.put("load generator (this JVM)", d.toMillis()));
-        return m;
     }
 
     private static List<LoadClient.Result> concat(List<LoadClient.Result> a, List<LoadClient.Result> b) {

@@ -12,6 +12,7 @@ import io.orbitkv.pd.transport.AbstractTransfer;
 import io.orbitkv.pd.transport.PeerConnectionPool;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushRequest;
+import io.orbitkv.pd.transport.SourceReadiness;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
 import io.orbitkv.pd.transport.TransferResult;
@@ -25,6 +26,11 @@ import org.slf4j.LoggerFactory;
  * One mooncake push, on its own thread from start to the last finished write: HELLO and admission (BEGIN) over a
  * pooled admission connection, the writes ({@link WritePump}), then END answered by ACK. The transport owns the
  * connections, the engine and the registered memory; the push borrows them.
+ *
+ * <p>Layer by layer (a {@link SourceReadiness}: the prefill still computes), the push goes in two parts, each admitted and
+ * ended on its own, as tcp's stripes: every layer but the last, each piece written once the engine reports it computed;
+ * then, once the prefill completed, the last layer with the prefill's first token, so the landing it completes (the
+ * receiver counts both parts' bytes) carries the token.
  */
 final class MooncakeTransfer extends AbstractTransfer {
 
@@ -35,13 +41,15 @@ final class MooncakeTransfer extends AbstractTransfer {
     private final KvPool source;
     private final TransferPlan plan;
     private final PeerEndpoint peer;
+    private final SourceReadiness ready;
 
-    MooncakeTransfer(MooncakeTransport transport, PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+    MooncakeTransfer(MooncakeTransport transport, PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer, SourceReadiness ready) {
         this.transport = transport;
         this.request = request;
         this.source = source;
         this.plan = plan;
         this.peer = peer;
+        this.ready = ready;
     }
 
     MooncakeConfig config() {
@@ -77,10 +85,68 @@ final class MooncakeTransfer extends AbstractTransfer {
 
     void run() {
         long t0 = System.nanoTime();
-        AdmissionClient c = null;
         try {
             transport.ensureRegistered(source);
-            int push = transport.nextPushId();
+            long bytes;
+            if (ready == null) {
+                bytes = part(request, 0, plan.spans(), null);
+            } else {
+                int tail = 0; // the first span of the last layer's regions (spans are region-major, layer 0 first)
+                int tailRegion = plan.source().region(plan.source().numLayers() - 1, 0);
+                while (tail < plan.spans() && plan.spanRegion(tail) < tailRegion) {
+                    tail++;
+                }
+                bytes = tail == 0 ? 0 : part(request, 0, tail, ready);
+                awaitPrefill();
+                bytes += part(request.withFirstToken(ready.firstToken()).forPeer(peer), tail, plan.spans(), null);
+            }
+            succeed(new TransferResult(bytes, System.nanoTime() - t0, MooncakeTransport.NAME, 1));
+        } catch (TransferException e) {
+            fail(e);
+        } catch (IOException e) {
+            fail(new TransferException(e instanceof FrameException ? TransferError.PROTOCOL : TransferError.CONNECTION_LOST, "admission"
+                    + " connection to " + peer + ": " + e.getMessage(), e));
+        } catch (MooncakeException e) {
+            fail(new TransferException(e.kind(), e.getMessage(), e));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            fail(new TransferException(TransferError.ABORTED, "aborted: interrupted while the prefill computed"));
+        } catch (RuntimeException e) {
+            log.atError().setCause(e).addKeyValue("orderId", request.orderId()).log("mooncake push failed");
+            failUnexpected("mooncake push", e);
+        } finally {
+            transport.finished(this);
+        }
+    }
+
+    /** Waits for the prefill's end; throws when the push must stop first (cancelled, past its deadline, the prefill failed). */
+    private void awaitPrefill() throws InterruptedException {
+        while (true) {
+            TransferException stop = stopCause();
+            if (stop == null && ready.failure() != null) {
+                stop = new TransferException(TransferError.ABORTED, "aborted: " + ready.failure());
+            }
+            if (stop != null) {
+                throw stop;
+            }
+            if (ready.awaitComplete(20)) {
+                return;
+            }
+        }
+    }
+
+    /**
+     * Spans {@code [fromSpan, toSpan)} as one admitted part: BEGIN with {@code r} and the part's bytes, the writes (each once
+     * {@code ready} says it is computed; null: all at once), END. Returns the bytes acknowledged.
+     */
+    private long part(PushRequest r, int fromSpan, int toSpan, SourceReadiness ready) throws IOException {
+        int push = transport.nextPushId();
+        long bytes = 0;
+        for (int i = fromSpan; i < toSpan; i++) {
+            bytes += plan.spanLength(i);
+        }
+        AdmissionClient c = null;
+        try {
             int segment;
             for (int tries = 0; ; tries++) {
                 PeerConnectionPool.Lease<AdmissionClient> l = transport.acquire(peer);
@@ -88,7 +154,7 @@ final class MooncakeTransfer extends AbstractTransfer {
                 checkPeer(c.hello());
                 segment = transport.segment(peer, c.hello().segment());
                 try {
-                    c.begin(push, request, plan.source(), plan.totalBytes());
+                    c.begin(push, r, plan.source(), bytes);
                     break;
                 } catch (IOException e) {
                     c.close();
@@ -101,27 +167,17 @@ final class MooncakeTransfer extends AbstractTransfer {
             }
             AdmissionClient admitted = c;
             c = null; // from here on write() owns the connection: it releases or closes it
-            long bytes = write(admitted, push, segment);
-            succeed(new TransferResult(bytes, System.nanoTime() - t0, MooncakeTransport.NAME, 1));
+            return write(admitted, push, segment, fromSpan, toSpan, bytes, ready);
         } catch (TransferException e) {
             if (c != null && e.getMessage().startsWith("refused by")) {
                 transport.release(c); // refused at BEGIN: the connection is clean
                 c = null;
             }
-            fail(e);
-        } catch (IOException e) {
-            fail(new TransferException(e instanceof FrameException ? TransferError.PROTOCOL : TransferError.CONNECTION_LOST, "admission"
-                    + " connection to " + peer + ": " + e.getMessage(), e));
-        } catch (MooncakeException e) {
-            fail(new TransferException(e.kind(), e.getMessage(), e));
-        } catch (RuntimeException e) {
-            log.atError().setCause(e).addKeyValue("orderId", request.orderId()).log("mooncake push failed");
-            failUnexpected("mooncake push", e);
+            throw e;
         } finally {
             if (c != null) {
                 c.close();
             }
-            transport.finished(this);
         }
     }
 
@@ -138,8 +194,8 @@ final class MooncakeTransfer extends AbstractTransfer {
         }
     }
 
-    /** Issues every write, waits for all of them, ends the push; releases or closes {@code c}. Returns the bytes acknowledged. */
-    private long write(AdmissionClient c, int push, int segment) {
+    /** Issues the part's writes, waits for all of them, ends the part; releases or closes {@code c}. Returns the bytes acknowledged. */
+    private long write(AdmissionClient c, int push, int segment, int fromSpan, int toSpan, long bytes, SourceReadiness ready) {
         AdmissionWire.HelloOk h = c.hello();
         int regions = plan.source().regionCount();
         long[] src = new long[regions];
@@ -155,7 +211,7 @@ final class MooncakeTransfer extends AbstractTransfer {
         MooncakeConfig config = config();
         WritePump p;
         try (Arena arena = Arena.ofConfined()) {
-            p = new WritePump(this, arena, c, push, new WriteBatcher(plan, src, dst, len, segment, config.maxRequestBytes()));
+            p = new WritePump(this, arena, c, push, new WriteBatcher(plan, fromSpan, toSpan, src, dst, len, segment, config.maxRequestBytes()), ready);
             p.run();
         } catch (TransferException e) {
             // Nothing was submitted: the plan does not fit the receiver's regions.
@@ -173,8 +229,8 @@ final class MooncakeTransfer extends AbstractTransfer {
         try {
             if (p.failure == null) {
                 long ack = c.end(push, p.completed);
-                if (ack != plan.totalBytes()) {
-                    throw new TransferException(TransferError.PROTOCOL, peer + " acknowledged " + ack + " of " + plan.totalBytes() + " bytes");
+                if (ack != bytes) {
+                    throw new TransferException(TransferError.PROTOCOL, peer + " acknowledged " + ack + " of " + bytes + " bytes");
                 }
                 transport.release(c);
                 return ack;

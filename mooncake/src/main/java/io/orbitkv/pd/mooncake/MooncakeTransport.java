@@ -16,6 +16,7 @@ import io.orbitkv.pd.transport.PeerConnectionPool;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.PushRequest;
+import io.orbitkv.pd.transport.SourceReadiness;
 import io.orbitkv.pd.transport.Transfer;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
@@ -165,8 +166,19 @@ public final class MooncakeTransport implements KvTransport {
 
     @Override
     public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer) {
+        return push(push, source, plan, peer, (SourceReadiness) null);
+    }
+
+    @Override
+    public boolean streams() {
+        return true;
+    }
+
+    /** Layer by layer when {@code ready} is not null: see {@link MooncakeTransfer}. */
+    @Override
+    public Transfer push(PushRequest push, KvPool source, TransferPlan plan, PeerEndpoint peer, SourceReadiness ready) {
         PushRequest request = push.forPeer(peer);
-        MooncakeTransfer t = new MooncakeTransfer(this, request, source, plan, peer);
+        MooncakeTransfer t = new MooncakeTransfer(this, request, source, plan, peer, ready);
         if (closed) {
             t.fail(new TransferException(TransferError.INTERNAL, "mooncake transport is closed"));
         } else if (!canReach(peer)) {

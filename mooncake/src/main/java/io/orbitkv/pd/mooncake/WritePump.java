@@ -8,6 +8,7 @@ import io.orbitkv.pd.mooncake.te.RequestArray;
 import io.orbitkv.pd.mooncake.te.ResultCode;
 import io.orbitkv.pd.mooncake.te.TaskStatus;
 import io.orbitkv.pd.mooncake.te.TransferEngine;
+import io.orbitkv.pd.transport.SourceReadiness;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
 import java.io.IOException;
@@ -24,7 +25,8 @@ import org.slf4j.LoggerFactory;
  * {@code max-inflight-requests} in flight, and polls them in order with a pause that doubles from {@code poll-min} to
  * {@code poll-max} while nothing completes. The first failure stops the submitting; {@link #run} returns only when every
  * submitted request finished (or {@code drain-timeout} passed: {@link #leaked} says how many did not). Confined to the
- * push's thread, like the arena its request arrays live in.
+ * push's thread, like the arena its request arrays live in. With a {@link SourceReadiness} (layer by layer) it submits
+ * what the engine has computed; with nothing computed and nothing in flight it waits for the engine's next report.
  */
 final class WritePump {
 
@@ -36,6 +38,7 @@ final class WritePump {
     private final AdmissionClient client;
     private final int push;
     private final WriteBatcher batcher;
+    private final SourceReadiness ready;
     private final ArrayDeque<Batch> inflight = new ArrayDeque<>();
     private final ArrayDeque<RequestArray> spare = new ArrayDeque<>();
     private final MemorySegment status;
@@ -52,7 +55,7 @@ final class WritePump {
     /** The admission connection broke during the push. */
     boolean connectionBroken;
 
-    WritePump(MooncakeTransfer transfer, Arena arena, AdmissionClient client, int push, WriteBatcher batcher) {
+    WritePump(MooncakeTransfer transfer, Arena arena, AdmissionClient client, int push, WriteBatcher batcher, SourceReadiness ready) {
         this.transfer = transfer;
         this.config = transfer.config();
         this.engine = transfer.engine();
@@ -60,6 +63,7 @@ final class WritePump {
         this.client = client;
         this.push = push;
         this.batcher = batcher;
+        this.ready = ready;
         this.status = arena.allocate(MooncakeEngine.TRANSFER_STATUS);
     }
 
@@ -79,14 +83,23 @@ final class WritePump {
             if (failure == null) {
                 checkStop();
             }
+            long seen = ready == null ? 0 : ready.version();
+            boolean waiting = false; // for the engine: nothing computed is left to submit
             while (failure == null && batcher.hasMore()
                     && (inflight.isEmpty() || inflightRequests + config.batchRequests() <= config.maxInflightRequests())) {
-                submitNext();
+                if (!submitNext()) {
+                    waiting = true;
+                    break;
+                }
                 progress = true;
             }
             progress |= poll();
             if (inflight.isEmpty() && (failure != null || !batcher.hasMore())) {
                 return;
+            }
+            if (waiting && inflight.isEmpty() && failure == null) {
+                awaitSource(seen);
+                continue;
             }
             if (failure != null) {
                 long now = System.nanoTime();
@@ -106,8 +119,21 @@ final class WritePump {
         }
     }
 
+    /** Nothing in flight, nothing computed to send: waits a slice for the engine's next report (stops are checked around it). */
+    private void awaitSource(long seen) {
+        try {
+            ready.awaitChange(seen, 20);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            fail(new TransferException(TransferError.ABORTED, "aborted: interrupted while the prefill computed"));
+        }
+    }
+
     private void checkStop() {
         TransferException stop = transfer.stopCause();
+        if (stop == null && ready != null && ready.failure() != null) {
+            stop = new TransferException(TransferError.ABORTED, "aborted: " + ready.failure());
+        }
         if (stop != null) {
             fail(stop);
             return;
@@ -125,21 +151,26 @@ final class WritePump {
         }
     }
 
-    private void submitNext() {
+    /** Submits the next batch; false when nothing is computed yet that is not submitted (nothing submitted then). */
+    private boolean submitNext() {
         RequestArray a = spare.isEmpty() ? new RequestArray(arena, config.batchRequests()) : spare.pop();
         int n;
         long batch;
         try {
-            n = batcher.fill(a, config.batchRequests());
+            n = batcher.fill(a, config.batchRequests(), ready);
+            if (n == 0) {
+                spare.push(a);
+                return false;
+            }
             batch = engine.allocateBatch(n);
         } catch (TransferException e) {
             spare.push(a);
             fail(e);
-            return;
+            return true;
         } catch (MooncakeException e) {
             spare.push(a);
             fail(new TransferException(e.kind(), e.getMessage(), e));
-            return;
+            return true;
         }
         int rc = engine.submit(batch, a.segment(), n);
         Batch b = new Batch(batch, n, a, rc != 0);
@@ -149,6 +180,7 @@ final class WritePump {
             fail(new TransferException(ResultCode.of(rc).kind(), "submitTransfer of " + n + " writes to " + transfer.peer() + " failed: "
                     + ResultCode.describe(rc)));
         }
+        return true;
     }
 
     /** Polls every batch in order; frees the finished ones. True if anything finished. */

@@ -206,6 +206,83 @@ abstract class TransportScenarios {
         assertThat(KvTestData.verify(src, dst, plan(from, to), SENTINEL)).isNull();
     }
 
+    /** Whether every page of layer {@code layer} (K and V) at destination runs {@code to} holds bytes (not the sentinel). */
+    boolean layerArrived(int layer, List<BlockRun> to) {
+        for (int part = 0; part < g.regionCount() / g.numLayers(); part++) {
+            for (BlockRun r : to) {
+                for (int b = r.getStart(); b < r.getStart() + r.getCount(); b++) {
+                    if (dst.page(g.region(layer, part), b).get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0) == SENTINEL) {
+                        return false;
+                    }
+                }
+            }
+        }
+        return true;
+    }
+
+    @Test
+    void layerByLayerEachLayerGoesAsComputedAndTheLandingComesWithTheLastAndItsFirstToken() {
+        List<String> landed = new java.util.concurrent.CopyOnWriteArrayList<>();
+        gate.onLanded((r, bytes) -> landed.add(r.orderId() + " first=" + r.firstToken() + " bytes=" + bytes));
+        List<BlockRun> to = everyOther(24);
+        List<BlockRun> from = List.of(run(0, 24));
+        LayersComputed ready = new LayersComputed(g);
+        Transfer t = sender.push(Pushes.signed("req-lw", 1, "lease-lw", 1, "decode-0", 5, to), src, plan(from, to), peer, ready);
+        ready.layers(2);
+        await("layers 0 and 1").atMost(Duration.ofSeconds(30)).until(() -> layerArrived(1, to));
+        assertThat(layerArrived(2, to)).as("layer 2 not computed: not written").isFalse();
+        ready.layers(g.numLayers()); // every layer computed, the prefill not yet done: the last layer waits for its first token
+        await("layers up to the last").atMost(Duration.ofSeconds(30)).until(() -> layerArrived(g.numLayers() - 2, to));
+        assertThat(layerArrived(g.numLayers() - 1, to)).isFalse();
+        assertThat(landed).isEmpty();
+        ready.complete(4711);
+        TransferResult res = t.result().join();
+        TransferPlan p = plan(from, to);
+        assertThat(res.bytes()).isEqualTo(p.totalBytes());
+        assertThat(KvTestData.verify(src, dst, p, SENTINEL)).as("every byte, and nothing else").isNull();
+        await().atMost(Duration.ofSeconds(5)).until(() -> !landed.isEmpty());
+        assertThat(landed).containsExactly("req-lw/a1 first=4711 bytes=" + p.totalBytes());
+        assertThat(gate.acceptedPushes()).as("two parts: every layer but the last, then the last").isEqualTo(2);
+    }
+
+    @Test
+    void layerByLayerAPrefillFailingMidWayStopsThePushAndNothingLands() {
+        List<String> landed = new java.util.concurrent.CopyOnWriteArrayList<>();
+        gate.onLanded((r, bytes) -> landed.add(r.orderId()));
+        List<BlockRun> to = List.of(run(40, 24));
+        LayersComputed ready = new LayersComputed(g);
+        Transfer t = sender.push(Pushes.signed("req-lf", 1, "lease-lf", 1, "decode-0", 5, to), src, plan(List.of(run(0, 24)), to), peer, ready);
+        ready.layers(3);
+        await().atMost(Duration.ofSeconds(30)).until(() -> layerArrived(2, to));
+        ready.fail("the engine's prefill failed mid-way: out of memory");
+        TransferException e = failure(t);
+        assertThat(e.kind()).isEqualTo(TransferError.ABORTED);
+        assertThat(e.getMessage()).contains("prefill failed mid-way");
+        await().atMost(Duration.ofSeconds(5)).until(() -> gate.openSessions() == 0);
+        assertThat(layerArrived(3, to)).isFalse();
+        assertThat(landed).isEmpty();
+        // the admission connection went back clean
+        push(Pushes.signed("req-lf2", 1, "lease-lf2", 1, "decode-0", 5, List.of(run(100, 1))), List.of(run(0, 1)));
+    }
+
+    @Test
+    void layerByLayerAFenceWhileThePushWaitsForTheEngineStopsItAndNoByteLandsAfter() {
+        List<BlockRun> to = List.of(run(70, 24));
+        LayersComputed ready = new LayersComputed(g);
+        Transfer t = sender.push(Pushes.signed("req-lz", 1, "lease-lz", 1, "decode-0", 5, to), src, plan(List.of(run(0, 24)), to), peer, ready);
+        ready.layers(2);
+        await().atMost(Duration.ofSeconds(30)).until(() -> layerArrived(1, to));
+        gate.releaseLease("lease-lz", 1); // returns once the waiting part heard the receiver's STOP and ended
+        MemorySegment[] snapshot = snapshot();
+        ready.complete(5);
+        TransferException e = failure(t);
+        assertThat(e.kind()).isEqualTo(TransferError.STALE_EPOCH);
+        assertThat(e.getMessage()).contains("lease lease-lz epoch 1 was released");
+        assertThat(unchanged(snapshot)).as("nothing lands after the fence returned").isTrue();
+        assertThat(layerArrived(2, to)).isFalse();
+        await().atMost(Duration.ofSeconds(5)).until(() -> gate.openSessions() == 0);
+    }
+
     @Test
     void aFenceMidPushStopsItAndNoByteLandsAfterTheFenceReturns() {
         slowWrites(sender);

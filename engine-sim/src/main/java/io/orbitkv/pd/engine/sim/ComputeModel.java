@@ -26,7 +26,7 @@ import java.util.TreeSet;
  *                         waiting queue until pages free up, it does not refuse it
  * @param progressReports  how many times a prefill step reports how far its layers have come ({@code prefill_progress},
  *                         so the worker pushes each layer's KV while the next computes: docs/worker.md, "Layer by layer";
- *                         {@code engine.layerwise.reports-per-step}, 8; 0: never), spread evenly over the step's time
+ *                         {@code engine.layerwise.reports-per-step}, 32: every layer of an 8B-shaped model; 0: never), spread evenly over the step's time
  */
 public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, int maxNumSeqs, boolean prefixCache, String prefixCacheSeed,
                            boolean skipCached, java.time.Duration kvWait, int progressReports) {
@@ -71,7 +71,7 @@ public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, i
         return new ComputeModel(cost, costs, p.integer("engine.max-batched-tokens", 8192), p.integer("engine.max-num-seqs", 256),
                 p.bool("engine.prefix-cache.enabled", true), p.string("engine.prefix-cache.seed", "orbitkv"),
                 p.bool("engine.prefix-cache.skip-transfer", true),
-                p.duration("engine.kv-wait", java.time.Duration.ofSeconds(30)), p.integer("engine.layerwise.reports-per-step", 8));
+                p.duration("engine.kv-wait", java.time.Duration.ofSeconds(30)), p.integer("engine.layerwise.reports-per-step", 32));
     }
 
     private static double number(String key, String v, double def) {
