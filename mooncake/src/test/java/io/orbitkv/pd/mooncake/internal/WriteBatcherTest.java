@@ -94,6 +94,78 @@ class WriteBatcherTest {
         assertThat(sizes).containsExactly(10);
     }
 
+    /** A source still computing: the first {@code readyPerRegion[r]} bytes of region {@code r} are done. */
+    private static io.orbitkv.pd.transport.SourceReadiness computed(KvGeometry g, long[] readyPerRegion) {
+        return new io.orbitkv.pd.transport.SourceReadiness() {
+            @Override
+            public long readyBytes(int region, long offset, long length) {
+                return Math.max(0, Math.min(length, readyPerRegion[region] - offset));
+            }
+
+            @Override
+            public long version() {
+                return 0;
+            }
+
+            @Override
+            public boolean awaitChange(long version, long timeoutMs) {
+                return false;
+            }
+
+            @Override
+            public boolean complete() {
+                return false;
+            }
+
+            @Override
+            public boolean awaitComplete(long timeoutMs) {
+                return false;
+            }
+
+            @Override
+            public Integer firstToken() {
+                return null;
+            }
+
+            @Override
+            public String failure() {
+                return null;
+            }
+        };
+    }
+
+    @Test
+    void withASourceStillComputingEachFillTakesWhatIsComputedLowestLayerFirstAndAPartCoversItsSpansOnly() {
+        KvGeometry g = KvTestData.small(3, 64); // 6 regions (3 layers × K, V)
+        TransferPlan plan = TransferPlan.build(g, List.of(run(0, 20)), g, List.of(run(30, 20)));
+        assertThat(plan.spans()).isEqualTo(6);
+        long page = g.pageBytes();
+        long[] ready = new long[6];
+        // a chunked prefill: its first chunk (pages 0..9) done in layers 0 and 1, nothing of layer 2 yet
+        java.util.Arrays.fill(ready, 0, 4, 10 * page);
+        WriteBatcher body = new WriteBatcher(plan, 0, 4, bases(SRC, 6), bases(DST, 6), lengths(g), 9, 1 << 20); // layers 0 and 1
+        assertThat(body.bytes()).isEqualTo(4 * 20 * page);
+        try (Arena a = Arena.ofConfined()) {
+            RequestArray r = new RequestArray(a, 32);
+            assertThat(body.fill(r, 32, computed(g, ready))).isEqualTo(4); // the first chunk of each of the 4 regions
+            for (int i = 0; i < 4; i++) {
+                assertThat(r.source(i)).isEqualTo(SRC + i * STRIDE);
+                assertThat(r.length(i)).isEqualTo(10 * page);
+            }
+            assertThat(body.fill(r, 32, computed(g, ready))).as("nothing more computed").isZero();
+            assertThat(body.hasMore()).isTrue();
+            java.util.Arrays.fill(ready, 20 * page); // the second chunk, every layer
+            assertThat(body.fill(r, 32, computed(g, ready))).isEqualTo(4);
+            assertThat(r.source(0)).isEqualTo(SRC + 10 * page);
+            assertThat(body.hasMore()).isFalse();
+            assertThat(body.issuedBytes()).isEqualTo(body.bytes());
+            WriteBatcher tail = new WriteBatcher(plan, 4, 6, bases(SRC, 6), bases(DST, 6), lengths(g), 9, 1 << 20);
+            assertThat(tail.fill(r, 32)).isEqualTo(2);
+            assertThat(r.source(0)).isEqualTo(SRC + 4 * STRIDE);
+            assertThat(r.source(1)).isEqualTo(SRC + 5 * STRIDE);
+        }
+    }
+
     @Test
     void aTargetOutsideTheReceiversRegionIsRefusedBeforeTheEngineSeesIt() {
         KvGeometry g = KvTestData.small(1, 64);
