@@ -117,6 +117,7 @@ class SimEngineConfig:
     prefix_cache_seed: str = "orbitkv"
     kv_wait_s: float = 30.0
     reports_per_step: int = 32
+    report_interval_s: float = 0.001
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
@@ -124,7 +125,8 @@ class SimEngineConfig:
             "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.kv.verify",
             "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix",
             "engine.cost", "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled",
-            "engine.prefix-cache.seed", "engine.kv-wait", "engine.prefix-cache.skip-transfer", "engine.layerwise.reports-per-step")
+            "engine.prefix-cache.seed", "engine.kv-wait", "engine.prefix-cache.skip-transfer", "engine.layerwise.reports-per-step",
+            "engine.layerwise.min-report-interval")
 
     def cost_model(self) -> em.CostModel:
         """The step cost model ``engine.cost`` names (``per-token``: the compute keys')."""
@@ -160,7 +162,9 @@ class SimEngineConfig:
                    corrupt_prefix=p.get("engine.fault.corrupt-kv-prefix") or None,
                    cost=cost, max_batched_tokens=_positive(p, "engine.max-batched-tokens", "8192"),
                    max_num_seqs=_positive(p, "engine.max-num-seqs", "256"), prefix_cache=enabled == "true",
-                   prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"), reports_per_step=_reports(p))
+                   prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"), reports_per_step=_reports(p),
+                   report_interval_s=parse_duration("engine.layerwise.min-report-interval",
+                                                    p.get("engine.layerwise.min-report-interval", "1ms")))
 
 
 def _reports(p: Dict[str, str]) -> int:
@@ -379,10 +383,11 @@ class Stepper:
     CLOSED = "CLOSED"
 
     def __init__(self, role: str, limits: em.Limits, costs: em.CostModel, cost_name: str = "custom", name: str = "engine",
-                 num_layers: int = 1, reports_per_step: int = 0) -> None:
+                 num_layers: int = 1, reports_per_step: int = 0, report_interval_s: float = 0.0) -> None:
         self.limits, self.costs, self.cost_name = limits, costs, cost_name
-        # a prefill step's time split over the KV's layers, reported this many times a step (engine.layerwise.reports-per-step)
-        self.num_layers, self.reports_per_step = num_layers, reports_per_step
+        # a prefill step's time split over the KV's layers, reported this many times a step (engine.layerwise.reports-per-step),
+        # at least report_interval_s apart (engine.layerwise.min-report-interval: a short step reports fewer, larger groups)
+        self.num_layers, self.reports_per_step, self.report_interval_s = num_layers, reports_per_step, report_interval_s
         self._on_layers: Dict[str, Callable[[int, int, int], None]] = {}
         self._sched = em.StepScheduler(role, limits, costs)
         self._cond = threading.Condition()
@@ -494,6 +499,8 @@ class Stepper:
         with self._cond:
             listening = [(c, self._on_layers[c.id]) for c in p.prefills if c.id in self._on_layers]
         groups = min(self.reports_per_step, self.num_layers) if listening and self.num_layers > 1 else 0
+        if groups and self.report_interval_s > 0:
+            groups = max(1, min(groups, int((end - start) / self.report_interval_s)))
         for g in range(1, groups + 1):
             left = start + (end - start) * g / groups - time.monotonic()
             if left > 0:
@@ -609,7 +616,7 @@ class SimBackend:
         self.block_tokens = config.layout.block_size_tokens
         self.stepper = Stepper(config.role, em.Limits(config.max_batched_tokens, config.max_num_seqs, self.block_tokens,
                                                       config.layout.num_blocks), config.cost_model(), config.cost, config.engine_id,
-                               config.layout.num_layers, config.reports_per_step)
+                               config.layout.num_layers, config.reports_per_step, config.report_interval_s)
         # As many blocks as the pool: vLLM keeps a freed block's hash until its memory is reused.
         self.prefix = em.PrefixCache(config.layout.num_blocks) if config.prefix_cache else None
         self._prefix_lock = threading.Lock()

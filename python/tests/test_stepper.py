@@ -121,6 +121,17 @@ class LayerProgressTest(unittest.TestCase):
         finally:
             s.close()
 
+    def test_a_short_step_reports_fewer_larger_groups_of_layers_at_least_the_interval_apart(self) -> None:
+        # 32 layers, a report a layer at most, at least 10 ms apart: a 40 ms step (400 tokens at 0.1 ms) reports 4 times
+        s = Stepper(em.PREFILL, em.Limits(1024, 8, 4, 200), em.per_token_costs(0.1, 0.0), "per-token", "t", num_layers=32,
+                    reports_per_step=32, report_interval_s=0.01)
+        heard = []
+        try:
+            s.submit("r", 400, 1, 0, em.PREFILL, on_layers=lambda done, end, layers: heard.append(layers)).next()
+            self.assertEqual(heard, [8, 16, 24, 32])
+        finally:
+            s.close()
+
     def test_a_report_never_claims_a_layer_the_fill_has_not_written_and_only_ever_says_more(self) -> None:
         from orbitkv_pd.sim_engine import _ProgressReport
 

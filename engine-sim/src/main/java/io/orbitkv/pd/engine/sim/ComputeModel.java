@@ -27,9 +27,13 @@ import java.util.TreeSet;
  * @param progressReports  how many times a prefill step reports how far its layers have come ({@code prefill_progress},
  *                         so the worker pushes each layer's KV while the next computes: docs/worker.md, "Layer by layer";
  *                         {@code engine.layerwise.reports-per-step}, 32: every layer of an 8B-shaped model; 0: never), spread evenly over the step's time
+ * @param progressInterval the least time between two of a step's progress reports ({@code engine.layerwise.min-report-interval},
+ *                         1 ms): a short step groups its layers into fewer reports, so their cost (~60 µs of CPU a frame,
+ *                         docs/bench/progress-signal.md) stays a small share of the step's time
  */
 public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, int maxNumSeqs, boolean prefixCache, String prefixCacheSeed,
-                           boolean skipCached, java.time.Duration kvWait, int progressReports) {
+                           boolean skipCached, java.time.Duration kvWait, int progressReports,
+                           java.time.Duration progressInterval) {
 
     public static final String PER_TOKEN = "per-token";
 
@@ -40,6 +44,9 @@ public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, i
             throw new IllegalArgumentException("engine.kv-wait: must be >= 0, got " + kvWait);
         }
         requireRange("engine.layerwise.reports-per-step", progressReports, 0, 1024);
+        if (progressInterval.isNegative()) {
+            throw new IllegalArgumentException("engine.layerwise.min-report-interval: must be >= 0, got " + progressInterval);
+        }
     }
 
     /**
@@ -71,7 +78,8 @@ public record ComputeModel(String cost, CostModel costs, int maxBatchedTokens, i
         return new ComputeModel(cost, costs, p.integer("engine.max-batched-tokens", 8192), p.integer("engine.max-num-seqs", 256),
                 p.bool("engine.prefix-cache.enabled", true), p.string("engine.prefix-cache.seed", "orbitkv"),
                 p.bool("engine.prefix-cache.skip-transfer", true),
-                p.duration("engine.kv-wait", java.time.Duration.ofSeconds(30)), p.integer("engine.layerwise.reports-per-step", 32));
+                p.duration("engine.kv-wait", java.time.Duration.ofSeconds(30)), p.integer("engine.layerwise.reports-per-step", 32),
+                p.duration("engine.layerwise.min-report-interval", java.time.Duration.ofMillis(1)));
     }
 
     private static double number(String key, String v, double def) {

@@ -105,7 +105,7 @@ final class JobFlow {
         allocator.onFree(() -> ctx.runOnContext(v -> admitWaiting()));
         this.stepper = new Stepper(config.engineId(), config.compute(), config.geometry().numBlocks(), config.geometry().blockSizeTokens(), ctx,
                 metrics.registry());
-        stepper.layerwise(config.geometry().numLayers(), config.compute().progressReports());
+        stepper.layerwise(config.geometry().numLayers(), config.compute().progressReports(), config.compute().progressInterval().toNanos());
     }
 
     /** The model's state for {@code /stats}. */

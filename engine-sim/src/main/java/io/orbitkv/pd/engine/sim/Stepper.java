@@ -87,11 +87,16 @@ final class Stepper implements AutoCloseable {
     /** The KV's layers a step's time is split over, and how many times a prefill step reports ({@link #layerwise}). */
     private int numLayers = 1;
     private int reportsPerStep;
+    private long reportIntervalNanos;
 
-    /** Prefill steps report their layers' progress {@code reportsPerStep} times each, over {@code numLayers} layers. */
-    void layerwise(int numLayers, int reportsPerStep) {
+    /**
+     * Prefill steps report their layers' progress {@code reportsPerStep} times each, over {@code numLayers} layers, at
+     * least {@code minIntervalNanos} apart (a shorter step reports fewer, larger groups of layers).
+     */
+    void layerwise(int numLayers, int reportsPerStep, long minIntervalNanos) {
         this.numLayers = numLayers;
         this.reportsPerStep = reportsPerStep;
+        this.reportIntervalNanos = minIntervalNanos;
     }
 
     Stepper(String engineId, ComputeModel compute, int numBlocks, int blockTokens, Context ctx, MeterRegistry registry) {
@@ -256,6 +261,9 @@ final class Stepper implements AutoCloseable {
                 continue;
             }
             int groups = Math.min(reportsPerStep, numLayers);
+            if (reportIntervalNanos > 0) {
+                groups = (int) Math.max(1, Math.min(groups, (endNanos - startNanos) / reportIntervalNanos));
+            }
             for (int g = 1; g <= groups; g++) {
                 int layers = numLayers * g / groups;
                 int done = g == groups ? c.start() + c.tokens() : c.start();
