@@ -121,7 +121,7 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
                     .withNetns(netns)
                     // no prefix cache: the colocated twins would leave the decode engine holding the P/D requests' prompts
                     .withExtra(Map.of(), Map.of("engine.cost", cost, "engine.max-batched-tokens", "8192", "engine.kv.verify", "false",
-                                    "engine.prefix-cache.enabled", "false"),
+                                    "engine.prefix-cache.enabled", "false", "engine.max-prompt-tokens", Integer.toString(Math.max(32_768, maxTokens + 256))),
                             worker, Map.of());
             Path work = Files.createTempDirectory("orbitkv-bench-layerwise-");
             System.out.println("== " + layout);

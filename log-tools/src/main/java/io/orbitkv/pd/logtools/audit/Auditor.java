@@ -55,7 +55,7 @@ public final class Auditor {
         // A release may wait up to twice the lease for a given-up attempt's report (RequestStateMachine: settle_by_ms).
         this.slack = longest + policy.drainGrace().toMillis() + 2 * policy.leaseDuration().toMillis() + policy.backoffMax().toMillis() + 1_000;
         this.checkers = List.of(new DecisionLogChecker(), new TimingChecker(slice), new OutcomeChecker(slack), new PageChecker(policy),
-                new EpochChecker(), new OrderChecker(), new RetryChecker(policy));
+                new EpochChecker(), new OrderChecker(), new TransferChecker(), new RetryChecker(policy));
         this.ledger = new RequestLedger(serdes, policy, slice, slack, report, this::check);
         this.violations = ledger::violation;
     }

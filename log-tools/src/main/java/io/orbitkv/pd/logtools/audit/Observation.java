@@ -90,8 +90,8 @@ sealed interface Observation {
     /** The first {@code RequestOutcome} of a request not known to have begun before the slice; seen after it is applied. */
     record OutcomeDecided(RequestOutcome outcome, String where) implements Observation { }
 
-    /** The first {@code TransferCompleted} of an attempt; seen after it is applied. */
-    record PushAcknowledged(Attempt attempt, String where) implements Observation { }
+    /** The first {@code TransferCompleted} of an attempt ({@code bytes}: what it says moved); seen after it is applied. */
+    record PushAcknowledged(Attempt attempt, long bytes, String where) implements Observation { }
 
     /**
      * The request is judged as a whole: at the end of the log, or when dropped as finished. {@code streamTime} is

@@ -90,6 +90,8 @@ final class RequestHistory {
         Long ackedAt;
         /** Set by {@link EpochChecker}: a push acknowledged after its lease was released is reported once. */
         boolean staleAckReported;
+        /** Issued ahead of the prefill (no source pages yet): a worker may push it layer by layer while the prefill computes. */
+        boolean ahead;
 
         Attempt(TransferOrder order) {
             this(order, pages(order.getDestEngineId(), ReleaseSide.DECODE, order.getDestBlocks()),

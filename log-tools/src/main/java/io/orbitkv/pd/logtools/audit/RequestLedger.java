@@ -264,7 +264,7 @@ final class RequestLedger {
                     }
                     if (a.ackedAt == null) {
                         a.ackedAt = now;
-                        observer.seen(r, new Observation.PushAcknowledged(a, rec.where()));
+                        observer.seen(r, new Observation.PushAcknowledged(a, tc.getBytes(), rec.where()));
                     }
                 }
             }
@@ -468,6 +468,7 @@ final class RequestLedger {
         if (r.attempts.size() < MAX_ATTEMPTS_PER_REQUEST) {
             Attempt attempt = new Attempt(o, destKey, srcKey);
             attempt.dest = dest;
+            attempt.ahead = noSourceYet;
             r.attempts.put(o.getAttempt(), attempt);
         }
     }

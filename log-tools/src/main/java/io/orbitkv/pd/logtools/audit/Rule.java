@@ -20,6 +20,8 @@ public enum Rule {
     ABORT_WITHOUT_ORDER("orders", "an AbortTransfer of an attempt that was never ordered"),
     STALE_EPOCH("epochs", "an order or decode release that does not carry the lease epoch / instance epochs of the pages it names"),
     PUSH_ACK_STALE_EPOCH("epochs", "a TransferCompleted (a push acknowledged) after the destination lease was released"),
+    PUSH_PARTIAL("transfers", "a TransferCompleted (a push landed) that moved other than its order's destination pages in every layer, or that"
+            + " completed an order ahead of its prefill before the source reported the prefill complete (a partial KV, layer by layer)"),
     RETRY_OUT_OF_BOUNDS("retries", "attempt numbers not 1, 2, 3 ... or beyond decider.retry.max-attempts"),
     RETRY_WITHOUT_FAILURE("retries", "a new attempt although the previous one neither failed retriably nor timed out"),
     RETRY_BEFORE_BACKOFF("retries", "a new attempt before the backoff after the previous one's failure"),

@@ -59,6 +59,13 @@ class AuditorTest {
         assertThat(report.clean()).isFalse();
     }
 
+    /** What a push of the request's first order moves: its destination pages in every layer. */
+    private static long orderBytes(SyntheticRun run, String id) {
+        TransferOrder o = (TransferOrder) decision(run.decision(id, TransferOrder.class)).getPayload();
+        return o.getDestBlocks().stream().mapToLong(io.orbitkv.pd.events.BlockRun::getCount).sum()
+                * io.orbitkv.pd.kv.KvGeometry.of(o.getLayout()).bytesPerBlock();
+    }
+
     private static String text(AuditReport r) {
         ByteArrayOutputStream b = new ByteArrayOutputStream();
         r.writeText(new PrintStream(b, true, StandardCharsets.UTF_8));
@@ -249,6 +256,38 @@ class AuditorTest {
     }
 
     @Test
+    void aPushThatLandedLessThanItsOrdersPagesInEveryLayer() {
+        SyntheticRun run = SyntheticRun.copy();
+        String id = run.request("handoff");
+        long whole = orderBytes(run, id);
+        run.editFact(run.fact(id, TransferCompleted.class), e -> {
+            e.setPayload(TransferCompleted.newBuilder((TransferCompleted) e.getPayload()).setBytes(whole - whole / 32).build()); // a layer short
+            return e;
+        });
+        AuditReport r = audit(run);
+        assertOnly(r, Rule.PUSH_PARTIAL, id);
+        assertThat(text(r)).contains("says " + (whole - whole / 32) + " bytes moved").contains("are " + whole + " bytes");
+    }
+
+    @Test
+    void aPushOfAnOrderAheadOfItsPrefillThatLandedForAPrefillNeverReportedComplete() {
+        SyntheticRun run = SyntheticRun.copy();
+        // a request whose order went out ahead of its prefill (no source pages): the prefill's report and the order's copy
+        // that followed it gone, its push landed — what a layer-by-layer push that ran ahead of an unfinished prefill would leave
+        String id = run.request("handoff", rid -> ((TransferOrder) decision(run.decision(rid, TransferOrder.class)).getPayload()).getSourceBlocks()
+                .isEmpty());
+        run.decisions(id).stream().filter(r -> decision(r).getPayload() instanceof TransferOrder o && !o.getSourceBlocks().isEmpty())
+                .toList().forEach(run::remove);
+        run.remove(run.fact(id, io.orbitkv.pd.events.PrefillCompleted.class));
+        AuditReport r = audit(run);
+        assertThat(r.violations()).as(text(r)).anySatisfy(v -> {
+            assertThat(v.rule()).isEqualTo(Rule.PUSH_PARTIAL);
+            assertThat(v.requestId()).isEqualTo(id);
+            assertThat(v.message()).contains("an order ahead of its prefill, landed but the source never reported the prefill complete");
+        });
+    }
+
+    @Test
     void pushAcknowledgedAfterTheLeaseWasReleased() {
         SyntheticRun run = SyntheticRun.copy();
         String id = run.request("cancel", rid -> run.facts(rid).stream().noneMatch(r -> fact(r).getPayload() instanceof TransferFailed));
@@ -256,7 +295,8 @@ class AuditorTest {
                 && rd.getSide() == ReleaseSide.DECODE).mapToLong(Decision::getStreamTimeMs).findFirst().orElseThrow();
         RequestEvent started = fact(run.fact(id, io.orbitkv.pd.events.TransferStarted.class));
         run.addFact(RequestEvent.newBuilder(started).setEventId(id + "/late-ack").setEventTimeMs(released + 20)
-                .setPayload(TransferCompleted.newBuilder().setOrderId(id + "/a1").setAttempt(1).setWorkerId("w").setBytes(1).setDurationUs(1).build())
+                .setPayload(TransferCompleted.newBuilder().setOrderId(id + "/a1").setAttempt(1).setWorkerId("w").setBytes(orderBytes(run, id))
+                        .setDurationUs(1).build())
                 .build());
         assertOnly(audit(run), Rule.PUSH_ACK_STALE_EPOCH, id);
     }
@@ -290,7 +330,8 @@ class AuditorTest {
         }
         RequestEvent started = fact(run.fact(id, io.orbitkv.pd.events.TransferStarted.class));
         run.addFact(RequestEvent.newBuilder(started).setEventId(id + "/early-read-ack").setEventTimeMs(ackedAt)
-                .setPayload(TransferCompleted.newBuilder().setOrderId(id + "/a1").setAttempt(1).setWorkerId("w").setBytes(1).setDurationUs(1).build())
+                .setPayload(TransferCompleted.newBuilder().setOrderId(id + "/a1").setAttempt(1).setWorkerId("w").setBytes(orderBytes(run, id))
+                        .setDurationUs(1).build())
                 .build());
         AuditReport r = audit(run); // used to throw a NullPointerException
         assertOnly(r, Rule.STALE_EPOCH, id);
