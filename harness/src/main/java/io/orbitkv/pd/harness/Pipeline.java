@@ -8,7 +8,6 @@ import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.runtime.ParentWatch;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.io.Writer;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -893,20 +892,24 @@ public final class Pipeline implements AutoCloseable {
                 Thread.currentThread().interrupt();
             }
         }
-        if (kafka != null) {
-            kafka.close();
-        }
-        if (relay != null) {
-            relay.close();
-        }
-        if (rig != null) {
-            rig.close();
-        }
-        for (Path p : poolFiles) {
-            try {
-                Files.deleteIfExists(p);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
+        try {
+            if (kafka != null) {
+                kafka.close();
+            }
+            if (relay != null) {
+                relay.close();
+            }
+            if (rig != null) {
+                rig.close();
+            }
+        } finally {
+            // the pool files are GiBs of /dev/shm (memory): gone whatever else failed to close (a killed benchmark left two)
+            for (Path p : poolFiles) {
+                try {
+                    Files.deleteIfExists(p);
+                } catch (IOException e) {
+                    say.accept("could not delete the pool file " + p + ": " + e);
+                }
             }
         }
     }
