@@ -9,7 +9,7 @@ import io.orbitkv.pd.engine.client.api.EngineApiClient;
 import io.orbitkv.pd.events.EngineRole;
 import io.orbitkv.pd.kv.HostKvPool;
 import io.orbitkv.pd.kv.KvGeometry;
-import io.orbitkv.pd.worker.internal.EngineApiServer;
+import io.orbitkv.pd.worker.EngineApiServer;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

@@ -34,7 +34,6 @@ import io.orbitkv.pd.transport.local.LocalTransport;
 import io.orbitkv.pd.transport.tcp.TcpTransport;
 import io.orbitkv.pd.worker.internal.CommandLoop;
 import io.orbitkv.pd.engine.client.EngineDirectory;
-import io.orbitkv.pd.worker.internal.EngineApiServer;
 import io.orbitkv.pd.worker.internal.EventReporter;
 import io.orbitkv.pd.worker.internal.OrderRunner;
 import io.orbitkv.pd.worker.internal.WorkerHttp;

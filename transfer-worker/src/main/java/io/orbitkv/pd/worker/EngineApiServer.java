@@ -1,4 +1,4 @@
-package io.orbitkv.pd.worker.internal;
+package io.orbitkv.pd.worker;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.orbitkv.pd.engine.client.api.ApiException;
