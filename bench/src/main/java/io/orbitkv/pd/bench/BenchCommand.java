@@ -18,7 +18,7 @@ import picocli.CommandLine.Option;
 @Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks (each prints a table and writes results under docs/bench and bench/results).",
         subcommands = {BenchCommand.Decider.class, TransportBenchCommand.class, E2eBenchCommand.class, LinksBenchCommand.class, ScaleBenchCommand.class, MooncakeBenchCommand.class,
                 EngineApiBenchCommand.class, RealModelBenchCommand.class, KvIndexBenchCommand.class, RoutingBenchCommand.class, KvBurstBenchCommand.class,
-                LayerwiseBenchCommand.class, ProgressSignalBenchCommand.class})
+                LayerwiseBenchCommand.class, ProgressSignalBenchCommand.class, KvBridgeBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
     @Override

@@ -12,7 +12,7 @@ import picocli.CommandLine.Command;
         description = "OrbitKV P/D: Kafka control plane and KV data plane for prefill/decode disaggregated inference.",
         subcommands = {DemoCommand.class, BrokerCommand.class, TopicsCommand.class, AclsCommand.class, DeciderCommand.class, WorkerCommand.class,
                 EngineCommand.class, ProxyCommand.class, TraceCommand.class, AuditCommand.class, ReplayCommand.class, ExportCommand.class,
-                DashboardCommand.class, io.orbitkv.pd.cli.k8s.K8sCommand.class, BenchCommand.class, ChaosCommand.class, CommandLine.HelpCommand.class},
+                DashboardCommand.class, KvEventsBridgeCommand.class, io.orbitkv.pd.cli.k8s.K8sCommand.class, BenchCommand.class, ChaosCommand.class, CommandLine.HelpCommand.class},
         footer = {"", "  ./orbitkv-pd test    runs every test (handled by the launcher script, through Maven)"})
 public final class Main implements Runnable {
 

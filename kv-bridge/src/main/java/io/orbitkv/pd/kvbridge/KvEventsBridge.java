@@ -51,6 +51,7 @@ public final class KvEventsBridge implements AutoCloseable {
     private final Topics topics;
     private final String component;
     private final Thread thread;
+    private final java.util.concurrent.CompletableFuture<Void> stopped = new java.util.concurrent.CompletableFuture<>();
     private volatile boolean closed;
     private volatile boolean subscribed;
     private boolean ownsProducer;
@@ -71,6 +72,7 @@ public final class KvEventsBridge implements AutoCloseable {
     private final AtomicLong historyBatches = new AtomicLong();
     private final AtomicLong deadLettered = new AtomicLong();
     private final AtomicLong sendFailures = new AtomicLong();
+    private final AtomicLong written = new AtomicLong();
     private final AtomicLong lastSeq = new AtomicLong(-1);
 
     public KvEventsBridge(BridgeConfig config, Producer<String, byte[]> producer, Topics topics) {
@@ -108,7 +110,10 @@ public final class KvEventsBridge implements AutoCloseable {
         return subscribed;
     }
 
-    /** Counters: batches and events written, batches replayed, gaps seen, batches lost, publisher restarts, dead letters. */
+    /**
+     * Counters: batches decoded and events sent, batches replayed, gaps seen, batches lost, publisher restarts and
+     * reconnects, dead letters, sends that failed, and records the broker acknowledged ({@code written}, clears included).
+     */
     public Map<String, Long> snapshot() {
         Map<String, Long> m = new LinkedHashMap<>();
         m.put("batches", batches.get());
@@ -121,6 +126,7 @@ public final class KvEventsBridge implements AutoCloseable {
         m.put("history_batches", historyBatches.get());
         m.put("dead_lettered", deadLettered.get());
         m.put("send_failures", sendFailures.get());
+        m.put("written", written.get());
         m.put("last_seq", lastSeq.get());
         return m;
     }
@@ -134,6 +140,7 @@ public final class KvEventsBridge implements AutoCloseable {
             sub.connect(config.endpoint());
             if (!config.replayEndpoint().isEmpty()) {
                 replay = ctx.createSocket(SocketType.DEALER);
+                replay.setRcvHWM(100_000); // a replay answers up to vLLM's whole buffer (10,000 batches by default)
                 replay.setReceiveTimeOut((int) Math.min(Integer.MAX_VALUE, config.replayTimeout().toMillis()));
                 replay.setLinger(0);
                 replay.connect(config.replayEndpoint());
@@ -166,11 +173,19 @@ public final class KvEventsBridge implements AutoCloseable {
                     onMessage(m);
                 }
             }
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
             if (!closed) {
                 log.atError().setCause(e).log("kv-events bridge for " + config.engineId() + " stopped");
             }
+            stopped.completeExceptionally(e);
+        } finally {
+            stopped.complete(null);
         }
+    }
+
+    /** Completes when the bridge's thread ends: normally after {@link #close}, exceptionally when it failed on its own. */
+    public java.util.concurrent.CompletableFuture<Void> stopped() {
+        return stopped;
     }
 
     /** One PUB message: {@code [topic, seq, payload]}. */
@@ -211,6 +226,10 @@ public final class KvEventsBridge implements AutoCloseable {
     private void recover(long from, long to, boolean gap) {
         long next = from;
         if (replay != null) {
+            // what an earlier replay still had on the way (it stops reading once it has what it needs): not this one's
+            while (replay.recv(ZMQ.DONTWAIT) != null) {
+                // drained
+            }
             replay.sendMore(new byte[0]);
             replay.send(ByteBuffer.allocate(8).putLong(from).array());
             while (true) {
@@ -246,6 +265,9 @@ public final class KvEventsBridge implements AutoCloseable {
                 apply(s, topic, r.pop().getData());
                 (gap ? replayedBatches : historyBatches).incrementAndGet();
                 next = s + 1;
+                if (next >= to) {
+                    break; // all that was missing; the rest of the answer (and its end marker) is drained next time
+                }
             }
         }
         if (next < to) {
@@ -294,7 +316,9 @@ public final class KvEventsBridge implements AutoCloseable {
                 .setEventTimeMs(System.currentTimeMillis()).setPayload(payload).build();
         String t = topics.kvEvents().name();
         producer.send(new ProducerRecord<>(t, config.engineId(), topics.kvEvents().valueSerde().serializer().serialize(t, ev)), (md, err) -> {
-            if (err != null && sendFailures.getAndIncrement() % 1000 == 0) {
+            if (err == null) {
+                written.incrementAndGet();
+            } else if (sendFailures.getAndIncrement() % 1000 == 0) {
                 log.atWarn().log("could not write a KV event of " + config.engineId() + " (" + sendFailures.get() + " so far): " + err);
             }
         });

@@ -16,9 +16,10 @@ import org.zeromq.ZMsg;
  * buffer of the last {@code bufferSteps} batches, and a ROUTER replay socket that answers {@code [client, "", start]} with
  * {@code [client, "", topic, seq, payload]} for every buffered batch from {@code start} on, then
  * {@code [client, "", "", -1, ""]} ({@code withTopic=false}: the replies of releases before PR #45177, without the topic).
- * The test drives it: publish, publish to the buffer only (a batch the subscriber missed), skip a number (a batch lost).
+ * Its user drives it: publish, publish to the buffer only (a batch the subscriber missed), skip a number (a batch lost).
+ * For the tests and the benchmark; nothing of vLLM's code.
  */
-final class VllmPublisher implements AutoCloseable {
+public final class VllmPublisher implements AutoCloseable {
 
     private final ZContext ctx = new ZContext();
     private final ZMQ.Socket pub;
@@ -31,15 +32,16 @@ final class VllmPublisher implements AutoCloseable {
     private final Thread replayThread;
     private volatile boolean closed;
     private long next;
-    final String endpoint;
-    final String replayEndpoint;
+    /** Where subscribers connect ({@code tcp://127.0.0.1:PORT}), and the replay socket. */
+    public final String endpoint;
+    public final String replayEndpoint;
 
-    VllmPublisher(String topic, int bufferSteps, boolean withTopic) {
+    public VllmPublisher(String topic, int bufferSteps, boolean withTopic) {
         this(topic, bufferSteps, withTopic, 0, 0);
     }
 
     /** On given ports (0: any free one): a restarted engine binds its endpoints again. */
-    VllmPublisher(String topic, int bufferSteps, boolean withTopic, int port, int replayPort) {
+    public VllmPublisher(String topic, int bufferSteps, boolean withTopic, int port, int replayPort) {
         this.topic = topic.getBytes(StandardCharsets.UTF_8);
         this.bufferSteps = bufferSteps;
         this.withTopic = withTopic;
@@ -62,11 +64,11 @@ final class VllmPublisher implements AutoCloseable {
         return "tcp://127.0.0.1:" + port;
     }
 
-    int port() {
+    public int port() {
         return Integer.parseInt(endpoint.substring(endpoint.lastIndexOf(':') + 1));
     }
 
-    int replayPort() {
+    public int replayPort() {
         return Integer.parseInt(replayEndpoint.substring(replayEndpoint.lastIndexOf(':') + 1));
     }
 
@@ -75,7 +77,7 @@ final class VllmPublisher implements AutoCloseable {
     }
 
     /** Publishes {@code payload} as the next batch; returns its number. */
-    synchronized long publish(byte[] payload) {
+    public synchronized long publish(byte[] payload) {
         long s = buffer(payload);
         pub.sendMore(topic);
         pub.sendMore(seq(s));
@@ -84,7 +86,7 @@ final class VllmPublisher implements AutoCloseable {
     }
 
     /** Numbers and buffers the next batch without sending it: the subscriber missed it (a full queue), replay has it. */
-    synchronized long buffer(byte[] payload) {
+    public synchronized long buffer(byte[] payload) {
         long s = next++;
         order.addLast(new long[] {s, payloads.size()});
         payloads.add(payload);
@@ -95,7 +97,7 @@ final class VllmPublisher implements AutoCloseable {
     }
 
     /** Skips a number: a batch neither sent nor buffered (lost for good). */
-    synchronized long skip() {
+    public synchronized long skip() {
         return next++;
     }
 

@@ -15,20 +15,21 @@ import org.msgpack.core.MessagePack;
  * vLLM's KV-event payloads written as its publisher writes them (msgspec msgpack, vllm/distributed/kv_events.py at the
  * release docs/vllm.md pins): the batch {@code [ts, events, data_parallel_rank]}; an event positional
  * ({@code ["BlockStored", ...]}, up to v0.23) or a map tagged by {@code "type"} whose None-defaulted fields are left out
- * when None (from PR #42892). For tests and the benchmark; nothing of vLLM's code.
+ * when None (from PR #42892). For the tests, the benchmark and a simulated engine that publishes as vLLM does; nothing of
+ * vLLM's code.
  */
-final class VllmWire {
+public final class VllmWire {
 
     private VllmWire() {
     }
 
     /** A BlockStored of {@code hashes} (ints, as vLLM's default int hashes), each block {@code blockSize} tokens from {@code firstToken}. */
-    static List<Object> storedPositional(long parent, int blockSize, int firstToken, long... hashes) {
+    public static List<Object> storedPositional(long parent, int blockSize, int firstToken, long... hashes) {
         return new ArrayList<>(Arrays.asList("BlockStored", longs(hashes), parent == 0 ? null : parent, tokens(firstToken, hashes.length * blockSize),
                 blockSize, null, "GPU", null, new ArrayList<>(java.util.Collections.nCopies(hashes.length, null)), 0, "full_attention", null));
     }
 
-    static Map<String, Object> storedNamed(long parent, int blockSize, int firstToken, long... hashes) {
+    public static Map<String, Object> storedNamed(long parent, int blockSize, int firstToken, long... hashes) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("type", "BlockStored");
         m.put("block_hashes", longs(hashes));
@@ -44,11 +45,11 @@ final class VllmWire {
         return m;
     }
 
-    static List<Object> removedPositional(long... hashes) {
+    public static List<Object> removedPositional(long... hashes) {
         return new ArrayList<>(Arrays.asList("BlockRemoved", longs(hashes), "GPU", 0));
     }
 
-    static Map<String, Object> removedNamed(long... hashes) {
+    public static Map<String, Object> removedNamed(long... hashes) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("type", "BlockRemoved");
         m.put("block_hashes", longs(hashes));
@@ -56,15 +57,15 @@ final class VllmWire {
         return m;
     }
 
-    static List<Object> clearedPositional() {
+    public static List<Object> clearedPositional() {
         return List.of("AllBlocksCleared");
     }
 
-    static Map<String, Object> clearedNamed() {
+    public static Map<String, Object> clearedNamed() {
         return Map.of("type", "AllBlocksCleared");
     }
 
-    static List<Object> longs(long... v) {
+    public static List<Object> longs(long... v) {
         List<Object> out = new ArrayList<>();
         for (long x : v) {
             out.add(x < 0 ? new BigInteger(Long.toUnsignedString(x)) : x); // a hash with the top bit set: a msgpack uint64
@@ -72,7 +73,7 @@ final class VllmWire {
         return out;
     }
 
-    static List<Object> tokens(int first, int n) {
+    public static List<Object> tokens(int first, int n) {
         List<Object> out = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
             out.add(first + i);
@@ -81,11 +82,11 @@ final class VllmWire {
     }
 
     /** The batch payload: {@code [ts, events, data_parallel_rank]}. */
-    static byte[] batch(double ts, List<?> events, Integer rank) {
+    public static byte[] batch(double ts, List<?> events, Integer rank) {
         return pack(new ArrayList<>(Arrays.asList(ts, events, rank)));
     }
 
-    static byte[] pack(Object v) {
+    public static byte[] pack(Object v) {
         try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
             write(p, v);
             return p.toByteArray();
