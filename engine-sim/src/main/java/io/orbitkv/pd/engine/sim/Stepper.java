@@ -251,6 +251,18 @@ final class Stepper implements AutoCloseable {
      * chunk of a sequence that listens reports at {@code reportsPerStep} points of the step how many layers are done, and
      * at its end that the chunk is done in all of them.
      */
+    /**
+     * How many progress reports a prefill step of {@code stepNanos} makes: {@code reportsPerStep} at most, never more than
+     * the layers, and never closer than {@code minIntervalNanos} (0: no floor) — at least one.
+     */
+    static int reportGroups(int reportsPerStep, int numLayers, long stepNanos, long minIntervalNanos) {
+        int groups = Math.min(reportsPerStep, numLayers);
+        if (minIntervalNanos > 0) {
+            groups = (int) Math.max(1, Math.min(groups, stepNanos / minIntervalNanos));
+        }
+        return groups;
+    }
+
     private void reportLayers(Plan p, long startNanos, long endNanos) {
         if (reportsPerStep == 0 || numLayers < 2) {
             return;
@@ -260,10 +272,7 @@ final class Stepper implements AutoCloseable {
             if (e == null || e.layers == null) {
                 continue;
             }
-            int groups = Math.min(reportsPerStep, numLayers);
-            if (reportIntervalNanos > 0) {
-                groups = (int) Math.max(1, Math.min(groups, (endNanos - startNanos) / reportIntervalNanos));
-            }
+            int groups = reportGroups(reportsPerStep, numLayers, endNanos - startNanos, reportIntervalNanos);
             for (int g = 1; g <= groups; g++) {
                 int layers = numLayers * g / groups;
                 int done = g == groups ? c.start() + c.tokens() : c.start();
