@@ -86,7 +86,7 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
     /** One (layout, link, length): p50s in ms over the P/D requests and their colocated twins. */
     record Point(String layout, String link, int tokens, int ok, int wrong, int notCompleted, double colocated, double pd, double handoff,
                  double prefill, double transfer, double afterPrefill, double orderAt, long kvBytes, double cpuMsPerRequest, Map<String, Double> cpu,
-                 Map<String, Integer> decisions) {
+                 Map<String, Integer> decisions, java.util.Set<String> transports) {
         double exposed() {
             return pd - colocated;
         }
@@ -196,6 +196,7 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
         List<Double> after = new ArrayList<>();
         List<Double> orderAt = new ArrayList<>();
         Map<String, Integer> decisions = new TreeMap<>();
+        java.util.Set<String> transports = new java.util.TreeSet<>();
         int notCompleted = 0;
         long kv = 0;
         for (LoadClient.Result r : pd) {
@@ -206,6 +207,8 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
                     continue;
                 }
             }
+            s.facts.stream().filter(f -> f instanceof io.orbitkv.pd.events.TransferStarted)
+                    .forEach(f -> transports.add(((io.orbitkv.pd.events.TransferStarted) f).getTransport()));
             decisions.merge(s.decisions.stream().map(d -> d.getClass().getSimpleName()).collect(Collectors.joining(" ")), 1, Integer::sum);
             HandoffAnatomy a = s.anatomy();
             kv = Math.max(kv, a.transferBytes());
@@ -245,7 +248,7 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
         return new Point(layout, link, tokens, (int) pd.stream().filter(LoadClient.Result::ok).count(), wrong, notCompleted,
                 Samples.pct(Samples.ttftMs(col), 50), Samples.pct(Samples.ttftMs(pd), 50), Samples.pct(Samples.handoffMs(pd), 50),
                 Samples.pct(Samples.ascending(prefill), 50), Samples.pct(Samples.ascending(transfer), 50), Samples.pct(Samples.ascending(after), 50),
-                Samples.pct(Samples.ascending(orderAt), 50), kv, cpuTotal, cpu, decisions);
+                Samples.pct(Samples.ascending(orderAt), 50), kv, cpuTotal, cpu, decisions, transports);
     }
 
     /** The log once every P/D request has its outcome (read committed: the last may sit in the decider's open transaction). */
@@ -274,8 +277,8 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
 
     private static String row(Point x) {
         return String.format(Locale.ROOT, "%-15s %-7s %6d tokens  KV %7.1f MiB  colocated %7.1f  P/D %7.1f  exposed %7.1f  prefill %7.1f"
-                        + "  transfer %7.1f  landed after prefill %7.1f  order at %7.1f ms  CPU %6.1f ms/req%s", x.layout(), x.link(), x.tokens(), x.kvBytes() / 1048576.0,
-                x.colocated(), x.pd(), x.exposed(), x.prefill(), x.transfer(), x.afterPrefill(), x.orderAt(), x.cpuMsPerRequest(),
+                        + "  transfer %7.1f  landed after prefill %7.1f  order at %7.1f ms  CPU %6.1f ms/req  via %s%s", x.layout(), x.link(), x.tokens(), x.kvBytes() / 1048576.0,
+                x.colocated(), x.pd(), x.exposed(), x.prefill(), x.transfer(), x.afterPrefill(), x.orderAt(), x.cpuMsPerRequest(), String.join("+", x.transports()),
                 x.wrong() + x.notCompleted() > 0 ? "  WRONG " + x.wrong() + " NOT COMPLETED " + x.notCompleted() : "");
     }
 
@@ -317,8 +320,12 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
                 .append(" --cost ").append(cost).append(cost.equals("per-token") ? " --prefill-ms-per-token " + prefillMsPerToken : "")
                 .append(workerProps.entrySet().stream().map(e -> " --worker " + e.getKey() + "=" + e.getValue()).collect(Collectors.joining()))
                 .append(layouts.size() == 2 ? "" : " --layouts '" + String.join(",", layouts) + "'").append("`.\n\n")
-                .append("The pipeline on separate hosts (network namespaces on a bridge: broker, decider, prefill node, decode node, proxy),"
-                        + " every host's link limited to the row's rate (tc tbf both ways). One prefill + one decode simulated Java engine on their"
+                .append(hosts.equals("netns") ? "The pipeline on separate hosts (network namespaces on a bridge: broker, decider, prefill node,"
+                        + " decode node, proxy), every host's link limited to the row's rate (tc tbf both ways)." : "The pipeline on this one host"
+                        + " (loopback), links not limited.")
+                .append(workerProps.isEmpty() ? "" : " Workers: " + workerProps.entrySet().stream().map(e -> "`" + e.getKey() + "=" + e.getValue() + "`")
+                        .collect(Collectors.joining(", ")) + ".")
+                .append(" One prefill + one decode simulated Java engine on their"
                         + " workers' engine API, pages shaped as the `").append(preset).append("` preset's model (").append(layers)
                 .append(" layers), steps timed by `").append(cost).append('`')
                 .append(cost.equals("per-token") ? String.format(Locale.ROOT, " at %.2f ms a prompt token: the engine makes KV at %.2f GB/s",
@@ -338,16 +345,16 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
                             .collect(Collectors.joining(", "))).append(".\n\n");
         }
         b.append("| link | prompt tokens | KV MiB | layout | colocated TTFT | P/D TTFT | exposed | handoff | prefill | transfer | landed after prefill"
-                + " | order at the prefill worker | CPU ms / request | wrong | not completed |\n");
-        b.append("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+                + " | order at the prefill worker | CPU ms / request | transport | wrong | not completed |\n");
+        b.append("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n");
         for (String link : links) {
             for (int t : lengths) {
                 for (String layout : List.of(WHOLE, LAYERWISE)) {
                     Point x = find(ps, layout, link, t);
                     if (x != null) {
-                        b.append(String.format(Locale.ROOT, "| %s | %d | %.0f | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %d | %d |%n",
+                        b.append(String.format(Locale.ROOT, "| %s | %d | %.0f | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %d | %d |%n",
                                 link, t, x.kvBytes() / 1048576.0, layout, x.colocated(), x.pd(), x.exposed(), x.handoff(), x.prefill(), x.transfer(),
-                                x.afterPrefill(), x.orderAt(), x.cpuMsPerRequest(), x.wrong(), x.notCompleted()));
+                                x.afterPrefill(), x.orderAt(), x.cpuMsPerRequest(), String.join("+", x.transports()), x.wrong(), x.notCompleted()));
                     }
                 }
             }
@@ -387,7 +394,7 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
                     .put("kv_bytes", x.kvBytes()).put("ok", x.ok()).put("wrong", x.wrong()).put("not_completed", x.notCompleted())
                     .put("colocated_ttft_p50_ms", x.colocated()).put("pd_ttft_p50_ms", x.pd()).put("exposed_ms", x.exposed())
                     .put("handoff_p50_ms", x.handoff()).put("prefill_p50_ms", x.prefill()).put("transfer_p50_ms", x.transfer())
-                    .put("landed_after_prefill_p50_ms", x.afterPrefill()).put("order_at_prefill_worker_p50_ms", x.orderAt()).put("cpu_ms_per_request", x.cpuMsPerRequest());
+                    .put("transports", String.join("+", x.transports())).put("landed_after_prefill_p50_ms", x.afterPrefill()).put("order_at_prefill_worker_p50_ms", x.orderAt()).put("cpu_ms_per_request", x.cpuMsPerRequest());
             x.cpu().forEach(o.putObject("cpu_ms_per_request_by_process")::put);
             x.decisions().forEach(o.putObject("decisions")::put);
         }
