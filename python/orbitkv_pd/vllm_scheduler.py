@@ -1,0 +1,186 @@
+"""The scheduler half of the OrbitKV connector for vLLM (docs/vllm.md): what vLLM's v1 scheduler calls on a
+``KVConnectorBase_V1`` in its EngineCore process, as pure bookkeeping. It holds no connection: the worker half owns the
+engine API connection (the layer-by-layer reports come from ``save_kv_layer`` in the worker process), and the facts
+decided here — decode pages ready, prefill done, a request ended — ride to it in the next step's connector metadata
+(``build_connector_meta`` → the workers' ``bind_connector_metadata``), as vLLM lets the two halves talk.
+
+Written against vLLM's scheduler at the release docs/vllm.md pins (``vllm/v1/core/sched/scheduler.py``): it calls
+``get_num_new_matched_tokens(request, num_computed_tokens)`` for a waiting request with nothing computed (again on a
+later step if the allocation failed), ``update_state_after_alloc(request, blocks, num_external_tokens)`` after the
+allocation (and once more with 0 when an asynchronous load finished), ``build_connector_meta(scheduler_output)`` every
+step, ``request_finished(request, block_ids)`` when a request stops (``(delay_free_blocks, kv_transfer_params)``), and
+``update_connector_output(connector_output)`` with what the workers finished. Nothing of vLLM is imported here.
+
+A request takes part when its ``kv_transfer_params`` (the OpenAI request's field; vLLM puts it on the ``Request``) carry
+``{"orbitkv": {"request_id": <the id the proxy admitted>, "role": "prefill" | "decode"}}``; every other request is
+vLLM's alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+#: The key of ``kv_transfer_params`` that names an OrbitKV handoff.
+KEY = "orbitkv"
+
+#: vLLM's finished states in which the prompt's KV is whole (``RequestStatus`` names): any other ending (aborted, an
+#: error, the prompt refused) reports no prefill.
+FINISHED_WHOLE = ("FINISHED_STOPPED", "FINISHED_LENGTH_CAPPED")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeReady:
+    """The decode engine allocated the prompt's pages: ``dest_blocks`` in token order, the first ``cached_blocks`` of them
+    filled from its own prefix cache (the order moves only the rest)."""
+    request_id: str
+    vllm_request_id: str
+    dest_blocks: Tuple[int, ...]
+    num_tokens: int
+    cached_blocks: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefillCompleted:
+    """The prefill engine's KV is whole in ``source_blocks`` (token order); vLLM keeps them until released."""
+    request_id: str
+    vllm_request_id: str
+    source_blocks: Tuple[int, ...]
+    num_tokens: int
+    first_token: Optional[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestEnded:
+    """A request of the handoff ended in vLLM: the decode answered (``output_tokens``), or either side stopped early."""
+    request_id: str
+    vllm_request_id: str
+    role: str
+    output_tokens: int
+    whole: bool
+    status: str
+
+
+@dataclasses.dataclass
+class OrbitKVPdMetadata:
+    """One step's facts for the worker half (vLLM's ``KVConnectorMetadata``; a plain dataclass, so it pickles)."""
+    decode_ready: List[DecodeReady] = dataclasses.field(default_factory=list)
+    prefill_completed: List[PrefillCompleted] = dataclasses.field(default_factory=list)
+    ended: List[RequestEnded] = dataclasses.field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not (self.decode_ready or self.prefill_completed or self.ended)
+
+
+def handoff(request: Any) -> Optional[Dict[str, Any]]:
+    """The request's OrbitKV parameters (``kv_transfer_params["orbitkv"]``), or None when it is not part of a handoff.
+
+    Raises ValueError naming the field when they are there but malformed: a request the proxy sent must not silently
+    lose its handoff."""
+    params = getattr(request, "kv_transfer_params", None)
+    if not isinstance(params, dict) or KEY not in params:
+        return None
+    o = params[KEY]
+    if not isinstance(o, dict):
+        raise ValueError(f"kv_transfer_params.{KEY}: an object, got {type(o).__name__}")
+    rid = o.get("request_id")
+    if not isinstance(rid, str) or not rid:
+        raise ValueError(f"kv_transfer_params.{KEY}.request_id: a non-empty string, got {rid!r}")
+    if o.get("role") not in ("prefill", "decode"):
+        raise ValueError(f"kv_transfer_params.{KEY}.role: 'prefill' or 'decode', got {o.get('role')!r}")
+    return o
+
+
+def _status(request: Any) -> str:
+    s = getattr(request, "status", None)
+    return getattr(s, "name", str(s))
+
+
+class SchedulerSide:
+    """The scheduler's calls, for one vLLM engine whose blocks hold ``block_size`` tokens."""
+
+    def __init__(self, block_size: int) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size: must be positive, got {block_size}")
+        self.block_size = block_size
+        self._pending = OrbitKVPdMetadata()
+        #: decode requests whose KV load is outstanding: vLLM request id → OrbitKV request id
+        self._loading: Dict[str, str] = {}
+        #: prefill requests whose blocks vLLM keeps for the push: vLLM request id → OrbitKV request id
+        self._sending: Dict[str, str] = {}
+
+    # -------------------------------------------------------------------------------------------------- decode side
+
+    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[Optional[int], bool]:
+        """A decode request's prompt tokens beyond its local prefix hit arrive from the prefill engine, asynchronously:
+        ``(tokens, True)``; anything else ``(0, False)``. Asked again for the same request when its allocation failed."""
+        o = handoff(request)
+        if o is None or o["role"] != "decode":
+            return 0, False
+        prompt = len(request.prompt_token_ids)
+        remote = prompt - num_computed_tokens
+        return (remote, True) if remote > 0 else (0, False)
+
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        """The pages vLLM allocated for a decode request whose prompt arrives: they are the destination (decode ready).
+        Called again with 0 once the load finished: nothing to do then."""
+        o = handoff(request)
+        if o is None or o["role"] != "decode" or num_external_tokens <= 0:
+            return
+        vid = request.request_id
+        if vid in self._loading:
+            return  # vLLM does not allocate twice for one load; a repeat changes nothing
+        prompt = len(request.prompt_token_ids)
+        ids = list(blocks.get_block_ids()[0])  # one KV-cache group (the hybrid manager is off for this connector)
+        needed = -(-prompt // self.block_size)
+        if len(ids) < needed:
+            raise ValueError(f"request {vid}: {len(ids)} blocks allocated for a prompt of {prompt} tokens ({needed} needed)")
+        cached = (prompt - num_external_tokens) // self.block_size
+        self._loading[vid] = o["request_id"]
+        self._pending.decode_ready.append(DecodeReady(o["request_id"], vid, tuple(ids[:needed]), prompt, cached))
+
+    # -------------------------------------------------------------------------------------------------- both sides
+
+    def build_connector_meta(self, scheduler_output: Any = None) -> OrbitKVPdMetadata:
+        """This step's facts for the worker half; the next step starts empty."""
+        out, self._pending = self._pending, OrbitKVPdMetadata()
+        return out
+
+    def request_finished(self, request: Any, block_ids: Sequence[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        """A prefill that ended whole: its KV is in ``block_ids``, kept (``delay_free_blocks``) until the release decision
+        comes back as finished sending; the answer's ``kv_transfer_params`` name the handoff for the proxy. A decode, or
+        a prefill that ended otherwise: reported ended, the blocks free as vLLM frees them."""
+        o = handoff(request)
+        if o is None:
+            return False, None
+        vid = request.request_id
+        status = _status(request)
+        whole = status in FINISHED_WHOLE
+        outputs = list(getattr(request, "output_token_ids", []) or [])
+        if o["role"] == "prefill" and whole and block_ids:
+            prompt = len(request.prompt_token_ids)
+            needed = -(-prompt // self.block_size)
+            self._pending.prefill_completed.append(PrefillCompleted(o["request_id"], vid, tuple(block_ids[:needed]), prompt,
+                                                                    outputs[0] if outputs else None))
+            self._sending[vid] = o["request_id"]
+            return True, {KEY: {"request_id": o["request_id"], "role": "prefill", "prefill_done": True}}
+        self._loading.pop(vid, None)
+        self._pending.ended.append(RequestEnded(o["request_id"], vid, o["role"], len(outputs), whole, status))
+        return False, None
+
+    def update_connector_output(self, connector_output: Any) -> None:
+        """What the workers finished: a load (the decode may run) or a send (vLLM frees the prefill's kept blocks)."""
+        for vid in getattr(connector_output, "finished_recving", None) or ():
+            self._loading.pop(vid, None)
+        for vid in getattr(connector_output, "finished_sending", None) or ():
+            self._sending.pop(vid, None)
+
+    # -------------------------------------------------------------------------------------------------- introspection
+
+    def loading(self) -> Dict[str, str]:
+        """Decode requests waiting for their KV (vLLM id → OrbitKV id)."""
+        return dict(self._loading)
+
+    def sending(self) -> Dict[str, str]:
+        """Prefill requests whose blocks vLLM keeps for the push (vLLM id → OrbitKV id)."""
+        return dict(self._sending)
