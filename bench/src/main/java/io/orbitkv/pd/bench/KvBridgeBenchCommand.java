@@ -105,8 +105,8 @@ public final class KvBridgeBenchCommand implements Callable<Integer> {
                 .jvmOptions(List.of("-Xmx768m", "-XX:+UseG1GC")).build().start()) {
             String bs = cluster.bootstrapServers();
             // 2. the same records produced straight to the broker, the bridge's producer settings (the baseline)
-            Topics rawTopics = new Topics(BridgeConfig.from(ConfigProps.empty().with("bootstrap.servers", bs).with("bridge.engine-id", "raw")
-                    .with("bridge.endpoint", "tcp://127.0.0.1:1").with("topics.prefix", "kvbraw.")).topics(), EventSerdes.embedded());
+            Topics rawTopics = new Topics(new io.orbitkv.pd.schemas.TopicsConfig("kvbraw.", io.orbitkv.pd.schemas.TopicsConfig.DEFAULT_PARTITIONS,
+                    (short) 1, Duration.ofHours(1)), EventSerdes.embedded());
             io.orbitkv.pd.schemas.TopicAdmin.ensure(KafkaClients.admin(bs, Map.of()), rawTopics);
             List<byte[]> records = new ArrayList<>();
             long seq = 0;

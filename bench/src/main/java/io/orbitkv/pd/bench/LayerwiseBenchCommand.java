@@ -190,7 +190,8 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
                 }
             }
         }
-        PipelineLog log = awaitOutcomes(pipeline, pd);
+        PipelineLog log = PipelineLog.readUntilOutcomes(pipeline.bootstrapServers(),
+                pd.stream().map(LoadClient.Result::requestId).filter(java.util.Objects::nonNull).toList(), Duration.ofSeconds(30));
         List<Double> prefill = new ArrayList<>();
         List<Double> transfer = new ArrayList<>();
         List<Double> after = new ArrayList<>();
@@ -249,20 +250,6 @@ public final class LayerwiseBenchCommand implements Callable<Integer> {
                 Samples.pct(Samples.ttftMs(col), 50), Samples.pct(Samples.ttftMs(pd), 50), Samples.pct(Samples.handoffMs(pd), 50),
                 Samples.pct(Samples.ascending(prefill), 50), Samples.pct(Samples.ascending(transfer), 50), Samples.pct(Samples.ascending(after), 50),
                 Samples.pct(Samples.ascending(orderAt), 50), kv, cpuTotal, cpu, decisions, transports);
-    }
-
-    /** The log once every P/D request has its outcome (read committed: the last may sit in the decider's open transaction). */
-    private static PipelineLog awaitOutcomes(Pipeline pipeline, List<LoadClient.Result> pd) throws Exception {
-        long until = System.nanoTime() + 30_000_000_000L;
-        while (true) {
-            PipelineLog log = PipelineLog.read(pipeline.bootstrapServers());
-            boolean all = pd.stream().allMatch(r -> r.requestId() == null
-                    || (log.stories.get(r.requestId()) != null && !log.stories.get(r.requestId()).outcomes.isEmpty()));
-            if (all || System.nanoTime() > until) {
-                return log;
-            }
-            Thread.sleep(300);
-        }
     }
 
     /** A prompt of {@code tokens} tokens as the engines tokenize it (its number first: no two share a block). */

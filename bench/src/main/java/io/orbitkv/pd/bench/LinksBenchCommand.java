@@ -99,16 +99,9 @@ public final class LinksBenchCommand implements Callable<Integer> {
                     System.out.printf(Locale.ROOT, "link %s, %d-token prompts: %d P/D requests, then colocated ...%n", link, t, requests);
                     List<LoadClient.Result> pd = client.run(work1, 1, () -> { });
                     List<LoadClient.Result> col = client.run(work1.stream().map(LoadClient.Request::colocatedTwin).toList(), 1, () -> { });
-                    // Read committed: the last outcomes may still sit in the decider's open transaction; read until every new
-                    // request has one (30 s at most; what is still missing counts as not completed).
-                    PipelineLog[] logs = {PipelineLog.read(pipeline.bootstrapServers())};
-                    long until = System.nanoTime() + 30_000_000_000L;
-                    while (pd.stream().anyMatch(r -> r.requestId() != null && (logs[0].stories.get(r.requestId()) == null
-                            || logs[0].stories.get(r.requestId()).outcomes.isEmpty())) && System.nanoTime() < until) {
-                        Thread.sleep(500);
-                        logs[0] = PipelineLog.read(pipeline.bootstrapServers());
-                    }
-                    PipelineLog log = logs[0];
+                    // every new request's outcome (30 s at most; what is still missing counts as not completed)
+                    PipelineLog log = PipelineLog.readUntilOutcomes(pipeline.bootstrapServers(),
+                            pd.stream().map(LoadClient.Result::requestId).filter(java.util.Objects::nonNull).toList(), java.time.Duration.ofSeconds(30));
                     List<Double> transferMs = new ArrayList<>();
                     List<Double> gbps = new ArrayList<>();
                     int failures = 0;

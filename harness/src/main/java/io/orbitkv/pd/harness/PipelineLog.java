@@ -74,6 +74,24 @@ public final class PipelineLog {
     public long transferMicros;
     public int transfers;
 
+    /**
+     * The log once every request of {@code requestIds} has its outcome, read again every 300 ms until {@code timeout}
+     * (read committed: the last outcomes may still sit in the decider's open transaction); what is still missing then
+     * counts as not completed for the caller.
+     */
+    public static PipelineLog readUntilOutcomes(String bootstrap, java.util.Collection<String> requestIds, Duration timeout)
+            throws InterruptedException {
+        long until = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            PipelineLog log = read(bootstrap);
+            boolean all = requestIds.stream().allMatch(id -> log.stories.get(id) != null && !log.stories.get(id).outcomes.isEmpty());
+            if (all || System.nanoTime() > until) {
+                return log;
+            }
+            Thread.sleep(300);
+        }
+    }
+
     /** Reads the facts, decisions and answers topics to their current end. */
     public static PipelineLog read(String bootstrap) {
         PipelineLog log = new PipelineLog();

@@ -7,7 +7,6 @@ import java.io.IOException;
 import java.math.BigInteger;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
 import org.msgpack.core.MessageFormat;
 import org.msgpack.core.MessagePack;
@@ -44,8 +43,6 @@ public final class VllmKvEvents {
             super(message);
         }
     }
-
-    private static final HexFormat HEX = HexFormat.of();
 
     /** Decodes one publisher payload. */
     public static Batch decode(byte[] payload) throws Invalid {
@@ -333,12 +330,5 @@ public final class VllmKvEvents {
 
     private static String kind(MessageUnpacker u) throws IOException {
         return u.getNextFormat().getValueType().name().toLowerCase(java.util.Locale.ROOT);
-    }
-
-    /** Hex of a hash, for messages. */
-    static String hex(ByteBuffer b) {
-        byte[] a = new byte[b.remaining()];
-        b.duplicate().get(a);
-        return HEX.formatHex(a);
     }
 }

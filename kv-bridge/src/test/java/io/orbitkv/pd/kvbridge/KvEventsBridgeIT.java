@@ -69,33 +69,18 @@ class KvEventsBridgeIT {
         });
     }
 
-    private static List<KvCacheEvent> events(Topics topics, int atLeast) {
-        List<KvCacheEvent> out = new ArrayList<>();
+    /** At least {@code atLeast} records of {@code topic} from its start (30 s at most), decoded. */
+    private static <T> List<T> read(io.orbitkv.pd.schemas.Topic<String, T> topic, int atLeast) {
+        List<T> out = new ArrayList<>();
         try (KafkaConsumer<String, byte[]> c = new KafkaConsumer<>(Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers(),
                 ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest", ConsumerConfig.GROUP_ID_CONFIG, "it-" + System.nanoTime()),
                 new StringDeserializer(), new ByteArrayDeserializer())) {
-            c.subscribe(List.of(topics.kvEvents().name()));
+            c.subscribe(List.of(topic.name()));
             long until = System.nanoTime() + 30_000_000_000L;
             while (out.size() < atLeast && System.nanoTime() < until) {
                 for (ConsumerRecord<String, byte[]> r : c.poll(Duration.ofMillis(200))) {
                     assertThat(r.key()).isEqualTo("vllm-0");
-                    out.add(topics.kvEvents().valueSerde().deserializer().deserialize(r.topic(), r.value()));
-                }
-            }
-        }
-        return out;
-    }
-
-    private static List<DeadLetter> deadLetters(Topics topics, int atLeast) {
-        List<DeadLetter> out = new ArrayList<>();
-        try (KafkaConsumer<String, byte[]> c = new KafkaConsumer<>(Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers(),
-                ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest", ConsumerConfig.GROUP_ID_CONFIG, "it-dl-" + System.nanoTime()),
-                new StringDeserializer(), new ByteArrayDeserializer())) {
-            c.subscribe(List.of(topics.deadLetters().name()));
-            long until = System.nanoTime() + 30_000_000_000L;
-            while (out.size() < atLeast && System.nanoTime() < until) {
-                for (ConsumerRecord<String, byte[]> r : c.poll(Duration.ofMillis(200))) {
-                    out.add(topics.deadLetters().valueSerde().deserializer().deserialize(r.topic(), r.value()));
+                    out.add(topic.valueSerde().deserializer().deserialize(r.topic(), r.value()));
                 }
             }
         }
@@ -121,7 +106,7 @@ class KvEventsBridgeIT {
                 assertThat(b.snapshot()).containsEntry("gaps", 2L).containsEntry("replayed_batches", 1L).containsEntry("lost_batches", 1L)
                         .containsEntry("dead_lettered", 1L).containsEntry("restarts", 0L).containsEntry("send_failures", 0L);
             }
-            List<KvCacheEvent> ev = events(topics, 7);
+            List<KvCacheEvent> ev = read(topics.kvEvents(), 7);
             long first = ev.get(0).getInstanceEpoch();
             List<KvCacheEvent> before = ev.stream().filter(e -> e.getInstanceEpoch() == first).toList();
             List<KvCacheEvent> after = ev.stream().filter(e -> e.getInstanceEpoch() > first).toList();
@@ -134,7 +119,7 @@ class KvEventsBridgeIT {
             assertThat(after).extracting(KvCacheEvent::getSeq).containsExactly(0L, 1L);
             assertThat(after.get(0).getPayload()).isEqualTo(AllBlocksCleared.newBuilder().setReason("events_lost").build());
             assertThat(after.get(1).getPayload()).isInstanceOfSatisfying(BlockStored.class, s -> assertThat(s.getBlockHashes()).containsExactly(h(5)));
-            assertThat(deadLetters(topics, 1)).singleElement().satisfies(d -> {
+            assertThat(read(topics.deadLetters(), 1)).singleElement().satisfies(d -> {
                 assertThat(d.getComponent()).isEqualTo("kv-events-bridge:vllm-0");
                 assertThat(d.getErrorType()).isEqualTo("UNDECODABLE");
                 assertThat(d.getReason()).startsWith("batch ").contains("events: an array, got integer");
@@ -177,7 +162,7 @@ class KvEventsBridgeIT {
                 assertThat(b.snapshot().get("reconnects") + b.snapshot().get("restarts")).isPositive();
             }
         }
-        List<KvCacheEvent> ev = events(topics, 5);
+        List<KvCacheEvent> ev = read(topics.kvEvents(), 5);
         long epoch1 = ev.get(0).getInstanceEpoch();
         assertThat(ev.stream().filter(e -> e.getInstanceEpoch() == epoch1)).extracting(KvCacheEvent::getSeq).containsExactly(1L, 2L, 3L);
         List<KvCacheEvent> next = ev.stream().filter(e -> e.getInstanceEpoch() > epoch1).toList();
