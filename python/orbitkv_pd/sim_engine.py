@@ -118,6 +118,9 @@ class SimEngineConfig:
     kv_wait_s: float = 30.0
     reports_per_step: int = 32
     report_interval_s: float = 0.001
+    vllm_connector: bool = False
+    kv_load_failure_policy: str = "recompute"
+    fail_prefix: Optional[str] = None
 
     KEYS = ("engine.id", "engine.role", "engine.preset", "engine.pool.blocks", "engine.pool.path", "engine.api.path",
             "engine.instance-epoch", "engine.model", "engine.model.seed", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
@@ -126,7 +129,8 @@ class SimEngineConfig:
             "engine.fault.corrupt-kv-prefix", "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix",
             "engine.cost", "engine.max-batched-tokens", "engine.max-num-seqs", "engine.prefix-cache.enabled",
             "engine.prefix-cache.seed", "engine.kv-wait", "engine.prefix-cache.skip-transfer", "engine.layerwise.reports-per-step",
-            "engine.layerwise.min-report-interval")
+            "engine.layerwise.min-report-interval", "engine.vllm-connector", "engine.vllm.kv-load-failure-policy",
+            "engine.fault.fail-prefill-prefix")
 
     def cost_model(self) -> em.CostModel:
         """The step cost model ``engine.cost`` names (``per-token``: the compute keys')."""
@@ -155,6 +159,14 @@ class SimEngineConfig:
         enabled = p.get("engine.prefix-cache.enabled", "true").strip().lower()
         if enabled not in ("true", "false"):
             raise ValueError(f"engine.prefix-cache.enabled: true or false, got '{p.get('engine.prefix-cache.enabled')}'")
+        via = p.get("engine.vllm-connector", "false").strip().lower()
+        if via not in ("true", "false"):
+            raise ValueError(f"engine.vllm-connector: true or false, got '{p.get('engine.vllm-connector')}'")
+        if via == "true" and not common["api_path"]:
+            raise ValueError("engine.vllm-connector: needs engine.api.path (the connector joins the engine's transfer worker)")
+        policy = p.get("engine.vllm.kv-load-failure-policy", "recompute").strip().lower()
+        if policy not in ("recompute", "fail"):
+            raise ValueError(f"engine.vllm.kv-load-failure-policy: recompute or fail (vLLM's kv_load_failure_policy), got '{policy}'")
         return cls(**common, preset=preset, layout=layout, pool_path=pool, model=p.get("engine.model", f"orbitkv-sim-{preset}"),
                    seed=int(p.get("engine.model.seed", "42")),
                    prefill_ms_per_token=compute[0], decode_ms_per_token=compute[1],
@@ -164,7 +176,9 @@ class SimEngineConfig:
                    max_num_seqs=_positive(p, "engine.max-num-seqs", "256"), prefix_cache=enabled == "true",
                    prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"), reports_per_step=_reports(p),
                    report_interval_s=parse_duration("engine.layerwise.min-report-interval",
-                                                    p.get("engine.layerwise.min-report-interval", "1ms")))
+                                                    p.get("engine.layerwise.min-report-interval", "1ms")),
+                   vllm_connector=via == "true", kv_load_failure_policy=policy,
+                   fail_prefix=p.get("engine.fault.fail-prefill-prefix") or None)
 
 
 def _reports(p: Dict[str, str]) -> int:
@@ -389,6 +403,8 @@ class Stepper:
         # at least report_interval_s apart (engine.layerwise.min-report-interval: a short step reports fewer, larger groups)
         self.num_layers, self.reports_per_step, self.report_interval_s = num_layers, reports_per_step, report_interval_s
         self._on_layers: Dict[str, Callable[[int, int, int], None]] = {}
+        # vLLM's call sites around each step (engine.vllm-connector: orbitkv_pd.vllm_sim.VllmCallSites), or None
+        self.hooks: Any = None
         self._sched = em.StepScheduler(role, limits, costs)
         self._cond = threading.Condition()
         self._handles: Dict[str, StepHandle] = {}
@@ -462,6 +478,11 @@ class Stepper:
             self._by_rid.clear()
             self._cond.notify_all()
 
+    def wake(self) -> None:
+        """Something for the hooks: a step comes now (one without a forward pass when nothing is to compute)."""
+        with self._cond:
+            self._cond.notify_all()
+
     def _run(self) -> None:
         end = 0.0  # the previous step's end (time.monotonic)
         while True:
@@ -470,12 +491,22 @@ class Stepper:
                     if self._closed:
                         return
                     p = self._sched.plan()
-                    if p is not None:
+                    hooks = self.hooks
+                    if p is not None or (hooks is not None and hooks.wants_step()):
                         break
-                    self._cond.wait()
+                    self._cond.wait(hooks.idle_step_s if hooks is not None else None)
+            if p is None:
+                # vLLM's step with nothing to compute (kv_connector_no_forward): the connector's calls alone
+                hooks.begin_step(None)
+                hooks.end_step(None)
+                continue
+            if hooks is not None:
+                hooks.begin_step(p)
             start = max(time.monotonic(), end)
             end = start + p.duration_ps / 1e12
             self._sleep_reporting_layers(p, start, end)
+            if hooks is not None:
+                hooks.end_step(p)
             with self._cond:
                 if self._closed:
                     return
@@ -498,7 +529,9 @@ class Stepper:
         (at the step's end: the chunk, in all of them)."""
         with self._cond:
             listening = [(c, self._on_layers[c.id]) for c in p.prefills if c.id in self._on_layers]
-        groups = min(self.reports_per_step, self.num_layers) if listening and self.num_layers > 1 else 0
+        hooks = self.hooks
+        saving = hooks is not None and hooks.saves()  # the connector's save_kv_layer, layer by layer
+        groups = min(self.reports_per_step, self.num_layers) if (listening or saving) and self.num_layers > 1 else 0
         if groups and self.report_interval_s > 0:
             groups = max(1, min(groups, int((end - start) / self.report_interval_s)))
         for g in range(1, groups + 1):
@@ -507,6 +540,8 @@ class Stepper:
                 time.sleep(left)
             for c, on_layers in listening:
                 on_layers(c.start + c.tokens if g == groups else c.start, c.start + c.tokens, self.num_layers * g // groups)
+            if saving:
+                hooks.layers_done(self.num_layers * g // groups)
         left = end - time.monotonic()
         time.sleep(left if left > 0 else 0)  # a step of no duration still lets the request threads run
 
@@ -626,6 +661,9 @@ class SimBackend:
         self.block_hash: Optional[Tuple[str, str]] = ("sha256_cbor", config.prefix_cache_seed) if config.prefix_cache else None
         self.queried_tokens = 0
         self.hit_tokens = 0
+        # engine.vllm-connector: the layers are reported by the connector's save_kv_layer, which hears of the bytes here
+        self.report_progress = True
+        self.on_filled: Optional[Callable[[str, int], None]] = None
 
     def pool_spec(self) -> Any:
         return ShmPool(self.config.pool_path) if self.config.pool_path else None
@@ -698,7 +736,8 @@ class SimBackend:
         (:meth:`tokens` goes on with it); a prefill for another engine leaves at its first token."""
         part = em.PREFILL if mode == "prefill" else em.BOTH
         hashes = self._hashes(job.tokens)
-        client = self.report_to() if self.report_to is not None and part == em.PREFILL and self.pool is not None else None
+        client = self.report_to() if self.report_to is not None and part == em.PREFILL and self.pool is not None \
+            and self.report_progress else None
         report = _ProgressReport(client, job.rid, blocks, len(job.tokens), self.layout.num_layers) \
             if client is not None and hasattr(client, "prefill_progress") else None
         job.step = self.stepper.submit(job.rid, len(job.tokens), job.req.max_tokens, self._cached(hashes, len(job.tokens)), part,
@@ -715,6 +754,8 @@ class SimBackend:
                     pool.write(0, blocks[0] * self.layout.page, bytes(page))
                 if report is not None:
                     report.filled(n)
+                if self.on_filled is not None and part == em.PREFILL:
+                    self.on_filled(job.rid, n)
             self.model.write_kv(pool, blocks, job.tokens, layers_written)
         # Without a pool (a standalone engine) nothing is computed into memory; the answer is the same.
         job.step.wait_for(em.FIRST_TOKEN)
@@ -783,6 +824,8 @@ class SimEngine:
         self._leases: Dict[str, Tuple[str, int]] = {}
         self._unsure: set = set()
         self.server: Optional[ThreadingHTTPServer] = None
+        # engine.vllm-connector: the P/D flow goes through the vLLM connector, called as vLLM calls it
+        self.vllm: Any = None
         self.ready = False
         # As the Java components' Lifecycle: new, starting, running, stopping, stopped (reported by /health/*).
         self.lifecycle = "new"
@@ -813,7 +856,10 @@ class SimEngine:
         self.server = ThreadingHTTPServer((self.config.host, self.config.port), Handler)
         self.server.daemon_threads = True
         url = self.config.advertised_url or f"http://{self.config.host}:{self.server.server_address[1]}"
-        if self.config.api_path:
+        if self.config.api_path and self.config.vllm_connector:
+            self.vllm = self._vllm_call_sites(url)
+            self.client = self.vllm.client
+        elif self.config.api_path:
             self.client = EngineApiClient.connect(self.config.api_path, Registration(
                 self.config.engine_id, self.config.instance_epoch, self.config.role, self.backend.layout, self.backend.pool_spec(),
                 self.config.model, url, getattr(self.backend, "block_hash", None)), on_decision=self.on_decision, connect_timeout=180)
@@ -823,7 +869,35 @@ class SimEngine:
         log.info("engine %s ready (%s, %s, epoch %d)", self.config.engine_id, self.config.role, url, self.instance_epoch)
         return self
 
+    def _vllm_call_sites(self, url: str) -> Any:
+        """The connector a vLLM user loads, with the settings this engine's keys give (docs/vllm.md), and vLLM's calls."""
+        from .vllm_sim import VllmCallSites
+        c = self.config
+        extra: Dict[str, Any] = {"engine_api_path": c.api_path, "engine_id": c.engine_id, "http_url": url, "role": c.role,
+                                 "model": c.model, "instance_epoch": c.instance_epoch, "lease_ms": int(c.lease_s * 1000),
+                                 "heartbeat_ms": max(1, int(c.heartbeat_s * 1000)), "lease_margin_ms": max(1, int(c.lease_margin_s * 1000)),
+                                 "kv_confirm_ms": max(1, int(c.kv_confirm_s * 1000)),
+                                 "layerwise_min_report_interval_ms": c.report_interval_s * 1000.0}
+        block_hash = getattr(self.backend, "block_hash", None)
+        if block_hash is not None:
+            extra["block_hash_algorithm"], extra["block_hash_seed"] = block_hash
+        if c.no_heartbeat_prefix:
+            extra["fault_no_heartbeat_prefix"] = c.no_heartbeat_prefix
+        self.backend.report_progress = False
+        v = VllmCallSites(c, self.backend, self.allocator.free, extra, c.kv_load_failure_policy)
+        self.backend.on_filled = v.filled
+        v.worker.worker_side.observers.append(self.on_decision)
+        return v.start()
+
     def on_decision(self, d: Decision) -> None:
+        if self.vllm is not None:
+            # the connector frees what vLLM kept; the engine hears of outcomes only (a stalled prefill's end)
+            if d.kind == "outcome":
+                with self._lock:
+                    ended = self._ended.get(d.request_id)
+                if ended is not None:
+                    ended.set()
+            return
         if d.kind == "outcome":
             with self._lock:
                 ended = self._ended.get(d.request_id)
@@ -925,7 +999,9 @@ class SimEngine:
     def close(self) -> None:
         self.ready = False
         self.lifecycle = "stopping"
-        if self.client is not None:
+        if self.vllm is not None:
+            self.vllm.close()
+        elif self.client is not None:
             self.client.close()
         if self.server is not None:
             self.server.shutdown()
@@ -1124,6 +1200,13 @@ class _Handler(BaseHTTPRequestHandler):
         e.count("prefill")
         if e.config.stall_prefix and job.rid.startswith(e.config.stall_prefix):
             e.stall(job)
+        if e.vllm is not None:
+            self.prefill_via_vllm(job)
+            return
+        if e.config.fail_prefix and job.rid.startswith(e.config.fail_prefix):
+            e.client.prefill_failed(job.rid, f"prefill failed on {e.config.engine_id} (engine.fault.fail-prefill-prefix)", True,
+                                    job.traceparent, job.marks)
+            raise HttpError(500, f"the prefill of {job.rid} failed (engine.fault.fail-prefill-prefix)", "server_error")
         blocks = self.allocate(job, "P:")
         if blocks is None:
             err = self.no_blocks(job)
@@ -1149,6 +1232,88 @@ class _Handler(BaseHTTPRequestHandler):
         marks["out"] = now_us()
         self.send_json(200, out, {**self.extra, "x-orbitkv-timing": _timing(marks)})
 
+    def prefill_via_vllm(self, job: Job) -> None:
+        """The prefill as vLLM runs it with the connector (orbitkv_pd.vllm_sim): admitted through the connector's
+        scheduler half, computed in the engine's steps (each layer saved through ``save_kv_layer``), finished with
+        ``request_finished`` keeping the blocks until the release; the answer carries the connector's
+        ``kv_transfer_params``."""
+        e = self.engine
+        v = e.vllm
+        owner = "P:" + job.rid
+        blocks = self.allocate(job, "P:")
+        t = self.admit(job, blocks or [], owner, "prefill")
+        if blocks is None:
+            v.finish(t, "FINISHED_ERROR", [])  # the connector reports the prefill failed
+            raise self.no_blocks(job)
+        if e.config.fail_prefix and job.rid.startswith(e.config.fail_prefix):
+            v.finish(t, "FINISHED_ERROR", [])
+            raise HttpError(500, f"the prefill of {job.rid} failed (engine.fault.fail-prefill-prefix)", "server_error")
+        try:
+            first = e.compute(job, blocks, "prefill")
+        except BaseException:
+            v.finish(t, "FINISHED_ABORTED", [])
+            raise
+        params = v.finish(t, "FINISHED_LENGTH_CAPPED", [first])
+        out = self.completion_json(job, [first])
+        out["kv_transfer_params"] = {**(params or {}), "remote_engine_id": e.config.engine_id, "remote_instance_epoch": e.instance_epoch}
+        self.orbitkv(out, job)
+        marks = dict(job.marks)
+        marks["out"] = now_us()
+        self.send_json(200, out, {**self.extra, "x-orbitkv-timing": _timing(marks)})
+
+    def admit(self, job: Job, blocks: List[int], owner: str, role: str) -> Any:
+        try:
+            return self.engine.vllm.admit(job.rid, job.tokens, job.req.kv, blocks, owner, role)
+        except ValueError as err:  # the connector refused the request's kv_transfer_params
+            self.engine.allocator.free(owner)
+            raise HttpError(400, str(err), param="kv_transfer_params")
+
+    def decode_via_vllm(self, job: Job) -> None:
+        """The decode as vLLM runs it with the connector: admitted (the connector claims the prompt's tokens as arriving,
+        its allocated blocks become the decode-ready fact), waiting as WAITING_FOR_REMOTE_KVS until the connector reports
+        the load finished; blocks that did not load are recomputed or fail the request (``kv_load_failure_policy``);
+        ``request_finished`` at the end (the blocks kept while a push may still write into them)."""
+        e = self.engine
+        v = e.vllm
+        why = self.too_long(job)
+        if why is not None:  # vLLM refuses it before scheduling (longer than max_model_len)
+            raise HttpError(400, f"request {job.rid} does not fit engine {e.config.engine_id}: {why}", param="max_tokens")
+        owner = "D:" + job.rid
+        blocks = self.allocate(job, "D:")
+        if blocks is None:
+            raise self.no_blocks(job)
+        t0 = time.monotonic()
+        t = self.admit(job, blocks, owner, "decode")
+        status, produced = "FINISHED_ABORTED", 0
+        try:
+            loaded = v.wait_loaded(t, e.config.kv_timeout_s)
+            job.kv_wait_ms = (time.monotonic() - t0) * 1000
+            if loaded is None:
+                raise HttpError(504, f"the KV of request {job.rid} did not arrive within {e.config.kv_timeout_s:g}s", "timeout")
+            if loaded:
+                job.marks["kv"] = now_us()
+                why = e.backend.verify(blocks, job.tokens) if e.backend.checks_kv else None
+                if why is not None:
+                    self.refuse_corrupt(job, why)
+                    raise HttpError(502, f"the KV received for request {job.rid} does not verify ({why}); not decoding",
+                                    "kv_verification_failed")
+                verified: "Future[Optional[str]]" = Future()
+                verified.set_result(None)
+                self.generate(job, False, verified, blocks)
+            elif e.config.kv_load_failure_policy == "fail":
+                status = "FINISHED_ERROR"
+                raise HttpError(502, f"the KV of request {job.rid} did not load ({len(t.invalid)} blocks; kv_load_failure_policy fail)",
+                                "handoff_failed")
+            else:
+                e.count("recomputed")
+                first = e.compute(job, blocks, "recompute")
+                done: "Future[Optional[str]]" = Future()
+                done.set_result(None)
+                self.generate(job, True, done, blocks, None, first)
+            status, produced = "FINISHED_LENGTH_CAPPED", job.req.max_tokens
+        finally:
+            v.finish(t, status, list(range(produced)))
+
     # ------------------------------------------------------------------------------------------------ decode
 
     def decode(self, job: Job) -> None:
@@ -1158,6 +1323,9 @@ class _Handler(BaseHTTPRequestHandler):
         job.mode = "decode"
         self.headers_sent = False
         e.count("decode")
+        if e.vllm is not None:
+            self.decode_via_vllm(job)
+            return
         why = self.too_long(job)
         if why is not None:
             client.decode_rejected(job.rid, f"does not fit {e.config.engine_id}: {why}", job.traceparent, job.marks)
@@ -1425,7 +1593,7 @@ class _Handler(BaseHTTPRequestHandler):
     def finished(self, job: Job, recomputed: bool, blocks: List[int]) -> None:
         e = self.engine
         e.count("completed")
-        if job.mode in ("decode", "recomputed") and e.client is not None:
+        if job.mode in ("decode", "recomputed") and e.client is not None and e.vllm is None:  # the connector reports it
             if not recomputed:
                 e.count("verified_pages", len(blocks) * e.backend.layout.region_count if e.backend.checks_kv else 0)
             e.client.decode_completed(job.rid, job.req.max_tokens, recomputed, job.traceparent, dict(job.marks))

@@ -11,9 +11,10 @@ allocation (and once more with 0 when an asynchronous load finished), ``build_co
 step, ``request_finished(request, block_ids)`` when a request stops (``(delay_free_blocks, kv_transfer_params)``), and
 ``update_connector_output(connector_output)`` with what the workers finished. Nothing of vLLM is imported here.
 
-A request takes part when its ``kv_transfer_params`` (the OpenAI request's field; vLLM puts it on the ``Request``) carry
-``{"orbitkv": {"request_id": <the id the proxy admitted>, "role": "prefill" | "decode"}}``; every other request is
-vLLM's alone.
+A request takes part when its ``kv_transfer_params`` (the OpenAI request's field; vLLM puts it on the ``Request``) are
+those ``./orbitkv-pd proxy`` sends, in the form vLLM's P/D proxies use: ``{"request_id": <the id the proxy admitted>,
+"do_remote_decode": true}`` to the prefill engine, ``{"request_id": ..., "do_remote_prefill": true}`` to the decode engine
+(both at once: the push needs no answer from the prefill first). Every other request is vLLM's alone.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-#: The key of ``kv_transfer_params`` that names an OrbitKV handoff.
-KEY = "orbitkv"
+#: The key of ``kv_transfer_params`` that names the request the proxy admitted (the handoff's id in the log; vLLM's own
+#: request id gets a random suffix in its OpenAI server, so it cannot be that id).
+KEY = "request_id"
 
 #: vLLM's finished states in which the prompt's KV is whole (``RequestStatus`` names): any other ending (aborted, an
 #: error, the prompt refused) reports no prefill.
@@ -52,13 +54,28 @@ class PrefillCompleted:
 
 @dataclasses.dataclass(frozen=True)
 class RequestEnded:
-    """A request of the handoff ended in vLLM: the decode answered (``output_tokens``), or either side stopped early."""
+    """A request of the handoff ended in vLLM: the decode answered (``output_tokens``), or either side stopped early.
+    ``held``: a decode that ended while its KV was still awaited: vLLM keeps its blocks (a push may still write into them)
+    until the worker half reports it finished sending, once the decider released them."""
     request_id: str
     vllm_request_id: str
     role: str
     output_tokens: int
     whole: bool
     status: str
+    held: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class SaveChunk:
+    """This step computes prompt tokens ``[start, end)`` of a prefill whose KV goes to another engine: the worker half
+    reports each layer of them as ``save_kv_layer`` is called (``blocks``: the prompt's pages, token order)."""
+    request_id: str
+    vllm_request_id: str
+    blocks: Tuple[int, ...]
+    num_tokens: int
+    start: int
+    end: int
 
 
 @dataclasses.dataclass
@@ -67,28 +84,36 @@ class OrbitKVPdMetadata:
     decode_ready: List[DecodeReady] = dataclasses.field(default_factory=list)
     prefill_completed: List[PrefillCompleted] = dataclasses.field(default_factory=list)
     ended: List[RequestEnded] = dataclasses.field(default_factory=list)
+    saving: List[SaveChunk] = dataclasses.field(default_factory=list)
 
     def empty(self) -> bool:
-        return not (self.decode_ready or self.prefill_completed or self.ended)
+        return not (self.decode_ready or self.prefill_completed or self.ended or self.saving)
 
 
 def handoff(request: Any) -> Optional[Dict[str, Any]]:
-    """The request's OrbitKV parameters (``kv_transfer_params["orbitkv"]``), or None when it is not part of a handoff.
+    """The request's part in a handoff, ``{"request_id": <the proxy's id>, "role": "prefill" | "decode"}``, or None when it
+    has none (no ``kv_transfer_params``, or neither flag set: vLLM serves it alone).
 
-    Raises ValueError naming the field when they are there but malformed: a request the proxy sent must not silently
-    lose its handoff."""
+    Raises ValueError naming the field when the parameters ask for a handoff but are malformed: a request the proxy sent
+    must not silently lose its handoff, and one another connector's proxy sent (no ``request_id``) is not ours to guess."""
     params = getattr(request, "kv_transfer_params", None)
-    if not isinstance(params, dict) or KEY not in params:
+    if params is None:
         return None
-    o = params[KEY]
-    if not isinstance(o, dict):
-        raise ValueError(f"kv_transfer_params.{KEY}: an object, got {type(o).__name__}")
-    rid = o.get("request_id")
+    if not isinstance(params, dict):
+        raise ValueError(f"kv_transfer_params: an object, got {type(params).__name__}")
+    decode, prefill = params.get("do_remote_decode", False), params.get("do_remote_prefill", False)
+    for name, v in (("do_remote_decode", decode), ("do_remote_prefill", prefill)):
+        if not isinstance(v, bool):
+            raise ValueError(f"kv_transfer_params.{name}: true or false, got {v!r}")
+    if not decode and not prefill:
+        return None
+    if decode and prefill:
+        raise ValueError("kv_transfer_params: do_remote_decode and do_remote_prefill both true (a request is either side of a handoff)")
+    rid = params.get(KEY)
     if not isinstance(rid, str) or not rid:
-        raise ValueError(f"kv_transfer_params.{KEY}.request_id: a non-empty string, got {rid!r}")
-    if o.get("role") not in ("prefill", "decode"):
-        raise ValueError(f"kv_transfer_params.{KEY}.role: 'prefill' or 'decode', got {o.get('role')!r}")
-    return o
+        raise ValueError(f"kv_transfer_params.{KEY}: the id ./orbitkv-pd proxy admitted the request under, a non-empty string; "
+                         f"got {rid!r} (a request from a proxy for another connector?)")
+    return {"request_id": rid, "role": "prefill" if decode else "decode"}
 
 
 def _status(request: Any) -> str:
@@ -106,8 +131,10 @@ class SchedulerSide:
         self._pending = OrbitKVPdMetadata()
         #: decode requests whose KV load is outstanding: vLLM request id → OrbitKV request id
         self._loading: Dict[str, str] = {}
-        #: prefill requests whose blocks vLLM keeps for the push: vLLM request id → OrbitKV request id
+        #: prefill requests whose blocks vLLM keeps for the push (and decodes that ended while loading): vLLM id → OrbitKV id
         self._sending: Dict[str, str] = {}
+        #: prefill requests being computed: vLLM id → [OrbitKV id, pages, prompt tokens, tokens computed so far]
+        self._prefilling: Dict[str, List[Any]] = {}
 
     # -------------------------------------------------------------------------------------------------- decode side
 
@@ -125,6 +152,13 @@ class SchedulerSide:
         """The pages vLLM allocated for a decode request whose prompt arrives: they are the destination (decode ready).
         Called again with 0 once the load finished: nothing to do then."""
         o = handoff(request)
+        if o is not None and o["role"] == "prefill" and request.request_id not in self._prefilling:
+            # the pages the prompt is computed into; the tokens already computed (a local prefix hit) count as done
+            prompt = len(request.prompt_token_ids)
+            ids = list(blocks.get_block_ids()[0])[:-(-prompt // self.block_size)]
+            done = int(getattr(request, "num_computed_tokens", 0) or 0)
+            self._prefilling[request.request_id] = [o["request_id"], tuple(ids), prompt, done]
+            return
         if o is None or o["role"] != "decode" or num_external_tokens <= 0:
             return
         vid = request.request_id
@@ -141,9 +175,23 @@ class SchedulerSide:
 
     # -------------------------------------------------------------------------------------------------- both sides
 
-    def build_connector_meta(self, scheduler_output: Any = None) -> OrbitKVPdMetadata:
-        """This step's facts for the worker half; the next step starts empty."""
+    def build_connector_meta(self, scheduler_output: Any) -> OrbitKVPdMetadata:
+        """This step's facts for the worker half, and the prefill chunks it computes (``scheduler_output
+        .num_scheduled_tokens``: vLLM id → tokens this step; a request's first step is in ``scheduled_new_reqs`` with the
+        tokens its prefix-cache hit spares as ``num_computed_tokens``) so that the worker can report them layer by layer;
+        the next step starts empty."""
         out, self._pending = self._pending, OrbitKVPdMetadata()
+        scheduled = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
+        for new in getattr(scheduler_output, "scheduled_new_reqs", None) or ():
+            st = self._prefilling.get(getattr(new, "req_id", None))
+            if st is not None:  # its first step: what the prefix cache held is computed already
+                st[3] = max(st[3], int(getattr(new, "num_computed_tokens", 0) or 0))
+        for vid, st in self._prefilling.items():
+            n = scheduled.get(vid, 0)
+            if n > 0 and st[3] < st[2]:
+                end = min(st[2], st[3] + n)
+                out.saving.append(SaveChunk(st[0], vid, st[1], st[2], st[3], end))
+                st[3] = end
         return out
 
     def request_finished(self, request: Any, block_ids: Sequence[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
@@ -157,19 +205,26 @@ class SchedulerSide:
         status = _status(request)
         whole = status in FINISHED_WHOLE
         outputs = list(getattr(request, "output_token_ids", []) or [])
+        self._prefilling.pop(vid, None)
         if o["role"] == "prefill" and whole and block_ids:
             prompt = len(request.prompt_token_ids)
             needed = -(-prompt // self.block_size)
             self._pending.prefill_completed.append(PrefillCompleted(o["request_id"], vid, tuple(block_ids[:needed]), prompt,
                                                                     outputs[0] if outputs else None))
             self._sending[vid] = o["request_id"]
-            return True, {KEY: {"request_id": o["request_id"], "role": "prefill", "prefill_done": True}}
-        self._loading.pop(vid, None)
-        self._pending.ended.append(RequestEnded(o["request_id"], vid, o["role"], len(outputs), whole, status))
-        return False, None
+            # vLLM answers the prefill with these: what the proxy would hand to a decode engine that pulls (the push
+            # needs none of it, the decider names the pages); the same fields as the simulated engines answer
+            return True, {KEY: o["request_id"], "do_remote_prefill": True, "do_remote_decode": False,
+                          "remote_block_ids": list(block_ids[:needed])}
+        # A decode still waiting for its KV: a push may be writing into its blocks; they stay until the release.
+        held = self._loading.pop(vid, None) is not None and o["role"] == "decode"
+        if held:
+            self._sending[vid] = o["request_id"]
+        self._pending.ended.append(RequestEnded(o["request_id"], vid, o["role"], len(outputs), whole, status, held))
+        return held, None
 
     def update_connector_output(self, connector_output: Any) -> None:
-        """What the workers finished: a load (the decode may run) or a send (vLLM frees the prefill's kept blocks)."""
+        """What the workers finished: a load (the decode may run) or a send (vLLM frees the blocks it kept)."""
         for vid in getattr(connector_output, "finished_recving", None) or ():
             self._loading.pop(vid, None)
         for vid in getattr(connector_output, "finished_sending", None) or ():
@@ -182,5 +237,10 @@ class SchedulerSide:
         return dict(self._loading)
 
     def sending(self) -> Dict[str, str]:
-        """Prefill requests whose blocks vLLM keeps for the push (vLLM id → OrbitKV id)."""
+        """Requests whose blocks vLLM keeps until a release (vLLM id → OrbitKV id)."""
         return dict(self._sending)
+
+    def outstanding(self) -> bool:
+        """Whether a step is owed to the worker half: facts to send, a load or a send not finished (vLLM keeps stepping
+        while a connector has such work: ``has_pending_push_work``)."""
+        return not self._pending.empty() or bool(self._loading) or bool(self._sending)

@@ -8,7 +8,9 @@ import pickle
 import unittest
 from typing import Any, Dict, List, Optional
 
-from orbitkv_pd.vllm_scheduler import (DecodeReady, OrbitKVPdMetadata, PrefillCompleted, RequestEnded, SchedulerSide,
+from types import SimpleNamespace
+
+from orbitkv_pd.vllm_scheduler import (DecodeReady, OrbitKVPdMetadata, PrefillCompleted, RequestEnded, SaveChunk, SchedulerSide,
                                        handoff)
 
 
@@ -45,7 +47,9 @@ class Output:  # KVConnectorOutput
 
 
 def orbitkv(rid: str, role: str) -> Dict[str, Any]:
-    return {"orbitkv": {"request_id": rid, "role": role}}
+    """What ./orbitkv-pd proxy sends (KvTransferParams.forPrefill / forDecode): vLLM's P/D form plus the admitted id."""
+    return {"request_id": rid, "do_remote_decode": role == "prefill", "do_remote_prefill": role == "decode",
+            "prefill_engine_id": "prefill-0", "decode_engine_id": "decode-0"}
 
 
 class DecodeSideTest(unittest.TestCase):
@@ -77,21 +81,35 @@ class DecodeSideTest(unittest.TestCase):
         s = SchedulerSide(block_size=16)
         self.assertEqual(s.get_num_new_matched_tokens(Request("v-3", 32, orbitkv("req-3", "decode")), 32), (0, False))
         self.assertEqual(s.get_num_new_matched_tokens(Request("v-4", 32), 0), (0, False))
-        self.assertEqual(s.get_num_new_matched_tokens(Request("v-5", 32, {"do_remote_decode": True}), 0), (0, False))
+        self.assertEqual(s.get_num_new_matched_tokens(Request("v-5", 32, {"do_remote_decode": False, "do_remote_prefill": False}), 0),
+                         (0, False))
         self.assertEqual(s.get_num_new_matched_tokens(Request("v-6", 32, orbitkv("req-6", "prefill")), 0), (0, False))
         s.update_state_after_alloc(Request("v-4", 32), Blocks([1, 2]), 0)
         self.assertTrue(s.build_connector_meta(None).empty())
 
-    def test_a_decode_aborted_while_its_kv_loads_is_reported_ended(self) -> None:
+    def test_a_decode_aborted_while_its_kv_loads_keeps_its_blocks_until_released(self) -> None:
         s = SchedulerSide(block_size=16)
         r = Request("v-7", 20, orbitkv("req-7", "decode"))
         s.get_num_new_matched_tokens(r, 0)
         s.update_state_after_alloc(r, Blocks([5, 6]), 20)
         s.build_connector_meta(None)
         r.status = Status.FINISHED_ABORTED
+        # a push may be writing into its blocks: vLLM keeps them until the worker half reports them finished sending
+        self.assertEqual(s.request_finished(r, [5, 6]), (True, None))
+        self.assertEqual(s.build_connector_meta(None).ended,
+                         [RequestEnded("req-7", "v-7", "decode", 0, False, "FINISHED_ABORTED", held=True)])
+        self.assertEqual((s.loading(), s.sending()), ({}, {"v-7": "req-7"}))
+        s.update_connector_output(Output(sending={"v-7"}))
+        self.assertFalse(s.outstanding())
+
+    def test_a_decode_aborted_after_its_kv_landed_frees_its_blocks_at_once(self) -> None:
+        s = SchedulerSide(block_size=16)
+        r = Request("v-13", 20, orbitkv("req-13", "decode"))
+        s.update_state_after_alloc(r, Blocks([5, 6]), 20)
+        s.update_connector_output(Output(recving={"v-13"}))
+        r.status = Status.FINISHED_ABORTED
         self.assertEqual(s.request_finished(r, [5, 6]), (False, None))
-        self.assertEqual(s.build_connector_meta(None).ended, [RequestEnded("req-7", "v-7", "decode", 0, False, "FINISHED_ABORTED")])
-        self.assertEqual(s.loading(), {})
+        self.assertEqual(s.build_connector_meta(None).ended[0].held, False)
 
     def test_too_few_blocks_for_the_prompt_is_refused_naming_the_request(self) -> None:
         s = SchedulerSide(block_size=16)
@@ -109,7 +127,8 @@ class PrefillSideTest(unittest.TestCase):
         r.status = Status.FINISHED_LENGTH_CAPPED  # max_tokens 1
         delay, params = s.request_finished(r, [11, 12, 13, 99])
         self.assertTrue(delay)
-        self.assertEqual(params, {"orbitkv": {"request_id": "req-9", "role": "prefill", "prefill_done": True}})
+        self.assertEqual(params, {"request_id": "req-9", "do_remote_prefill": True, "do_remote_decode": False,
+                                  "remote_block_ids": [11, 12, 13]})
         self.assertEqual(s.build_connector_meta(None).prefill_completed, [PrefillCompleted("req-9", "v-9", (11, 12, 13), 33, 4242)])
         self.assertEqual(s.sending(), {"v-9": "req-9"})
         s.update_connector_output(Output(sending={"v-9"}))  # the release decision came: vLLM frees the blocks
@@ -125,6 +144,18 @@ class PrefillSideTest(unittest.TestCase):
         self.assertEqual(meta.ended, [RequestEnded("req-10", "v-10", "prefill", 0, False, "FINISHED_ABORTED")])
         self.assertEqual(s.request_finished(Request("v-11", 16), [1]), (False, None), "not a handoff: vLLM's own")
 
+    def test_the_steps_chunks_of_a_prefill_go_to_the_worker_to_report_layer_by_layer(self) -> None:
+        s = SchedulerSide(block_size=16)
+        r = Request("v-14", 40, orbitkv("req-14", "prefill"))
+        s.get_num_new_matched_tokens(r, 16)  # one block cached locally
+        s.update_state_after_alloc(r, Blocks([1, 2, 3]), 0)
+        first = SimpleNamespace(num_scheduled_tokens={"v-14": 16, "other": 1},
+                                scheduled_new_reqs=[SimpleNamespace(req_id="v-14", num_computed_tokens=16)])
+        self.assertEqual(s.build_connector_meta(first).saving, [SaveChunk("req-14", "v-14", (1, 2, 3), 40, 16, 32)])
+        self.assertEqual(s.build_connector_meta(SimpleNamespace(num_scheduled_tokens={"v-14": 16})).saving,
+                         [SaveChunk("req-14", "v-14", (1, 2, 3), 40, 32, 40)], "the last chunk ends at the prompt")
+        self.assertEqual(s.build_connector_meta(SimpleNamespace(num_scheduled_tokens={"v-14": 1})).saving, [], "decoding: nothing")
+
     def test_the_metadata_pickles_for_the_workers(self) -> None:
         s = SchedulerSide(block_size=16)
         r = Request("v-12", 16, orbitkv("req-12", "decode"))
@@ -136,13 +167,16 @@ class PrefillSideTest(unittest.TestCase):
 
 class HandoffParamsTest(unittest.TestCase):
 
-    def test_malformed_orbitkv_params_are_refused_naming_the_field(self) -> None:
-        for params, field in (({"orbitkv": "x"}, "kv_transfer_params.orbitkv: an object"),
-                              ({"orbitkv": {"role": "decode"}}, "kv_transfer_params.orbitkv.request_id"),
-                              ({"orbitkv": {"request_id": "r", "role": "both"}}, "kv_transfer_params.orbitkv.role")):
+    def test_malformed_params_are_refused_naming_the_field(self) -> None:
+        for params, field in (("x", "kv_transfer_params: an object"),
+                              ({"do_remote_prefill": "yes"}, "kv_transfer_params.do_remote_prefill: true or false"),
+                              # vLLM's toy proxy for the NIXL connector sends no admitted id
+                              ({"do_remote_decode": True, "remote_engine_id": None}, "kv_transfer_params.request_id: the id"),
+                              ({"request_id": "r", "do_remote_decode": True, "do_remote_prefill": True}, "both true")):
             with self.assertRaisesRegex(ValueError, field):
                 handoff(Request("v", 1, params))
         self.assertIsNone(handoff(Request("v", 1, None)))
+        self.assertEqual(handoff(Request("v", 1, orbitkv("r", "decode"))), {"request_id": "r", "role": "decode"})
 
     def test_a_block_size_must_be_positive(self) -> None:
         with self.assertRaisesRegex(ValueError, "block_size"):

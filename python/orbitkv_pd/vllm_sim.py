@@ -1,0 +1,298 @@
+"""vLLM's call sites, for the simulated engine: its P/D flow goes through :class:`~orbitkv_pd.vllm.OrbitKVPdConnector`
+called as vLLM calls it (``engine.vllm-connector=true``, docs/vllm.md), so the connector code a vLLM user loads runs in
+the demo's pipeline end to end on machines where vLLM cannot be installed.
+
+What vLLM does around a connector, at the release docs/vllm.md pins, and where this module does the same:
+
+* ``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule``: a new request with nothing computed asks
+  ``get_num_new_matched_tokens(request, num_new_local_computed_tokens)``; after ``allocate_slots`` it calls
+  ``update_state_after_alloc(request, blocks, num_external_computed_tokens)``; a request whose tokens load
+  asynchronously waits as ``WAITING_FOR_REMOTE_KVS`` until ``finished_recving`` names it, then runs (its invalid blocks,
+  if any, recomputed or the request failed: ``kv_load_failure_policy``). → :meth:`VllmCallSites.admit`,
+  :meth:`VllmCallSites.wait_loaded`.
+* the end of ``schedule``: ``build_connector_meta(scheduler_output)`` every step, with ``num_scheduled_tokens`` and
+  ``scheduled_new_reqs``. → :meth:`VllmCallSites.begin_step` (one step of the engine model's :class:`Stepper` is
+  one vLLM step).
+* ``vllm/v1/worker/kv_connector_model_runner_mixin.py`` and ``gpu_model_runner.py``: ``bind_connector_metadata`` →
+  ``start_load_kv`` → per attention layer ``wait_for_layer_load`` / attention / ``save_kv_layer``
+  (``vllm/attention/layer.py``) → ``wait_for_save`` → ``get_finished(finished_req_ids)`` →
+  ``get_block_ids_with_load_errors`` → ``clear_connector_metadata``; a step with nothing to compute still makes these
+  calls (``kv_connector_no_forward``). → :meth:`begin_step`, :meth:`layers_done`, :meth:`end_step`, and the
+  :class:`Stepper`'s steps without a forward pass while the connector has work outstanding.
+* ``Scheduler.update_from_output``: ``update_connector_output(kv_connector_output)``; blocks of ``finished_sending``
+  requests freed; ``Scheduler._free_request`` → ``request_finished(request, block_ids)`` whose ``delay_free_blocks``
+  keeps them. → :meth:`end_step`, :meth:`finish`.
+
+The compute itself stays the simulated engine's (its model writes the KV bytes into the pool and the engine model's
+steps take the time); ``save_kv_layer`` for a layer is called once the bytes of that layer are written, as a GPU's
+event would say.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from .vllm import OrbitKVPdConnector
+
+log = logging.getLogger("orbitkv_pd.vllm_sim")
+
+
+class _Status:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class SimRequest:
+    """The attributes of vLLM's ``Request`` the connector reads."""
+
+    def __init__(self, request_id: str, prompt_token_ids: List[int], kv_transfer_params: Optional[Dict[str, Any]]) -> None:
+        self.request_id = request_id
+        self.prompt_token_ids = prompt_token_ids
+        self.kv_transfer_params = kv_transfer_params
+        self.output_token_ids: List[int] = []
+        self.num_computed_tokens = 0
+        self.status = _Status("WAITING")
+
+
+class _Blocks:
+    """vLLM's ``KVCacheBlocks``: one list of block ids per KV-cache group."""
+
+    def __init__(self, ids: List[int]) -> None:
+        self.ids = ids
+
+    def get_block_ids(self) -> Tuple[List[int]]:
+        return (list(self.ids),)
+
+
+class SimLayerCache:
+    """One layer of the simulated engine's pool, as ``register_kv_caches`` receives it (vLLM passes a tensor)."""
+
+    def __init__(self, layout: Any, path: str, layer: int, pool: Any) -> None:
+        self.layout, self.path, self.layer, self.orbitkv_pool = layout, path, layer, pool
+
+
+class _Tracked:
+    def __init__(self, req: SimRequest, rid: str, owner: str, blocks: List[int], role: str) -> None:
+        self.req, self.rid, self.owner, self.blocks, self.role = req, rid, owner, blocks, role
+        self.loaded = threading.Event()
+        self.invalid: Set[int] = set()
+        self.scheduled = False
+        self.finished = False
+
+
+class VllmCallSites:
+    """One simulated engine's vLLM: a scheduler-role and a worker-role connector (vLLM's uniprocess executor: both in
+    one process, as two objects), driven from the engine's HTTP threads (admission, finish) and its step thread."""
+
+    LAYER = "model.layers.{}.self_attn.attn"
+
+    def __init__(self, config: Any, backend: Any, free: Any, extra: Dict[str, Any], policy: str = "recompute",
+                 idle_step_s: float = 0.05) -> None:
+        if policy not in ("recompute", "fail"):
+            raise ValueError(f"kv_load_failure_policy: recompute or fail, got {policy!r}")
+        self.backend, self.free, self.policy, self.idle_step_s = backend, free, policy, idle_step_s
+        layout = backend.layout
+        kv_role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(config.role, "kv_both")
+        vllm_config = SimpleNamespace(
+            kv_transfer_config=SimpleNamespace(kv_role=kv_role, kv_connector_extra_config=extra, kv_load_failure_policy=policy),
+            cache_config=SimpleNamespace(block_size=layout.block_size_tokens),
+            model_config=SimpleNamespace(served_model_name=[config.model], model=config.model),
+            parallel_config=SimpleNamespace(tensor_parallel_size=1))
+        kv_cache_config = SimpleNamespace(num_blocks=layout.num_blocks)
+        self.scheduler = OrbitKVPdConnector(vllm_config, "SCHEDULER", kv_cache_config)
+        self.worker = OrbitKVPdConnector(vllm_config, "WORKER", kv_cache_config)
+        self.layer_names = [self.LAYER.format(i) for i in range(layout.num_layers)]
+        self.kv_caches = {n: SimLayerCache(layout, config.pool_path, i, backend.pool) for i, n in enumerate(self.layer_names)}
+        self._lock = threading.RLock()  # EngineCore's state: the scheduler connector and the requests
+        self._reqs: Dict[str, _Tracked] = {}  # vLLM id → request
+        self._prefilling: Dict[str, str] = {}  # OrbitKV id → vLLM id, prefills computing here
+        self._kept: Dict[str, _Tracked] = {}  # vLLM id → request whose blocks wait for finished_sending
+        self._invalid: Set[int] = set()
+        self._finished_ids: Set[str] = set()
+        self._filled: Dict[str, int] = {}  # OrbitKV id → layers whose bytes are written
+        self._fill = threading.Condition()
+        self._ids = itertools.count(1)
+        self._wake = False
+        self._last_step = 0.0
+        self._saved = 0
+        self._step_saves = False
+        self._saving_rids: List[str] = []
+        self.steps_without_forward = 0
+        self.stepper: Any = None
+
+    def start(self) -> "VllmCallSites":
+        """``register_kv_caches`` (the worker half joins its transfer worker), then the step thread takes the hooks."""
+        self.worker.worker_side.on_finished = self.wake
+        self.worker.register_kv_caches(self.kv_caches)
+        self.stepper = self.backend.stepper
+        self.stepper.hooks = self
+        return self
+
+    @property
+    def client(self) -> Any:
+        return self.worker.worker_side.client
+
+    # ------------------------------------------------------------------------------------------------ HTTP threads
+
+    def admit(self, rid: str, tokens: List[int], params: Dict[str, Any], blocks: List[int], owner: str, role: str) -> _Tracked:
+        """``schedule`` for a new request: the connector's lookup, the allocation (``blocks``, made by the engine),
+        ``update_state_after_alloc``. ValueError (the connector refusing its parameters) frees nothing: the caller does."""
+        req = SimRequest(f"{rid}-{role}-{next(self._ids)}", tokens, params)
+        t = _Tracked(req, rid, owner, blocks, role)
+        with self._lock:
+            ext, load_async = self.scheduler.get_num_new_matched_tokens(req, 0)
+            ext = ext or 0
+            self.scheduler.update_state_after_alloc(req, _Blocks(blocks), ext if load_async else 0)
+            req.status = _Status("WAITING_FOR_REMOTE_KVS" if load_async else "RUNNING")
+            self._reqs[req.request_id] = t
+            if role == "prefill":
+                self._prefilling[rid] = req.request_id
+            if not load_async:
+                t.loaded.set()
+        self.wake()
+        return t
+
+    def wait_loaded(self, t: _Tracked, timeout: float) -> Optional[bool]:
+        """Waits until ``finished_recving`` named the request: True, the KV is in; False, some blocks did not load (the
+        policy says what then); None, not within ``timeout``."""
+        if not t.loaded.wait(timeout):
+            return None
+        return not t.invalid
+
+    def filled(self, rid: str, layers: int) -> None:
+        """The model wrote the KV bytes of ``layers`` layers of prefill ``rid``."""
+        with self._fill:
+            self._filled[rid] = layers
+            self._fill.notify_all()
+
+    def finish(self, t: _Tracked, status: str, output_tokens: List[int]) -> Optional[Dict[str, Any]]:
+        """The request finished (``status``: vLLM's ``RequestStatus`` name): ``request_finished``; its blocks freed now,
+        or once ``finished_sending`` names it. Returns the connector's ``kv_transfer_params`` for the answer."""
+        with self._lock:
+            if t.finished:
+                return None
+            t.finished = True
+            t.req.status = _Status(status)
+            t.req.output_token_ids = list(output_tokens)
+            self._reqs.pop(t.req.request_id, None)
+            self._finished_ids.add(t.req.request_id)
+            if self._prefilling.get(t.rid) == t.req.request_id:
+                del self._prefilling[t.rid]
+            delay, params = self.scheduler.request_finished(t.req, list(t.blocks))
+            if delay:
+                self._kept[t.req.request_id] = t
+        with self._fill:
+            self._filled.pop(t.rid, None)
+        if not delay:
+            self.free(t.owner)
+        self.wake()
+        return params
+
+    def wake(self) -> None:
+        """Something for the connector: the next step comes now, with nothing to compute if need be."""
+        self._wake = True
+        s = self.stepper
+        if s is not None:
+            s.wake()
+
+    # ------------------------------------------------------------------------------------------------ the step thread
+
+    def wants_step(self) -> bool:
+        """Whether a step without a forward pass is due: something happened, or work is outstanding (a load or a send
+        not finished) and the last step is ``idle_step_s`` ago."""
+        if self._wake:
+            self._wake = False
+            return True
+        with self._lock:
+            outstanding = self.scheduler.scheduler_side.outstanding()
+        return outstanding and time.monotonic() - self._last_step >= self.idle_step_s
+
+    def begin_step(self, plan: Any) -> None:
+        """The end of ``schedule`` (the step's metadata) and the model runner's first calls."""
+        scheduled: Dict[str, int] = {}
+        new: List[Any] = []
+        with self._lock:
+            for c in plan.prefills if plan is not None else ():
+                vid = self._prefilling.get(c.id.rsplit("#", 1)[0])
+                t = self._reqs.get(vid) if vid is not None else None
+                if t is None:
+                    continue
+                scheduled[vid] = c.tokens
+                if not t.scheduled:
+                    t.scheduled = True
+                    new.append(SimpleNamespace(req_id=vid, num_computed_tokens=c.start))
+            out = SimpleNamespace(num_scheduled_tokens=scheduled, scheduled_new_reqs=new, finished_req_ids=set(self._finished_ids))
+            meta = self.scheduler.build_connector_meta(out)
+            self._saving_rids = [self._reqs[v].rid for v in scheduled]
+        self._step_saves = bool(scheduled)
+        self._saved = 0
+        self.worker.bind_connector_metadata(meta)
+        self.worker.start_load_kv(None)
+
+    def saves(self) -> bool:
+        """Whether this step computes a prefill whose KV goes to another engine (its layers are reported)."""
+        return self._step_saves
+
+    def layers_done(self, layers: int) -> None:
+        """The forward pass reached ``layers`` layers: each is waited for (``wait_for_layer_load``) and saved
+        (``save_kv_layer``) once its bytes are written."""
+        for i in range(self._saved, min(layers, len(self.layer_names))):
+            self._wait_filled(i + 1)
+            name = self.layer_names[i]
+            self.worker.wait_for_layer_load(name)
+            self.worker.save_kv_layer(name, self.kv_caches[name], None)
+        self._saved = max(self._saved, layers)
+
+    def _wait_filled(self, layers: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        with self._fill:
+            while any(r and r in self._filled and self._filled[r] < layers for r in self._saving_rids):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("the KV of layer %d was not written within %.0f s: saved anyway", layers, timeout)
+                    return
+                self._fill.wait(left)
+
+    def end_step(self, plan: Any) -> None:
+        """The model runner's last calls, then ``update_from_output``'s part: the connector's output to the scheduler,
+        loads finished, kept blocks freed."""
+        if self._step_saves:
+            self.layers_done(len(self.layer_names))
+        self.worker.wait_for_save()
+        with self._lock:
+            finished_ids, self._finished_ids = self._finished_ids, set()
+        sending, recving = self.worker.get_finished(finished_ids)
+        errors = self.worker.get_block_ids_with_load_errors()
+        self.worker.clear_connector_metadata()
+        freed: List[_Tracked] = []
+        with self._lock:
+            self.scheduler.update_connector_output(SimpleNamespace(finished_sending=sending, finished_recving=recving,
+                                                                   invalid_block_ids=errors))
+            self._invalid |= errors
+            for vid in recving or ():
+                t = self._reqs.get(vid)
+                if t is not None:
+                    t.invalid = self._invalid & set(t.blocks)
+                    self._invalid -= t.invalid
+                    t.req.status = _Status("WAITING")
+                    t.loaded.set()
+            for vid in sending or ():
+                t = self._kept.pop(vid, None)
+                if t is not None:
+                    freed.append(t)
+        for t in freed:
+            self.free(t.owner)
+        self._step_saves = False
+        self._last_step = time.monotonic()
+        if plan is None:
+            self.steps_without_forward += 1
+
+    def close(self) -> None:
+        if self.stepper is not None:
+            self.stepper.hooks = None
+        self.worker.shutdown()
