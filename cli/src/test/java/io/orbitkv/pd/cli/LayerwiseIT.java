@@ -39,10 +39,24 @@ class LayerwiseIT {
         run(kafka, spec().withPythonEngines(java.util.Set.of("prefill-0")), "LayerwiseIT-python-");
     }
 
+    /**
+     * The same through the vLLM connector on both engines (docs/vllm.md): vLLM's {@code save_kv_layer}, called per layer
+     * of each step as its model runner does, is what reports the progress.
+     */
+    @Test
+    void aPrefillThroughTheVllmConnectorReportsItsLayersFromSaveKvLayer(KraftCluster kafka) throws Exception {
+        run(kafka, spec(Map.of("engine.vllm-connector", "true")).withPythonEngines(java.util.Set.of("prefill-0", "decode-0")), "LayerwiseIT-vllm-");
+    }
+
     private static PipelineSpec spec() {
+        return spec(Map.of());
+    }
+
+    private static PipelineSpec spec(Map<String, String> engine) {
+        Map<String, String> e = new java.util.HashMap<>(Map.of("engine.cost", "llama-70b-tp4", "engine.max-batched-tokens", "2048"));
+        e.putAll(engine);
         return PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 1024, 0.2, 4).withEngineApi(true)
-                .withExtra(Map.of(), Map.of("engine.cost", "llama-70b-tp4", "engine.max-batched-tokens", "2048"),
-                        Map.of("worker.layerwise.min-bytes", "0"), Map.of());
+                .withExtra(Map.of(), e, Map.of("worker.layerwise.min-bytes", "0"), Map.of());
     }
 
     private void run(KraftCluster kafka, PipelineSpec spec, String name) throws Exception {
