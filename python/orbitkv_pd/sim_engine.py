@@ -875,8 +875,7 @@ class SimEngine:
         c = self.config
         extra: Dict[str, Any] = {"engine_api_path": c.api_path, "engine_id": c.engine_id, "http_url": url, "role": c.role,
                                  "model": c.model, "instance_epoch": c.instance_epoch, "lease_ms": int(c.lease_s * 1000),
-                                 "heartbeat_ms": max(1, int(c.heartbeat_s * 1000)), "lease_margin_ms": max(1, int(c.lease_margin_s * 1000)),
-                                 "kv_confirm_ms": max(1, int(c.kv_confirm_s * 1000)),
+                                 "heartbeat_ms": max(1, int(c.heartbeat_s * 1000)), "kv_confirm_ms": max(1, int(c.kv_confirm_s * 1000)),
                                  "layerwise_min_report_interval_ms": c.report_interval_s * 1000.0}
         block_hash = getattr(self.backend, "block_hash", None)
         if block_hash is not None:

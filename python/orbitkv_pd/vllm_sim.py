@@ -37,7 +37,11 @@ import time
 from types import SimpleNamespace
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
 from .vllm import OrbitKVPdConnector
+from .vllm_scheduler import handoff
 
 log = logging.getLogger("orbitkv_pd.vllm_sim")
 
@@ -80,6 +84,10 @@ class _Tracked:
     def __init__(self, req: SimRequest, rid: str, owner: str, blocks: List[int], role: str) -> None:
         self.req, self.rid, self.owner, self.blocks, self.role = req, rid, owner, blocks, role
         self.loaded = threading.Event()
+        self.loaded_us = 0  # when the step thread made it runnable (wall clock, µs)
+        self.admitted_us = 0  # when the step thread allocated it (update_state_after_alloc)
+        self.finished_us = 0  # when the step thread called request_finished
+        self.pickup_us = 0  # of its load: from the wake to the step that found it finished (the engine loop's, not the connector's)
         self.invalid: Set[int] = set()
         self.scheduled = False
         self.finished = False
@@ -109,6 +117,8 @@ class VllmCallSites:
         self.layer_names = [self.LAYER.format(i) for i in range(layout.num_layers)]
         self.kv_caches = {n: SimLayerCache(layout, config.pool_path, i, backend.pool) for i, n in enumerate(self.layer_names)}
         self._lock = threading.RLock()  # EngineCore's state: the scheduler connector and the requests
+        self._new: List[_Tracked] = []  # admitted, for the next step's schedule
+        self._finishing: List[Tuple[_Tracked, str, List[int], Any]] = []  # finished, for the next step's request_finished
         self._reqs: Dict[str, _Tracked] = {}  # vLLM id → request
         self._prefilling: Dict[str, str] = {}  # OrbitKV id → vLLM id, prefills computing here
         self._kept: Dict[str, _Tracked] = {}  # vLLM id → request whose blocks wait for finished_sending
@@ -118,6 +128,9 @@ class VllmCallSites:
         self._fill = threading.Condition()
         self._ids = itertools.count(1)
         self._wake = False
+        self._woken_us = 0  # the first wake since the last step began (µs)
+        self._step_woken_us = 0
+        self._step_began_us = 0
         self._last_step = 0.0
         self._saved = 0
         self._step_saves = False
@@ -140,25 +153,19 @@ class VllmCallSites:
     # ------------------------------------------------------------------------------------------------ HTTP threads
 
     def admit(self, rid: str, tokens: List[int], params: Dict[str, Any], blocks: List[int], owner: str, role: str) -> _Tracked:
-        """``schedule`` for a new request: the connector's lookup, the allocation (``blocks``, made by the engine),
-        ``update_state_after_alloc``. ValueError (the connector refusing its parameters) frees nothing: the caller does."""
+        """A new request for vLLM's engine loop (its input queue): the next step's ``schedule`` asks the connector, takes
+        ``blocks`` (allocated by the engine) and calls ``update_state_after_alloc``. ValueError, here and now, when the
+        connector cannot take its ``kv_transfer_params`` (the caller frees the blocks)."""
         req = SimRequest(f"{rid}-{role}-{next(self._ids)}", tokens, params)
+        handoff(req)  # what the connector would refuse in the step, refused to the caller instead
         t = _Tracked(req, rid, owner, blocks, role)
         with self._lock:
-            ext, load_async = self.scheduler.get_num_new_matched_tokens(req, 0)
-            ext = ext or 0
-            self.scheduler.update_state_after_alloc(req, _Blocks(blocks), ext if load_async else 0)
-            req.status = _Status("WAITING_FOR_REMOTE_KVS" if load_async else "RUNNING")
-            self._reqs[req.request_id] = t
-            if role == "prefill":
-                self._prefilling[rid] = req.request_id
-            if not load_async:
-                t.loaded.set()
+            self._new.append(t)
         self.wake()
         return t
 
     def wait_loaded(self, t: _Tracked, timeout: float) -> Optional[bool]:
-        """Waits until ``finished_recving`` named the request: True, the KV is in; False, some blocks did not load (the
+        """Waits until the request may run: True, its KV is in (or none was to come); False, some blocks did not load (the
         policy says what then); None, not within ``timeout``."""
         if not t.loaded.wait(timeout):
             return None
@@ -170,31 +177,27 @@ class VllmCallSites:
             self._filled[rid] = layers
             self._fill.notify_all()
 
-    def finish(self, t: _Tracked, status: str, output_tokens: List[int]) -> Optional[Dict[str, Any]]:
-        """The request finished (``status``: vLLM's ``RequestStatus`` name): ``request_finished``; its blocks freed now,
-        or once ``finished_sending`` names it. Returns the connector's ``kv_transfer_params`` for the answer."""
+    def finish(self, t: _Tracked, status: str, output_tokens: List[int], timeout: float = 30.0) -> Optional[Dict[str, Any]]:
+        """The request finished (``status``: vLLM's ``RequestStatus`` name): the next step's ``update_from_output`` part
+        calls ``request_finished``, frees its blocks or keeps them until ``finished_sending`` names it. Returns the
+        connector's ``kv_transfer_params`` for the answer."""
+        done: "Future[Optional[Dict[str, Any]]]" = Future()
         with self._lock:
             if t.finished:
                 return None
             t.finished = True
-            t.req.status = _Status(status)
-            t.req.output_token_ids = list(output_tokens)
-            self._reqs.pop(t.req.request_id, None)
-            self._finished_ids.add(t.req.request_id)
-            if self._prefilling.get(t.rid) == t.req.request_id:
-                del self._prefilling[t.rid]
-            delay, params = self.scheduler.request_finished(t.req, list(t.blocks))
-            if delay:
-                self._kept[t.req.request_id] = t
-        with self._fill:
-            self._filled.pop(t.rid, None)
-        if not delay:
-            self.free(t.owner)
+            self._finishing.append((t, status, list(output_tokens), done))
         self.wake()
-        return params
+        try:
+            return done.result(timeout)
+        except FutureTimeout:
+            log.warning("request %s: its finish was not taken within %.0f s (the engine closed?)", t.rid, timeout)
+            return None
 
     def wake(self) -> None:
         """Something for the connector: the next step comes now, with nothing to compute if need be."""
+        if not self._woken_us:
+            self._woken_us = time.time_ns() // 1000
         self._wake = True
         s = self.stepper
         if s is not None:
@@ -212,11 +215,65 @@ class VllmCallSites:
             outstanding = self.scheduler.scheduler_side.outstanding()
         return outstanding and time.monotonic() - self._last_step >= self.idle_step_s
 
+    def _finished(self, t: _Tracked, status: str, outputs: List[int]) -> Tuple[bool, Optional[Dict[str, Any]]]:
+        """``Scheduler._free_request``: ``request_finished``, and the blocks kept or freed (under the lock)."""
+        t.req.status = _Status(status)
+        t.req.output_token_ids = outputs
+        t.finished_us = time.time_ns() // 1000
+        self._reqs.pop(t.req.request_id, None)
+        self._finished_ids.add(t.req.request_id)
+        if self._prefilling.get(t.rid) == t.req.request_id:
+            del self._prefilling[t.rid]
+        if t.admitted_us == 0:  # finished before a step scheduled it: vLLM never asked the connector about it
+            return False, None
+        delay, params = self.scheduler.request_finished(t.req, list(t.blocks))
+        if delay:
+            self._kept[t.req.request_id] = t
+        return delay, params
+
+    def _schedule(self, t: _Tracked) -> None:
+        """``schedule`` for a new request (under the lock): the connector's lookup, the allocation, its state after."""
+        req = t.req
+        ext, load_async = self.scheduler.get_num_new_matched_tokens(req, 0)
+        t.admitted_us = time.time_ns() // 1000
+        self.scheduler.update_state_after_alloc(req, _Blocks(t.blocks), (ext or 0) if load_async else 0)
+        req.status = _Status("WAITING_FOR_REMOTE_KVS" if load_async else "RUNNING")
+        self._reqs[req.request_id] = t
+        if t.role == "prefill":
+            self._prefilling[t.rid] = req.request_id
+        if not load_async:
+            t.loaded_us = t.admitted_us
+            t.loaded.set()
+
     def begin_step(self, plan: Any) -> None:
-        """The end of ``schedule`` (the step's metadata) and the model runner's first calls."""
+        """What vLLM's engine loop does before a forward pass: the previous step's finished requests
+        (``request_finished``), ``schedule`` (new requests; the step's metadata) and the model runner's first calls."""
+        self._step_began_us, self._step_woken_us, self._woken_us = time.time_ns() // 1000, self._woken_us, 0
         scheduled: Dict[str, int] = {}
         new: List[Any] = []
+        freed: List[_Tracked] = []
+        answers: List[Tuple[Any, Optional[Dict[str, Any]]]] = []
         with self._lock:
+            arrived, self._new = self._new, []
+            finishing, self._finishing = self._finishing, []
+            # new requests first (one that finished since still reached the scheduler: vLLM schedules, then finishes it)
+            for t in arrived:
+                try:
+                    self._schedule(t)
+                except ValueError as e:  # refused by the connector: the request fails as vLLM would fail it
+                    log.warning("request %s refused by the connector: %s", t.rid, e)
+                    t.invalid = set(t.blocks)
+                    t.loaded.set()
+            for t, status, outputs, done in finishing:
+                try:
+                    delay, params = self._finished(t, status, outputs)
+                except Exception as e:  # never the step thread's end
+                    log.exception("request_finished of %s failed", t.rid)
+                    answers.append((done, e))
+                    continue
+                if not delay:
+                    freed.append(t)
+                answers.append((done, params))
             for c in plan.prefills if plan is not None else ():
                 vid = self._prefilling.get(c.id.rsplit("#", 1)[0])
                 t = self._reqs.get(vid) if vid is not None else None
@@ -229,10 +286,21 @@ class VllmCallSites:
             out = SimpleNamespace(num_scheduled_tokens=scheduled, scheduled_new_reqs=new, finished_req_ids=set(self._finished_ids))
             meta = self.scheduler.build_connector_meta(out)
             self._saving_rids = [self._reqs[v].rid for v in scheduled]
+        # the model runner's calls first: the facts are on the handoff's path, the answers below are not
         self._step_saves = bool(scheduled)
         self._saved = 0
         self.worker.bind_connector_metadata(meta)
         self.worker.start_load_kv(None)
+        for done, r in answers:
+            if isinstance(r, Exception):
+                done.set_exception(r)
+            else:
+                done.set_result(r)
+        with self._fill:
+            for t, _, _, _ in finishing:
+                self._filled.pop(t.rid, None)
+        for t in freed:
+            self.free(t.owner)
 
     def saves(self) -> bool:
         """Whether this step computes a prefill whose KV goes to another engine (its layers are reported)."""
@@ -277,9 +345,12 @@ class VllmCallSites:
             for vid in recving or ():
                 t = self._reqs.get(vid)
                 if t is not None:
-                    t.invalid = self._invalid & set(t.blocks)
-                    self._invalid -= t.invalid
+                    if self._invalid:
+                        t.invalid = self._invalid & set(t.blocks)
+                        self._invalid -= t.invalid
                     t.req.status = _Status("WAITING")
+                    t.loaded_us = time.time_ns() // 1000
+                    t.pickup_us = self._step_began_us - self._step_woken_us if self._step_woken_us else 0
                     t.loaded.set()
             for vid in sending or ():
                 t = self._kept.pop(vid, None)
@@ -291,6 +362,11 @@ class VllmCallSites:
         self._last_step = time.monotonic()
         if plan is None:
             self.steps_without_forward += 1
+
+    def kept_count(self) -> int:
+        """Requests whose blocks wait for ``finished_sending``."""
+        with self._lock:
+            return len(self._kept)
 
     def close(self) -> None:
         if self.stepper is not None:

@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from . import protocol as p
-from .client import EngineApiClient, KvSignal, LeaseKeeper
+from .client import EngineApiClient, KvSignal
 from .protocol import ApiError, CudaIpcPool, CudaIpcRegion, Decision, Layout, Registration, ShmPool
 from .vllm_scheduler import DecodeReady, OrbitKVPdMetadata, PrefillCompleted, RequestEnded, SaveChunk
 
@@ -47,7 +47,6 @@ class WorkerSettings:
     instance_epoch: int = 0
     lease_ms: int = 30_000
     heartbeat_s: Optional[float] = None
-    lease_margin_s: Optional[float] = None
     kv_confirm_s: float = 5.0
     min_report_interval_s: float = 0.001
     connect_timeout_s: float = 180.0
@@ -55,7 +54,7 @@ class WorkerSettings:
     fault_no_heartbeat_prefix: Optional[str] = None
 
     KEYS = {"engine_api_path": str, "engine_id": str, "http_url": str, "role": str, "model": str, "instance_epoch": int,
-            "lease_ms": int, "heartbeat_ms": int, "lease_margin_ms": int, "kv_confirm_ms": int,
+            "lease_ms": int, "heartbeat_ms": int, "kv_confirm_ms": int,
             "layerwise_min_report_interval_ms": float, "connect_timeout_s": float, "block_hash_algorithm": str,
             "block_hash_seed": str, "fault_no_heartbeat_prefix": str}
 
@@ -79,13 +78,13 @@ class WorkerSettings:
         if r not in ("prefill", "decode", "both"):
             raise ValueError(f"kv_connector_extra_config.role: prefill, decode or both, got {r!r}")
         ms: Callable[[str], Optional[float]] = lambda k: extra[k] / 1000.0 if k in extra else None
-        for k in ("lease_ms", "heartbeat_ms", "lease_margin_ms", "kv_confirm_ms", "connect_timeout_s"):
+        for k in ("lease_ms", "heartbeat_ms", "kv_confirm_ms", "connect_timeout_s"):
             if k in extra and extra[k] <= 0:
                 raise ValueError(f"kv_connector_extra_config.{k}: must be positive, got {extra[k]}")
         algo, seed = extra.get("block_hash_algorithm"), extra.get("block_hash_seed")
         return cls(extra["engine_api_path"], extra["engine_id"], extra["http_url"], r, extra.get("model", model),
                    int(extra.get("instance_epoch", 0)), int(extra.get("lease_ms", 30_000)), ms("heartbeat_ms"),
-                   ms("lease_margin_ms"), ms("kv_confirm_ms") or 5.0, extra.get("layerwise_min_report_interval_ms", 1.0) / 1000.0,
+                   ms("kv_confirm_ms") or 5.0, extra.get("layerwise_min_report_interval_ms", 1.0) / 1000.0,
                    float(extra.get("connect_timeout_s", 180.0)), (algo, seed or "") if algo else None,
                    extra.get("fault_no_heartbeat_prefix") or None)
 
@@ -118,11 +117,11 @@ def map_kv_caches(kv_caches: Mapping[str, Any], block_size: int, num_blocks: Opt
         raise KvLayoutRefused("register_kv_caches: no KV cache tensors")
     names = list(kv_caches)
     first = kv_caches[names[0]]
-    sim = getattr(first, "orbitkv_pool", None)
-    if sim is not None:
+    if hasattr(first, "orbitkv_pool"):
+        sim = first.orbitkv_pool
         for i, n in enumerate(names):
             v = kv_caches[n]
-            if getattr(v, "orbitkv_pool", None) is not sim or getattr(v, "layer", None) != i:
+            if not hasattr(v, "orbitkv_pool") or v.orbitkv_pool is not sim or getattr(v, "layer", None) != i:
                 raise KvLayoutRefused(f"layer {n}: not layer {i} of the same pool")
         if first.layout.num_layers != len(names):
             raise KvLayoutRefused(f"{len(names)} layers registered, the pool has {first.layout.num_layers}")
@@ -188,9 +187,72 @@ def _driver_ipc_handle(ptr: int) -> Tuple[bytes, int]:
 class _Decode:
     """A decode request of this engine whose KV comes from a prefill engine."""
     fact: DecodeReady
-    keeper: Optional[LeaseKeeper] = None
+    leased: bool = False
     signal: Optional[KvSignal] = None
     ended: bool = False  # the handoff ended at the decider (released, timed out, cancelled): no more facts for it
+
+
+class _Heartbeats:
+    """The leases of this engine's decodes, renewed by one thread: every ``waiting_every_s`` while a decode awaits its KV
+    (an engine cut off from Kafka is seen in time), every ``every_s`` after. One thread for all: a vLLM engine decodes
+    hundreds of requests at once, and a thread each (the library's ``LeaseKeeper``) would start one on vLLM's step thread
+    for every request."""
+
+    def __init__(self, client: EngineApiClient, lease_ms: int, every_s: float, waiting_every_s: float) -> None:
+        self.client, self.lease_ms, self.every_s, self.waiting_every_s = client, lease_ms, every_s, waiting_every_s
+        self._cond = threading.Condition()
+        self._leases: Dict[str, List[Any]] = {}  # OrbitKV id → [lease id, lease epoch, next due (monotonic), seq, period]
+        self._closed = False
+        self._thread: Optional[threading.Thread] = None
+        self._wakes_at = 0.0  # when the thread looks next (monotonic); an earlier lease wakes it
+
+    def add(self, request_id: str, lease_id: str, epoch: int) -> None:
+        due = time.monotonic() + self.waiting_every_s
+        with self._cond:
+            self._leases[request_id] = [lease_id, epoch, due, 0, self.waiting_every_s]
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="orbitkv-leases", daemon=True)
+                self._thread.start()
+            elif due < self._wakes_at:
+                self._cond.notify()
+
+    def kv_in(self, request_id: str) -> None:
+        with self._cond:
+            st = self._leases.get(request_id)
+            if st is not None:
+                st[4] = self.every_s
+
+    def remove(self, request_id: str) -> None:
+        with self._cond:
+            self._leases.pop(request_id, None)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._leases.clear()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            due: List[Tuple[str, str, int, int]] = []
+            with self._cond:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                nxt = now + 60.0
+                for rid, st in self._leases.items():
+                    if st[2] <= now:
+                        st[3] += 1
+                        st[2] = now + st[4]
+                        due.append((rid, st[0], st[1], st[3]))
+                    nxt = min(nxt, st[2])
+                if not due:
+                    self._wakes_at = nxt
+                    self._cond.wait(nxt - now)
+                    continue
+            until = int(time.time() * 1000) + self.lease_ms
+            for rid, lease_id, epoch, seq in due:
+                self.client.heartbeat(rid, lease_id, epoch, until, seq)
 
 
 @dataclasses.dataclass
@@ -223,6 +285,7 @@ class WorkerSide:
         self._finished_recving: Set[str] = set()
         self._load_errors: Set[int] = set()
         self._lease_epochs = itertools.count(1)
+        self._heartbeats: Optional[_Heartbeats] = None
         #: called (no arguments) whenever something finished: a loop that steps only when there is work wakes on it
         self.on_finished: Optional[Callable[[], None]] = None
         #: every decision, after this half acted on it (an engine's own bookkeeping, tests)
@@ -241,6 +304,8 @@ class WorkerSide:
         self.client = self._connect(s.engine_api_path, Registration(s.engine_id, epoch, s.role, layout, pool, s.model, s.http_url,
                                                                     s.block_hash), on_decision=self._on_decision,
                                     connect_timeout=s.connect_timeout_s)
+        hb = s.heartbeat_s or max(0.05, s.lease_ms / 3000.0)
+        self._heartbeats = _Heartbeats(self.client, s.lease_ms, hb, min(hb, s.kv_confirm_s / 4))
         log.info("OrbitKV connector: %s registered with its worker (%d layers, %d blocks of %d tokens)", s.engine_id,
                  layout.num_layers, layout.num_blocks, layout.block_size_tokens)
 
@@ -343,10 +408,9 @@ class WorkerSide:
     def shutdown(self) -> None:
         """Says goodbye to the worker (the decider voids this instance's in-flight work) and stops every lease."""
         with self._lock:
-            keepers = [d.keeper for d in self._decodes.values() if d.keeper is not None]
             self._decodes.clear()
-        for k in keepers:
-            k.stop()
+        if self._heartbeats is not None:
+            self._heartbeats.close()
         if self.client is not None:
             self.client.close()
 
@@ -362,13 +426,11 @@ class WorkerSide:
         lease_id = f"lease/{s.engine_id}/{d.request_id}"
         epoch = next(self._lease_epochs)
         kv = c.await_kv(d.request_id)
-        sent_at = time.monotonic()
         ready = c.decode_ready(d.request_id, lease_id, epoch, d.dest_blocks, int(time.time() * 1000) + s.lease_ms,
                                cached_blocks=d.cached_blocks)
-        if not (s.fault_no_heartbeat_prefix and d.request_id.startswith(s.fault_no_heartbeat_prefix)):
-            hb = s.heartbeat_s or max(0.05, s.lease_ms / 3000.0)
-            dec.keeper = c.keep_lease(d.request_id, lease_id, epoch, s.lease_ms, hb, sent_at, s.lease_margin_s, first=ready,
-                                      waiting_interval_s=min(hb, s.kv_confirm_s / 4))
+        if self._heartbeats is not None and not (s.fault_no_heartbeat_prefix and d.request_id.startswith(s.fault_no_heartbeat_prefix)):
+            dec.leased = True
+            self._heartbeats.add(d.request_id, lease_id, epoch)
         ready.add_done_callback(lambda f: self._decode_ready_answered(d, f))
         kv.add_done_callback(lambda f: self._kv_signal(d.vllm_request_id, f.result()))
 
@@ -391,13 +453,13 @@ class WorkerSide:
                 if signal.kind == "ended":
                     dec.ended = True
             self._finished_recving.add(vid)
-            keeper = dec.keeper
-        if keeper is not None:
-            if signal.kind == "ended":
-                keeper.stop()
-            else:
-                keeper.kv_in()
+            rid, leased = dec.fact.request_id, dec.leased
         self._wake()
+        if leased and self._heartbeats is not None:
+            if signal.kind == "ended":
+                self._heartbeats.remove(rid)
+            else:
+                self._heartbeats.kv_in(rid)
 
     def _prefill_completed(self, f: PrefillCompleted) -> None:
         c = self.client
@@ -427,8 +489,8 @@ class WorkerSide:
             if e.held:
                 self._kept[e.request_id] = e.vllm_request_id
                 released = e.request_id in self._released
-        if dec is not None and dec.keeper is not None:
-            dec.keeper.stop()
+        if self._heartbeats is not None:
+            self._heartbeats.remove(e.request_id)
         ended_here = dec is not None and dec.ended
         if not ended_here:
             if e.whole:
@@ -475,13 +537,6 @@ class WorkerSide:
             w()
 
     # ------------------------------------------------------------------------------------------------ introspection
-
-    def lease_lost(self, vllm_request_id: str) -> bool:
-        """Whether the lease of a decode may have run out at the decider (vLLM cannot be told to stop a running request:
-        an engine that can uses this to stop using the blocks, docs/vllm.md)."""
-        with self._lock:
-            dec = self._decodes.get(vllm_request_id)
-        return dec is not None and dec.keeper is not None and dec.keeper.lost()
 
     def kept(self) -> Dict[str, str]:
         with self._lock:

@@ -95,6 +95,11 @@ public final class DemoCommand implements Callable<Integer> {
             + " simulated engine (python/orbitkv_pd) on their worker's engine API; the rest run the Java engine. Default: none.")
     List<String> pythonEngines = new ArrayList<>();
 
+    @Option(names = "--via-vllm-connector", description = "Every engine runs as the Python simulated engine whose P/D flow goes through the"
+            + " vLLM connector (orbitkv_pd.vllm, the code a vLLM user loads), called as vLLM's scheduler and model runner call it"
+            + " (engine.vllm-connector; docs/vllm.md).")
+    boolean viaVllmConnector;
+
     @Option(names = "--engines", defaultValue = "api", description = "How the Java engines join: api (their workers' engine API, as the Python"
             + " engines and vLLM/SGLang engines do; the worker starts the push on the engine's own prefill report and hands the decode engine"
             + " its KV as it lands) or kafka (Kafka clients of their own) (default: ${DEFAULT-VALUE}).")
@@ -128,9 +133,22 @@ public final class DemoCommand implements Callable<Integer> {
         Path dir = workDir != null ? workDir.toAbsolutePath() : Files.createTempDirectory("orbitkv-demo-");
         long t0 = System.nanoTime();
         out.println("OrbitKV P/D demo: the whole pipeline, each component its own process, under " + dir);
+        if (viaVllmConnector) {
+            // the connector is Python: every engine is the Python engine, driving its P/D flow through it
+            pythonEngines = new ArrayList<>();
+            for (int i = 0; i < prefillEngines; i++) {
+                pythonEngines.add("prefill-" + i);
+            }
+            for (int i = 0; i < decodeEngines; i++) {
+                pythonEngines.add("decode-" + i);
+            }
+            out.println("  every engine: the Python simulated engine through the vLLM connector (orbitkv_pd.vllm), called as vLLM calls it");
+        }
+        java.util.Map<String, String> engineKeys = viaVllmConnector ? java.util.Map.of("engine.cost", cost, "engine.vllm-connector", "true")
+                : java.util.Map.of("engine.cost", cost);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(prefillEngines, decodeEngines)
                 .withModel(ModelPreset.of(preset), ModelPreset.of(preset) == ModelPreset.TINY ? 4096 : 512, 0.05, 2.0)
-                .withExtra(java.util.Map.of(), java.util.Map.of("engine.cost", cost), java.util.Map.of(), java.util.Map.of("proxy.routing", routing,
+                .withExtra(java.util.Map.of(), engineKeys, java.util.Map.of(), java.util.Map.of("proxy.routing", routing,
                         "proxy.routing.local-prefill", Boolean.toString(localPrefill))).withDashboard(!noDashboard).withPythonEngines(java.util.Set.copyOf(pythonEngines))
                 .withEngineApi(engines == EngineJoin.api).withNetns(HostsOption.netns(hosts, link)).withLink(link);
         SimModel model = new SimModel(42);
