@@ -1262,7 +1262,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def admit(self, job: Job, blocks: List[int], owner: str, role: str) -> Any:
         try:
-            return self.engine.vllm.admit(job.rid, job.tokens, job.req.kv, blocks, owner, role)
+            return self.engine.vllm.admit(job.rid, job.tokens, job.req.kv, blocks, owner, role, job.marks.get("in", 0))
         except ValueError as err:  # the connector refused the request's kv_transfer_params
             self.engine.allocator.free(owner)
             raise HttpError(400, str(err), param="kv_transfer_params")

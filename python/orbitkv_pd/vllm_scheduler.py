@@ -20,6 +20,7 @@ those ``./orbitkv-pd proxy`` sends, in the form vLLM's P/D proxies use: ``{"requ
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 #: The key of ``kv_transfer_params`` that names the request the proxy admitted (the handoff's id in the log; vLLM's own
@@ -40,6 +41,7 @@ class DecodeReady:
     dest_blocks: Tuple[int, ...]
     num_tokens: int
     cached_blocks: int
+    in_us: int = 0  # the request's arrival at vLLM (its ``arrival_time``): the timing marks of the facts (docs/tracing.md)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +52,9 @@ class PrefillCompleted:
     source_blocks: Tuple[int, ...]
     num_tokens: int
     first_token: Optional[int]
+    in_us: int = 0  # arrival
+    c0_us: int = 0  # its first prefill step scheduled
+    c1_us: int = 0  # finished (the first token sampled)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +69,7 @@ class RequestEnded:
     whole: bool
     status: str
     held: bool = False
+    in_us: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +122,15 @@ def handoff(request: Any) -> Optional[Dict[str, Any]]:
     return {"request_id": rid, "role": "prefill" if decode else "decode"}
 
 
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def _arrival_us(request: Any) -> int:
+    t = getattr(request, "arrival_time", None)
+    return int(t * 1_000_000) if isinstance(t, (int, float)) and t > 0 else 0
+
+
 def _status(request: Any) -> str:
     s = getattr(request, "status", None)
     return getattr(s, "name", str(s))
@@ -133,7 +148,7 @@ class SchedulerSide:
         self._loading: Dict[str, str] = {}
         #: prefill requests whose blocks vLLM keeps for the push (and decodes that ended while loading): vLLM id → OrbitKV id
         self._sending: Dict[str, str] = {}
-        #: prefill requests being computed: vLLM id → [OrbitKV id, pages, prompt tokens, tokens computed so far]
+        #: prefill requests being computed: vLLM id → [OrbitKV id, pages, prompt tokens, tokens computed so far, first step µs]
         self._prefilling: Dict[str, List[Any]] = {}
 
     # -------------------------------------------------------------------------------------------------- decode side
@@ -157,7 +172,7 @@ class SchedulerSide:
             prompt = len(request.prompt_token_ids)
             ids = list(blocks.get_block_ids()[0])[:-(-prompt // self.block_size)]
             done = int(getattr(request, "num_computed_tokens", 0) or 0)
-            self._prefilling[request.request_id] = [o["request_id"], tuple(ids), prompt, done]
+            self._prefilling[request.request_id] = [o["request_id"], tuple(ids), prompt, done, 0]
             return
         if o is None or o["role"] != "decode" or num_external_tokens <= 0:
             return
@@ -171,7 +186,7 @@ class SchedulerSide:
             raise ValueError(f"request {vid}: {len(ids)} blocks allocated for a prompt of {prompt} tokens ({needed} needed)")
         cached = (prompt - num_external_tokens) // self.block_size
         self._loading[vid] = o["request_id"]
-        self._pending.decode_ready.append(DecodeReady(o["request_id"], vid, tuple(ids[:needed]), prompt, cached))
+        self._pending.decode_ready.append(DecodeReady(o["request_id"], vid, tuple(ids[:needed]), prompt, cached, _arrival_us(request)))
 
     # -------------------------------------------------------------------------------------------------- both sides
 
@@ -189,6 +204,7 @@ class SchedulerSide:
         for vid, st in self._prefilling.items():
             n = scheduled.get(vid, 0)
             if n > 0 and st[3] < st[2]:
+                st[4] = st[4] or _now_us()
                 end = min(st[2], st[3] + n)
                 out.saving.append(SaveChunk(st[0], vid, st[1], st[2], st[3], end))
                 st[3] = end
@@ -205,12 +221,13 @@ class SchedulerSide:
         status = _status(request)
         whole = status in FINISHED_WHOLE
         outputs = list(getattr(request, "output_token_ids", []) or [])
-        self._prefilling.pop(vid, None)
+        st = self._prefilling.pop(vid, None)
         if o["role"] == "prefill" and whole and block_ids:
             prompt = len(request.prompt_token_ids)
             needed = -(-prompt // self.block_size)
             self._pending.prefill_completed.append(PrefillCompleted(o["request_id"], vid, tuple(block_ids[:needed]), prompt,
-                                                                    outputs[0] if outputs else None))
+                                                                    outputs[0] if outputs else None, _arrival_us(request),
+                                                                    st[4] if st is not None else 0, _now_us()))
             self._sending[vid] = o["request_id"]
             # vLLM answers the prefill with these: what the proxy would hand to a decode engine that pulls (the push
             # needs none of it, the decider names the pages); the same fields as the simulated engines answer
@@ -220,7 +237,7 @@ class SchedulerSide:
         held = self._loading.pop(vid, None) is not None and o["role"] == "decode"
         if held:
             self._sending[vid] = o["request_id"]
-        self._pending.ended.append(RequestEnded(o["request_id"], vid, o["role"], len(outputs), whole, status, held))
+        self._pending.ended.append(RequestEnded(o["request_id"], vid, o["role"], len(outputs), whole, status, held, _arrival_us(request)))
         return held, None
 
     def update_connector_output(self, connector_output: Any) -> None:

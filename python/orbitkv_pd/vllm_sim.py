@@ -60,6 +60,7 @@ class SimRequest:
         self.kv_transfer_params = kv_transfer_params
         self.output_token_ids: List[int] = []
         self.num_computed_tokens = 0
+        self.arrival_time = time.time()
         self.status = _Status("WAITING")
 
 
@@ -152,11 +153,14 @@ class VllmCallSites:
 
     # ------------------------------------------------------------------------------------------------ HTTP threads
 
-    def admit(self, rid: str, tokens: List[int], params: Dict[str, Any], blocks: List[int], owner: str, role: str) -> _Tracked:
+    def admit(self, rid: str, tokens: List[int], params: Dict[str, Any], blocks: List[int], owner: str, role: str,
+              arrival_us: int = 0) -> _Tracked:
         """A new request for vLLM's engine loop (its input queue): the next step's ``schedule`` asks the connector, takes
         ``blocks`` (allocated by the engine) and calls ``update_state_after_alloc``. ValueError, here and now, when the
         connector cannot take its ``kv_transfer_params`` (the caller frees the blocks)."""
         req = SimRequest(f"{rid}-{role}-{next(self._ids)}", tokens, params)
+        if arrival_us:
+            req.arrival_time = arrival_us / 1e6
         handoff(req)  # what the connector would refuse in the step, refused to the caller instead
         t = _Tracked(req, rid, owner, blocks, role)
         with self._lock:

@@ -427,7 +427,7 @@ class WorkerSide:
         epoch = next(self._lease_epochs)
         kv = c.await_kv(d.request_id)
         ready = c.decode_ready(d.request_id, lease_id, epoch, d.dest_blocks, int(time.time() * 1000) + s.lease_ms,
-                               cached_blocks=d.cached_blocks)
+                               marks=_marks(("in", d.in_us)), cached_blocks=d.cached_blocks)
         if self._heartbeats is not None and not (s.fault_no_heartbeat_prefix and d.request_id.startswith(s.fault_no_heartbeat_prefix)):
             dec.leased = True
             self._heartbeats.add(d.request_id, lease_id, epoch)
@@ -466,7 +466,8 @@ class WorkerSide:
         assert c is not None, "register_kv_caches first"
         with self._lock:
             self._kept[f.request_id] = f.vllm_request_id
-        fut = c.prefill_completed(f.request_id, f.source_blocks, f.num_tokens, f.first_token)
+        fut = c.prefill_completed(f.request_id, f.source_blocks, f.num_tokens, f.first_token,
+                                  marks=_marks(("in", f.in_us), ("c0", f.c0_us), ("c1", f.c1_us)))
 
         def answered(x: "Future[str]") -> None:
             e = x.exception()
@@ -494,8 +495,12 @@ class WorkerSide:
         ended_here = dec is not None and dec.ended
         if not ended_here:
             if e.whole:
-                recomputed = dec is not None and dec.signal is not None and dec.signal.kind != "ready"
-                c.decode_completed(e.request_id, e.output_tokens, recomputed)
+                sig = dec.signal if dec is not None else None
+                recomputed = sig is not None and sig.kind != "ready"
+                # the KV's arrival as the engine saw it, and when it landed (the worker's mark): the handoff's anatomy
+                c.decode_completed(e.request_id, e.output_tokens, recomputed, marks=_marks(
+                    ("in", e.in_us), ("kv", sig.received_us if sig is not None and not recomputed else 0),
+                    ("land", sig.landed_us if sig is not None and not recomputed else 0)))
             else:
                 c.cancel(e.request_id, f"vLLM ended the decode: {e.status}")
         if e.held and (released or ended_here):
@@ -541,6 +546,12 @@ class WorkerSide:
     def kept(self) -> Dict[str, str]:
         with self._lock:
             return dict(self._kept)
+
+
+def _marks(*pairs: Tuple[str, int]) -> Optional[Dict[str, int]]:
+    """The timing marks a fact carries (those known: 0 is unknown)."""
+    m = {k: v for k, v in pairs if v}
+    return m or None
 
 
 def _cuda_event(kv_layer: Any) -> Any:

@@ -3,6 +3,7 @@ objects with the attributes vLLM's ``Request``, ``KVCacheBlocks`` and ``KVConnec
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import pickle
 import unittest
@@ -129,7 +130,9 @@ class PrefillSideTest(unittest.TestCase):
         self.assertTrue(delay)
         self.assertEqual(params, {"request_id": "req-9", "do_remote_prefill": True, "do_remote_decode": False,
                                   "remote_block_ids": [11, 12, 13]})
-        self.assertEqual(s.build_connector_meta(None).prefill_completed, [PrefillCompleted("req-9", "v-9", (11, 12, 13), 33, 4242)])
+        done = s.build_connector_meta(None).prefill_completed
+        self.assertEqual([dataclasses.replace(f, c1_us=0) for f in done], [PrefillCompleted("req-9", "v-9", (11, 12, 13), 33, 4242)])
+        self.assertGreater(done[0].c1_us, 0, "the fact's compute-end mark")
         self.assertEqual(s.sending(), {"v-9": "req-9"})
         s.update_connector_output(Output(sending={"v-9"}))  # the release decision came: vLLM frees the blocks
         self.assertEqual(s.sending(), {})

@@ -181,6 +181,7 @@ class WorkerHalfTest(unittest.TestCase):
         self.connector.bind_connector_metadata(OrbitKVPdMetadata(ended=[RequestEnded("r1", "v1", "decode", 8, True, "FINISHED_LENGTH_CAPPED")]))
         done = self.frames("decode_completed")[0]
         self.assertEqual((done["output_tokens"], done["recomputed"]), (8, False))
+        self.assertRegex(done["timing"], r"kv=\d+", "when the KV arrived: the handoff's anatomy reads it")
         n = len(self.frames("heartbeat"))
         time.sleep(0.2)
         self.assertEqual(len(self.frames("heartbeat")), n, "no heartbeat after the decode ended")
@@ -226,9 +227,9 @@ class WorkerHalfTest(unittest.TestCase):
         progress = [(m.get("source_blocks"), m["done_tokens"], m["chunk_end"], m["layers"]) for m in self.frames("prefill_progress", 6)]
         self.assertEqual(progress, [([1, 2, 3], 0, 32, 1), (None, 0, 32, 2), (None, 0, 32, 3), (None, 32, 32, 4), (None, 32, 40, 1),
                                     (None, 40, 40, 4)])
-        self.connector.bind_connector_metadata(OrbitKVPdMetadata(prefill_completed=[PrefillCompleted("r5", "v5", (1, 2, 3), 40, 99)]))
+        self.connector.bind_connector_metadata(OrbitKVPdMetadata(prefill_completed=[PrefillCompleted("r5", "v5", (1, 2, 3), 40, 99, 10, 0, 30)]))
         done = self.frames("prefill_completed")[0]
-        self.assertEqual((done["source_blocks"], done["num_tokens"], done["first_token"]), ([1, 2, 3], 40, 99))
+        self.assertEqual((done["source_blocks"], done["num_tokens"], done["first_token"], done["timing"]), ([1, 2, 3], 40, 99, "in=10,c1=30"))
         self.assertEqual(self.connector.get_finished(set()), (None, None))
         self.decide("r5", "release", side="prefill", engine_id="e-0", reason="transferred")
         self.assertEqual(self.finished()[0], {"v5"})

@@ -80,6 +80,34 @@ class RequestValidationTest {
         assertThat(chat.maxTokens()).isEqualTo(3);
     }
 
+    /**
+     * What the engines get is the form vLLM's P/D proxies send (its toy proxy, llm-d): the prefill a one-token, unstreamed
+     * request with {@code do_remote_decode}, the decode the client's request with {@code do_remote_prefill} — and the
+     * admitted request id the vLLM connector ({@code orbitkv_pd.vllm_scheduler.handoff}) reads, since vLLM's own request id
+     * differs per engine (docs/vllm.md).
+     */
+    @Test
+    void theEnginesGetKvTransferParamsInTheFormVllmsPdProxiesSend() throws Invalid {
+        CompletionRequest chat = parse(Kind.CHAT, "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}],"
+                + " \"max_completion_tokens\": 30, \"stream\": true, \"stream_options\": {\"include_usage\": true}}");
+        var prefill = chat.forward(KvTransferParams.forPrefill("r7", "p0", "d0"), false, 1);
+        assertThat(prefill.path("max_tokens").asInt()).isEqualTo(1);
+        assertThat(prefill.has("max_completion_tokens")).isFalse();
+        assertThat(prefill.path("stream").asBoolean()).isFalse();
+        assertThat(prefill.has("stream_options")).isFalse();
+        var p = prefill.path("kv_transfer_params");
+        assertThat(p.path("do_remote_decode").asBoolean()).isTrue();
+        assertThat(p.path("do_remote_prefill").asBoolean()).isFalse();
+        assertThat(p.path("request_id").asText()).isEqualTo("r7");
+        var decode = chat.forward(KvTransferParams.forDecode("r7", "p0", "d0"), chat.stream(), null);
+        assertThat(decode.path("max_completion_tokens").asInt()).isEqualTo(30);
+        assertThat(decode.path("stream").asBoolean()).isTrue();
+        var d = decode.path("kv_transfer_params");
+        assertThat(d.path("do_remote_prefill").asBoolean()).isTrue();
+        assertThat(d.path("do_remote_decode").asBoolean()).isFalse();
+        assertThat(d.path("request_id").asText()).isEqualTo("r7");
+    }
+
     @Test
     void errorBodiesAreOpenAiShaped() {
         assertThat(CompletionRequest.errorBody("bad", "invalid_request_error", "prompt", 400).toString())
