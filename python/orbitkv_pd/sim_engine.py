@@ -533,7 +533,8 @@ class Stepper:
         saving = hooks is not None and hooks.saves()  # the connector's save_kv_layer, layer by layer
         groups = min(self.reports_per_step, self.num_layers) if (listening or saving) and self.num_layers > 1 else 0
         if groups and self.report_interval_s > 0:
-            groups = max(1, min(groups, int((end - start) / self.report_interval_s)))
+            # from the plan's own duration: (start + d) - start is not d in floating point, and 4 ms / 1 ms must be 4
+            groups = max(1, min(groups, int(p.duration_ps / 1e12 / self.report_interval_s + 1e-9)))
         for g in range(1, groups + 1):
             left = start + (end - start) * g / groups - time.monotonic()
             if left > 0:

@@ -60,8 +60,9 @@ class PrefillCompleted:
 @dataclasses.dataclass(frozen=True)
 class RequestEnded:
     """A request of the handoff ended in vLLM: the decode answered (``output_tokens``), or either side stopped early.
-    ``held``: a decode that ended while its KV was still awaited: vLLM keeps its blocks (a push may still write into them)
-    until the worker half reports it finished sending, once the decider released them."""
+    ``held``: a decode that ended while its KV was still awaited: vLLM itself keeps its blocks until the connector reports
+    it finished receiving (``Scheduler.finish_requests``, scheduler.py:2374-2384 at the pinned commit) — which the worker
+    half does once the handoff ended at the decider, so no push can still write into them."""
     request_id: str
     vllm_request_id: str
     role: str
@@ -146,7 +147,7 @@ class SchedulerSide:
         self._pending = OrbitKVPdMetadata()
         #: decode requests whose KV load is outstanding: vLLM request id → OrbitKV request id
         self._loading: Dict[str, str] = {}
-        #: prefill requests whose blocks vLLM keeps for the push (and decodes that ended while loading): vLLM id → OrbitKV id
+        #: prefill requests whose blocks vLLM keeps for the push: vLLM id → OrbitKV id
         self._sending: Dict[str, str] = {}
         #: prefill requests being computed: vLLM id → [OrbitKV id, pages, prompt tokens, tokens computed so far, first step µs]
         self._prefilling: Dict[str, List[Any]] = {}
@@ -233,12 +234,11 @@ class SchedulerSide:
             # needs none of it, the decider names the pages); the same fields as the simulated engines answer
             return True, {KEY: o["request_id"], "do_remote_prefill": True, "do_remote_decode": False,
                           "remote_block_ids": list(block_ids[:needed])}
-        # A decode still waiting for its KV: a push may be writing into its blocks; they stay until the release.
+        # A decode still waiting for its KV: a push may be writing into its blocks. vLLM keeps them until it is reported
+        # finished receiving (it does so for any request aborted while WAITING_FOR_REMOTE_KVS), so nothing is delayed here.
         held = self._loading.pop(vid, None) is not None and o["role"] == "decode"
-        if held:
-            self._sending[vid] = o["request_id"]
         self._pending.ended.append(RequestEnded(o["request_id"], vid, o["role"], len(outputs), whole, status, held, _arrival_us(request)))
-        return held, None
+        return False, None
 
     def update_connector_output(self, connector_output: Any) -> None:
         """What the workers finished: a load (the decode may run) or a send (vLLM frees the blocks it kept)."""

@@ -2,26 +2,30 @@
 called as vLLM calls it (``engine.vllm-connector=true``, docs/vllm.md), so the connector code a vLLM user loads runs in
 the demo's pipeline end to end on machines where vLLM cannot be installed.
 
-What vLLM does around a connector, at the release docs/vllm.md pins, and where this module does the same:
+What vLLM does around a connector, at the commit docs/vllm.md pins (6adad087; file:line), and where this module does
+the same:
 
 * ``vllm/v1/core/sched/scheduler.py`` ``Scheduler.schedule``: a new request with nothing computed asks
-  ``get_num_new_matched_tokens(request, num_new_local_computed_tokens)``; after ``allocate_slots`` it calls
-  ``update_state_after_alloc(request, blocks, num_external_computed_tokens)``; a request whose tokens load
-  asynchronously waits as ``WAITING_FOR_REMOTE_KVS`` until ``finished_recving`` names it, then runs (its invalid blocks,
-  if any, recomputed or the request failed: ``kv_load_failure_policy``). → :meth:`VllmCallSites.admit`,
-  :meth:`VllmCallSites.wait_loaded`.
-* the end of ``schedule``: ``build_connector_meta(scheduler_output)`` every step, with ``num_scheduled_tokens`` and
-  ``scheduled_new_reqs``. → :meth:`VllmCallSites.begin_step` (one step of the engine model's :class:`Stepper` is
-  one vLLM step).
-* ``vllm/v1/worker/kv_connector_model_runner_mixin.py`` and ``gpu_model_runner.py``: ``bind_connector_metadata`` →
-  ``start_load_kv`` → per attention layer ``wait_for_layer_load`` / attention / ``save_kv_layer``
-  (``vllm/attention/layer.py``) → ``wait_for_save`` → ``get_finished(finished_req_ids)`` →
-  ``get_block_ids_with_load_errors`` → ``clear_connector_metadata``; a step with nothing to compute still makes these
-  calls (``kv_connector_no_forward``). → :meth:`begin_step`, :meth:`layers_done`, :meth:`end_step`, and the
-  :class:`Stepper`'s steps without a forward pass while the connector has work outstanding.
-* ``Scheduler.update_from_output``: ``update_connector_output(kv_connector_output)``; blocks of ``finished_sending``
-  requests freed; ``Scheduler._free_request`` → ``request_finished(request, block_ids)`` whose ``delay_free_blocks``
-  keeps them. → :meth:`end_step`, :meth:`finish`.
+  ``get_num_new_matched_tokens(request, block_aligned_local)`` (:829-833); after ``allocate_slots``,
+  ``update_state_after_alloc(request, blocks, num_external_computed_tokens)`` (:1061-1065); a request loading
+  asynchronously waits as ``WAITING_FOR_REMOTE_KVS`` (:1083-1087) until ``finished_recving`` names it
+  (:2766-2781, ``_update_waiting_for_remote_kv`` :2723-2764); at the end ``build_connector_meta(scheduler_output)``
+  (:1297-1299, :1320). → :meth:`VllmCallSites.admit` (queued for the step), :meth:`VllmCallSites._schedule`,
+  :meth:`VllmCallSites.begin_step` (one step of the engine model's :class:`Stepper` is one vLLM step).
+* ``Scheduler.update_from_output``: ``update_connector_output`` and the blocks of ``finished_sending`` freed, those of a
+  finished request named by ``finished_recving`` too (``_update_from_kv_xfer_finished`` :2802-2829); a finished
+  request's ``_free_request`` (:1978, :2388-2415) → ``request_finished(request, block_ids)`` (:2698), its
+  ``delay_free_blocks`` keeping them; ``finish_requests`` (:2374-2384) keeps the blocks of one aborted while
+  ``WAITING_FOR_REMOTE_KVS``. → :meth:`VllmCallSites.finish`, :meth:`VllmCallSites._finished`,
+  :meth:`VllmCallSites.end_step`.
+* ``vllm/v1/worker/kv_connector_model_runner_mixin.py`` ``_get_kv_connector_output``: ``bind_connector_metadata`` (:89)
+  → ``start_load_kv`` (:95) → the forward pass → ``wait_for_save`` (:100) → ``get_finished(finished_req_ids)``
+  (:102-104) → ``get_block_ids_with_load_errors`` (:105) → ``clear_connector_metadata`` (:112); with nothing to compute
+  the same without a forward pass (``kv_connector_no_forward`` :36-48, from ``gpu_model_runner.py`` :4340-4343); per
+  attention layer ``wait_for_layer_load`` / ``save_kv_layer`` (``vllm/model_executor/layers/attention/
+  kv_transfer_utils.py`` :51, :57). → :meth:`begin_step`, :meth:`layers_done`, :meth:`end_step`, and the
+  :class:`Stepper`'s steps without a forward pass while the connector has work outstanding (vLLM's engine loop polls
+  every 1 ms then: ``vllm/v1/engine/core.py`` :1430-1445; these come when something happened).
 
 The compute itself stays the simulated engine's (its model writes the KV bytes into the pool and the engine model's
 steps take the time); ``save_kv_layer`` for a layer is called once the bytes of that layer are written, as a GPU's
@@ -231,6 +235,9 @@ class VllmCallSites:
         if t.admitted_us == 0:  # finished before a step scheduled it: vLLM never asked the connector about it
             return False, None
         delay, params = self.scheduler.request_finished(t.req, list(t.blocks))
+        # Scheduler.finish_requests (scheduler.py:2374-2384): a request ended while WAITING_FOR_REMOTE_KVS keeps its
+        # blocks until the connector reports it finished receiving
+        delay = delay or (t.role == "decode" and not t.loaded.is_set())
         if delay:
             self._kept[t.req.request_id] = t
         return delay, params
@@ -347,6 +354,10 @@ class VllmCallSites:
                                                                    invalid_block_ids=errors))
             self._invalid |= errors
             for vid in recving or ():
+                kept = self._kept.pop(vid, None)
+                if kept is not None:  # finished already: its blocks go (scheduler.py:2817-2825)
+                    freed.append(kept)
+                    continue
                 t = self._reqs.get(vid)
                 if t is not None:
                     if self._invalid:

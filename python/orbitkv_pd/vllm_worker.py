@@ -190,6 +190,7 @@ class _Decode:
     leased: bool = False
     signal: Optional[KvSignal] = None
     ended: bool = False  # the handoff ended at the decider (released, timed out, cancelled): no more facts for it
+    aborted: bool = False  # vLLM ended it while its KV was awaited: reported finished receiving once the handoff ended
 
 
 class _Heartbeats:
@@ -277,8 +278,7 @@ class WorkerSide:
         self._lock = threading.Lock()
         self._meta: Optional[OrbitKVPdMetadata] = None
         self._decodes: Dict[str, _Decode] = {}  # vLLM id → its decode
-        self._kept: Dict[str, str] = {}  # OrbitKV id → vLLM id: prefill blocks (or an ended decode's) kept until released
-        self._released: "Dict[str, None]" = {}  # OrbitKV ids released or ended here lately (a release before the fact it frees)
+        self._kept: Dict[str, str] = {}  # OrbitKV id → vLLM id: prefill blocks kept until released
         self._saving: Dict[str, _Save] = {}
         self._named: "Dict[str, None]" = {}  # prefills whose pages a progress report named
         self._finished_sending: Set[str] = set()
@@ -447,6 +447,8 @@ class WorkerSide:
             if dec is None or dec.signal is not None:
                 return
             dec.signal = signal
+            if dec.aborted:  # vLLM ended it already: its blocks go now, nothing more is reported
+                del self._decodes[vid]
             if signal.kind != "ready":
                 # no KV will come: every block the order would have moved is a load error (the cached ones are vLLM's own)
                 self._load_errors.update(dec.fact.dest_blocks[dec.fact.cached_blocks:])
@@ -486,10 +488,15 @@ class WorkerSide:
                 c.prefill_failed(e.request_id, f"vLLM ended the prefill: {e.status}", True)
             return
         with self._lock:
-            dec = self._decodes.pop(e.vllm_request_id, None)
-            if e.held:
-                self._kept[e.request_id] = e.vllm_request_id
-                released = e.request_id in self._released
+            dec = self._decodes.get(e.vllm_request_id)
+            # still awaiting its KV: kept until the handoff ends (the KV signal: landed, recompute, or ended after the
+            # decider's release), then reported finished receiving, which frees its blocks in vLLM
+            waiting = dec is not None and dec.signal is None
+            if dec is not None:
+                if waiting:
+                    dec.aborted = True
+                else:
+                    del self._decodes[e.vllm_request_id]
         if self._heartbeats is not None:
             self._heartbeats.remove(e.request_id)
         ended_here = dec is not None and dec.ended
@@ -503,9 +510,8 @@ class WorkerSide:
                     ("land", sig.landed_us if sig is not None and not recomputed else 0)))
             else:
                 c.cancel(e.request_id, f"vLLM ended the decode: {e.status}")
-        if e.held and (released or ended_here):
-            self._send_done(e.request_id)
-        c.forget(e.request_id)
+        if not waiting:
+            c.forget(e.request_id)
 
     def _send_done(self, request_id: str) -> None:
         with self._lock:
@@ -519,22 +525,12 @@ class WorkerSide:
 
     def _on_decision(self, d: Decision) -> None:
         f = d.fields
-        if d.kind == p.RELEASE and f.get("engine_id") == self.settings.engine_id:
-            self._remember_released(d.request_id)
-            self._send_done(d.request_id)
-        elif d.kind == p.OUTCOME:
-            # the decider releases a request's pages before its outcome: blocks still kept now it never knew of (an
-            # unacknowledged fact that did not reach the log)
-            self._remember_released(d.request_id)
+        if (d.kind == p.RELEASE and f.get("engine_id") == self.settings.engine_id and f.get("side") == "prefill") or d.kind == p.OUTCOME:
+            # a prefill's blocks go with its release; the decider releases a request's pages before its outcome, so blocks
+            # still kept then are those of a fact it never knew of (unacknowledged, not in the log)
             self._send_done(d.request_id)
         for o in self.observers:
             o(d)
-
-    def _remember_released(self, request_id: str) -> None:
-        with self._lock:
-            self._released[request_id] = None
-            while len(self._released) > _RECENT:
-                self._released.pop(next(iter(self._released)))
 
     def _wake(self) -> None:
         w = self.on_finished

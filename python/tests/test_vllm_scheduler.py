@@ -88,19 +88,19 @@ class DecodeSideTest(unittest.TestCase):
         s.update_state_after_alloc(Request("v-4", 32), Blocks([1, 2]), 0)
         self.assertTrue(s.build_connector_meta(None).empty())
 
-    def test_a_decode_aborted_while_its_kv_loads_keeps_its_blocks_until_released(self) -> None:
+    def test_a_decode_aborted_while_its_kv_loads_is_reported_held(self) -> None:
         s = SchedulerSide(block_size=16)
         r = Request("v-7", 20, orbitkv("req-7", "decode"))
         s.get_num_new_matched_tokens(r, 0)
         s.update_state_after_alloc(r, Blocks([5, 6]), 20)
         s.build_connector_meta(None)
         r.status = Status.FINISHED_ABORTED
-        # a push may be writing into its blocks: vLLM keeps them until the worker half reports them finished sending
-        self.assertEqual(s.request_finished(r, [5, 6]), (True, None))
+        # a push may be writing into its blocks: vLLM itself keeps them until the request is reported finished receiving
+        # (the worker half does so once the handoff ended), so the connector asks for no delay
+        self.assertEqual(s.request_finished(r, [5, 6]), (False, None))
         self.assertEqual(s.build_connector_meta(None).ended,
                          [RequestEnded("req-7", "v-7", "decode", 0, False, "FINISHED_ABORTED", held=True)])
-        self.assertEqual((s.loading(), s.sending()), ({}, {"v-7": "req-7"}))
-        s.update_connector_output(Output(sending={"v-7"}))
+        self.assertEqual((s.loading(), s.sending()), ({}, {}))
         self.assertFalse(s.outstanding())
 
     def test_a_decode_aborted_after_its_kv_landed_frees_its_blocks_at_once(self) -> None:

@@ -194,23 +194,25 @@ class WorkerHalfTest(unittest.TestCase):
         self.connector.bind_connector_metadata(OrbitKVPdMetadata(ended=[RequestEnded("r2", "v2", "decode", 8, True, "FINISHED_LENGTH_CAPPED")]))
         self.assertTrue(self.frames("decode_completed")[0]["recomputed"])
 
-    def test_a_handoff_that_ended_reports_nothing_more_and_a_held_decodes_blocks_go_after_the_release(self) -> None:
+    def test_a_handoff_that_ended_is_finished_receiving_with_load_errors_and_reports_nothing_more(self) -> None:
         self.connector.bind_connector_metadata(OrbitKVPdMetadata(decode_ready=[DecodeReady("r3", "v3", (6, 7), 20, 0)]))
         self.frames("decode_ready")
         self.decide("r3", "release", side="decode", engine_id="e-0", lease_id="lease/e-0/r3", lease_epoch=1, reason="lease expired")
         self.decide("r3", "outcome", outcome="timed_out", reason="lease expired")
         self.assertEqual(self.finished(), (set(), {"v3"}, {6, 7}))
-        self.connector.bind_connector_metadata(OrbitKVPdMetadata(ended=[RequestEnded("r3", "v3", "decode", 0, False, "FINISHED_ABORTED", held=True)]))
-        self.assertEqual(self.finished(), ({"v3"}, set(), set()))
+        self.connector.bind_connector_metadata(OrbitKVPdMetadata(ended=[RequestEnded("r3", "v3", "decode", 0, False, "FINISHED_ABORTED")]))
+        self.assertEqual(self.connector.get_finished(set()), (None, None), "reported once")
         self.assertEqual([m for m in self.sent if m["op"] in ("cancel", "decode_completed")], [])
 
-    def test_a_decode_aborted_while_waiting_is_cancelled_and_its_blocks_kept_until_the_decider_releases_them(self) -> None:
+    def test_a_decode_aborted_while_waiting_is_cancelled_and_finished_receiving_once_the_decider_released_it(self) -> None:
         self.connector.bind_connector_metadata(OrbitKVPdMetadata(decode_ready=[DecodeReady("r4", "v4", (8,), 10, 0)]))
         self.connector.bind_connector_metadata(OrbitKVPdMetadata(ended=[RequestEnded("r4", "v4", "decode", 0, False, "FINISHED_ABORTED", held=True)]))
         self.assertIn("FINISHED_ABORTED", self.frames("cancel")[0]["reason"])
-        self.assertEqual(self.connector.get_finished(set()), (None, None), "kept: a push may still write into it")
+        # vLLM keeps its blocks until it is finished receiving: not before the decider released them (a push may still write)
+        self.assertEqual(self.connector.get_finished(set()), (None, None))
         self.decide("r4", "release", side="decode", engine_id="e-0", lease_id="lease/e-0/r4", lease_epoch=1, reason="cancelled")
-        self.assertEqual(self.finished()[0], {"v4"})
+        self.assertEqual(self.finished(), (set(), {"v4"}, {8}))
+        self.assertEqual(self.connector.get_finished(set()), (None, None), "reported once")
 
     def test_a_prefill_reports_layer_by_layer_then_whole_and_its_blocks_go_once_released(self) -> None:
         chunk = SaveChunk("r5", "v5", (1, 2, 3), 40, 0, 32)
