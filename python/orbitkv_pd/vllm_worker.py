@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import queue
 import threading
 import time
 from concurrent.futures import Future
@@ -286,6 +287,7 @@ class WorkerSide:
         self._load_errors: Set[int] = set()
         self._lease_epochs = itertools.count(1)
         self._heartbeats: Optional[_Heartbeats] = None
+        self._gpu_reports: "Optional[queue.Queue[Any]]" = None
         #: called (no arguments) whenever something finished: a loop that steps only when there is work wakes on it
         self.on_finished: Optional[Callable[[], None]] = None
         #: every decision, after this half acted on it (an engine's own bookkeeping, tests)
@@ -364,7 +366,25 @@ class WorkerSide:
         if event is None:
             self._report(due)
         else:
-            threading.Thread(target=lambda: (event.synchronize(), self._report(due)), name="orbitkv-save", daemon=True).start()
+            self._after_gpu(event, due)
+
+    def _after_gpu(self, event: Any, due: List[Tuple[SaveChunk, Tuple[int, int, int]]]) -> None:
+        """Reports ``due`` once ``event`` completed, on one thread for all (in order: a layer's report never overtakes an
+        earlier one's); vLLM's step goes on meanwhile."""
+        with self._lock:
+            if self._gpu_reports is None:
+                self._gpu_reports = queue.Queue()
+                q = self._gpu_reports
+
+                def run() -> None:
+                    while True:
+                        item = q.get()
+                        if item is None:
+                            return
+                        item[0].synchronize()
+                        self._report(item[1])
+                threading.Thread(target=run, name="orbitkv-layer-reports", daemon=True).start()
+            self._gpu_reports.put((event, due))
 
     def _report(self, due: Iterable[Tuple[SaveChunk, Tuple[int, int, int]]]) -> None:
         assert self.client is not None
@@ -386,7 +406,11 @@ class WorkerSide:
         layers = self.layout.num_layers if self.layout is not None else len(self._layers)
         due = [(s.chunk, (s.chunk.end, s.chunk.end, layers)) for s in saving if s.reported != (s.chunk.end, s.chunk.end, layers)]
         if due:
-            self._report(due)
+            event = _cuda_event(None) if self._gpu_reports is not None else None  # the forward pass's kernels, queued
+            if event is None:
+                self._report(due)
+            else:
+                self._after_gpu(event, due)
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         """(finished sending, finished receiving) since the last call: prefill blocks the decider released (and a decode's
@@ -409,6 +433,8 @@ class WorkerSide:
         """Says goodbye to the worker (the decider voids this instance's in-flight work) and stops every lease."""
         with self._lock:
             self._decodes.clear()
+            if self._gpu_reports is not None:
+                self._gpu_reports.put(None)
         if self._heartbeats is not None:
             self._heartbeats.close()
         if self.client is not None:
@@ -551,9 +577,9 @@ def _marks(*pairs: Tuple[str, int]) -> Optional[Dict[str, int]]:
 
 
 def _cuda_event(kv_layer: Any) -> Any:
-    """A CUDA event recorded on the current stream when ``kv_layer`` is a CUDA tensor (None otherwise, and when PyTorch
-    is not there): what a report of this layer waits for."""
-    if not getattr(kv_layer, "is_cuda", False):
+    """A CUDA event recorded on the current stream when ``kv_layer`` is a CUDA tensor, or is None once layers were (None
+    otherwise, and when PyTorch is not there): what a report of this layer waits for."""
+    if kv_layer is not None and not getattr(kv_layer, "is_cuda", False):
         return None
     try:
         import torch  # type: ignore
