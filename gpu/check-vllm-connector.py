@@ -54,8 +54,7 @@ def child() -> int:
     lib.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
     out = []
     for r in req["regions"]:
-        h = _Handle()
-        ctypes.memmove(h.reserved, base64.b64decode(r["handle"]), 64)
+        h = _Handle.from_buffer_copy(base64.b64decode(r["handle"]))
         ptr = ctypes.c_uint64()
         check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, 1), "cuIpcOpenMemHandle")
         digests = []
