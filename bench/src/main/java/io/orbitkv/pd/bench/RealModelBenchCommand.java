@@ -115,7 +115,10 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         engine.put("engine.fault.no-heartbeat-prefix", "expire-");
         PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withPythonEngines(Set.of("prefill-0", "decode-0"))
                 .withPythonModule("orbitkv_pd.real_engine").withNodeWorker(true)
-                .withExtra(Map.of(), engine, Map.of("worker.transports", "cuda"), Map.of());
+                // the cancels' pushes are held once started (worker.fault.hold-push-prefix): a GPU push lasts ~1 ms, so a
+                // cancel could never meet one otherwise (the committed run before this had all three end COMPLETED)
+                .withExtra(Map.of(), engine, Map.of("worker.transports", "cuda", "worker.fault.hold-push-prefix", HELD,
+                        "worker.fault.hold-push", "20s"), Map.of());
         Path work = Files.createTempDirectory("orbitkv-bench-real-");
         List<Pair> pairs = new ArrayList<>();
         Map<String, Object> faults = new LinkedHashMap<>();
@@ -201,13 +204,16 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         return s.length() > 160 ? s.substring(0, 160) + "…" : s;
     }
 
+    /** Request ids whose pushes the worker holds once started: the cancels'. */
+    private static final String HELD = "held-";
+
     /** Cancels mid-transfer (the longest prompts) and leases that expire (a prefill that never reports, a decode that stops renewing). */
     private Map<String, Object> faults(LoadClient client, Random rnd, int len) {
         Map<String, Object> out = new LinkedHashMap<>();
         List<String> cancelled = new ArrayList<>();
         for (int i = 0; i < cancels; i++) {
             LoadClient.Request r = new LoadClient.Request(1000 + i, false, prompt(rnd, len), maxTokens, true, false, LoadClient.Cancel.WHILE_TRANSFERRING, 0);
-            LoadClient.Result res = client.send(r);
+            LoadClient.Result res = client.sendAs(HELD + System.nanoTime() % 1_000_000 + "-" + i, r);
             cancelled.add(res.requestId());
             System.out.printf("  cancel while transferring: %s walked away=%s status=%d%n", res.requestId(), res.walkedAway(), res.status());
         }

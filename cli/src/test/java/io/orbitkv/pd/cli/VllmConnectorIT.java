@@ -36,7 +36,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The pipeline with both engines' P/D flow going through the vLLM connector ({@code orbitkv_pd.vllm}), called as vLLM's
  * scheduler and model runner call it ({@code engine.vllm-connector=true}: {@code orbitkv_pd.vllm_sim}): every answer is
- * the model's, and a client that walks away mid-prefill, a decode lease that expires (a prefill that stalls, a decode that
+ * the model's, and a client that walks away mid-prefill, one that walks away while its push is in flight (held once
+ * started: {@code worker.fault.hold-push-prefix}), a decode lease that expires (a prefill that stalls, a decode that
  * stops renewing) and a prefill that fails (recomputed on the decode engine, vLLM's {@code kv_load_failure_policy}
  * recompute) each end as the decider decides; every page comes back and the log audits clean.
  */
@@ -53,7 +54,8 @@ class VllmConnectorIT {
                 .withExtra(Map.of(), Map.of("engine.vllm-connector", "true", "engine.lease.duration", "6s", "engine.lease.heartbeat", "1s",
                                 "engine.fault.stall-prefill-prefix", "expire-", "engine.fault.no-heartbeat-prefix", "expire-",
                                 "engine.fault.fail-prefill-prefix", "fail-"),
-                        Map.of(), Map.of("proxy.fallback.recompute", "true"));
+                        // pushes of held-* requests wait once started (worker.fault.hold-push-prefix): a cancel meets one in flight
+                        Map.of("worker.fault.hold-push-prefix", "held-", "worker.fault.hold-push", "20s"), Map.of("proxy.fallback.recompute", "true"));
         SimModel model = new SimModel(42);
         try (Pipeline pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers());
              LoadClient client = new LoadClient(pipeline.proxyUrl(), "orbitkv-sim-tiny", pipeline.deciderUrl())) {
@@ -88,13 +90,19 @@ class VllmConnectorIT {
             Result walked = client.sendAs(cancelId, walk);
             assertThat(walked.walkedAway()).isTrue();
 
+            // a client that walks away while its push is in flight (held once started): the decider aborts the push
+            String heldId = "held-" + System.nanoTime();
+            Request held = new Request(4000, false, "a push the cancel meets in flight", 8, true, false, Cancel.WHILE_TRANSFERRING, 0);
+            Result heldResult = client.sendAs(heldId, held);
+            assertThat(heldResult.walkedAway()).isTrue();
+
             Result exp = expired.get();
             System.out.println("lease expiry: status " + exp.status() + " mode " + exp.mode() + " " + exp.error());
 
             PipelineLog[] log = new PipelineLog[1];
             await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(500)).until(() -> {
                 log[0] = PipelineLog.read(pipeline.bootstrapServers());
-                return log[0].outcomeCount() >= log[0].admitted() && log[0].admitted() >= results.size() + 3;
+                return log[0].outcomeCount() >= log[0].admitted() && log[0].admitted() >= results.size() + 4;
             });
             PipelineLog l = log[0];
             for (Result r : results) {
@@ -105,6 +113,11 @@ class VllmConnectorIT {
             assertThat(f.decisions).anyMatch(x -> x instanceof RecomputeDecided);
             assertThat(f.outcomes.get(0).getKind()).isEqualTo(OutcomeKind.COMPLETED);
             assertThat(l.stories.get(cancelId).outcomes.get(0).getKind()).isEqualTo(OutcomeKind.CANCELLED);
+            PipelineLog.Story h = l.stories.get(heldId);
+            assertThat(h.outcomes.get(0).getKind()).isEqualTo(OutcomeKind.CANCELLED);
+            assertThat(h.facts).anyMatch(x -> x instanceof io.orbitkv.pd.events.TransferStarted);
+            assertThat(h.decisions).anyMatch(x -> x instanceof io.orbitkv.pd.events.AbortTransfer);
+            assertThat(h.facts).anyMatch(x -> x instanceof io.orbitkv.pd.events.TransferFailed tf && tf.getReason().contains("held"));
             assertThat(l.stories.get(expireId).outcomes.get(0).getKind()).as("the decode lease that was not renewed")
                     .isEqualTo(OutcomeKind.TIMED_OUT);
 

@@ -224,7 +224,8 @@ public final class WorkerApp implements AutoCloseable {
             });
         }
         runner = new OrderRunner(config.engineId(), epoch, pool, transports, directory::await, reporter, config.workerId(),
-                config.concurrency(), config.dedupeCapacity(), config.peerWait(), workerMetrics).layerwise(config.layerwiseMinBytes());
+                config.concurrency(), config.dedupeCapacity(), config.peerWait(), workerMetrics).layerwise(config.layerwiseMinBytes())
+                .holdPushes(config.holdPushPrefix(), config.holdPush());
         commands = new CommandLoop(new KafkaConsumer<>(consumerConfig(config.groupId()), new ByteArrayDeserializer(), new ByteArrayDeserializer()),
                 topics.engineCommands(), config.engineId(), runner, gate, reporter, config.queueLimit(), config.commitInterval(),
                 api == null ? null : api::publish);

@@ -53,13 +53,16 @@ import java.util.Map;
  * @param previousAuthKey  during a key rotation, the key orders may still be signed with ({@code auth.key.previous}); null else
  * @param layerwiseMinBytes pushes of at least this many bytes go layer by layer when the engine reports its prefill's
  *                         progress ({@code worker.layerwise.min-bytes}); -1: never
+ * @param holdPushPrefix   fault drills: pushes of requests whose id starts with this are held, reported started, for
+ *                         {@code holdPush} or until the decider aborts them ({@code worker.fault.hold-push-prefix}; null: none)
+ * @param holdPush         how long such a push is held ({@code worker.fault.hold-push})
  */
 public record WorkerConfig(String bootstrapServers, String engineId, String workerId, EngineRole role, String model, long instanceEpoch,
                            KvGeometry geometry, int tpRank, int tpSize, Path poolPath, List<String> transports, TcpConfig tcp,
                            int concurrency, int queueLimit, int dedupeCapacity, int maxRuns, Duration peerWait, Duration commitInterval,
                            String isolationLevel, byte[] authKey, TopicsConfig topics, SerdeConfig serde,
                            Map<String, Object> kafkaOverrides, Map<String, Map<String, String>> transportSettings, EngineApiConfig engineApi,
-                           byte[] previousAuthKey, long layerwiseMinBytes) {
+                           byte[] previousAuthKey, long layerwiseMinBytes, String holdPushPrefix, Duration holdPush) {
 
     /**
      * Below this a push waits for the prefill's end and goes whole: the last layer's own stripe and the waits between
@@ -118,6 +121,10 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
         ConfigProps.requireRange("worker.max-runs", maxRuns, 1, 65_536);
         ConfigProps.requirePositive("worker.peer.wait", peerWait);
         ConfigProps.requirePositive("worker.commit.interval", commitInterval);
+        if (holdPushPrefix != null && holdPushPrefix.isBlank()) {
+            holdPushPrefix = null;
+        }
+        ConfigProps.requirePositive("worker.fault.hold-push", holdPush);
         if (layerwiseMinBytes < -1) {
             throw new IllegalArgumentException("worker.layerwise.min-bytes: bytes >= 0, or -1 for never, got " + layerwiseMinBytes);
         }
@@ -181,7 +188,9 @@ public record WorkerConfig(String bootstrapServers, String engineId, String work
                 providerSettings(p),
                 EngineApiConfig.from(p),
                 previous.isEmpty() ? null : OrderTokens.parseKey(previous),
-                p.longValue("worker.layerwise.min-bytes", DEFAULT_LAYERWISE_MIN_BYTES));
+                p.longValue("worker.layerwise.min-bytes", DEFAULT_LAYERWISE_MIN_BYTES),
+                p.string("worker.fault.hold-push-prefix", null),
+                p.duration("worker.fault.hold-push", Duration.ofSeconds(10)));
     }
 
     /** {@code transfer.<name>.*} of every transport that is neither tcp nor local, prefix removed. */

@@ -160,6 +160,9 @@ public final class OrderRunner implements AutoCloseable {
     private final Map<String, Progress> progressSeen;
     /** Pushes of at least this many bytes go layer by layer ({@code worker.layerwise.min-bytes}); negative: never. */
     private volatile long layerwiseMinBytes = -1;
+    /** Fault drills: pushes of requests whose id starts with this are held (see {@link #holdPushes}); null: none. */
+    private volatile String holdPrefix;
+    private volatile Duration hold = Duration.ZERO;
 
     /** A progress report, the source pages its request's first report named, and the instance that reported it. */
     private record Progress(PrefillProgress progress, int[] sourceBlocks, long instanceEpoch) { }
@@ -423,6 +426,7 @@ public final class OrderRunner implements AutoCloseable {
     /** PUSHING × ABORT: cancel the push (if it has not been handed its transfer yet, {@link #execute} cancels it then). */
     private Runnable abortPush(Attempt a, In in) {
         keepReason(a, in);
+        orders.notifyAll(); // a held push (fault drills) ends now
         if (a.readiness != null) {
             a.readiness.fail(in.reason());
         }
@@ -595,6 +599,34 @@ public final class OrderRunner implements AutoCloseable {
         return this;
     }
 
+    /**
+     * Fault drills ({@code worker.fault.hold-push-prefix}): a push of a request whose id starts with {@code prefix} is
+     * reported started and then held for {@code d} before any byte moves, so that a cancel or a lease that runs out
+     * meets a push in flight (a real one lasts about a millisecond on a GPU: nothing could land within it). The
+     * decider's abort ends the hold at once, the attempt reported aborted; null: none.
+     */
+    public OrderRunner holdPushes(String prefix, Duration d) {
+        this.holdPrefix = prefix;
+        this.hold = d;
+        return this;
+    }
+
+    /** Holds a push of {@code entry} (reported started) for {@link #hold}, or until the decider aborts it. */
+    private void hold(Attempt entry) throws InterruptedException {
+        long deadline = System.nanoTime() + hold.toNanos();
+        synchronized (orders) {
+            while (entry.abortReason == null) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return;
+                }
+                orders.wait(Math.max(1, left / 1_000_000));
+            }
+            throw new TransferException(TransferError.ABORTED, "aborted while its push was held (worker.fault.hold-push-prefix): "
+                    + entry.abortReason);
+        }
+    }
+
     /** The decider aborted this attempt: stop it if it runs, refuse it if it has not started. */
     public void abort(String orderId, int attempt, String reason) {
         Runnable then;
@@ -755,11 +787,19 @@ public final class OrderRunner implements AutoCloseable {
         }
         Choice c = choose(o, dest);
         entry.transport = c.transport().name();
+        String held = holdPrefix;
+        boolean holding = held != null && requestId.startsWith(held);
+        if (holding) {
+            reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace, marks.copy());
+            hold(entry);
+        }
         Transfer t = entry.readiness == null ? c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer())
                 : c.transport().push(PushRequest.of(requestId, o, workerId), pool, plan, c.peer(), entry.readiness);
         // Reported once the push is under way (its stripes run on their own threads): the report's serialization and
         // send are not on the push's path. Same producer, same partition: it still precedes the push's outcome.
-        reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace, marks.copy());
+        if (!holding) {
+            reporter.started(requestId, o.getOrderId(), o.getAttempt(), c.transport().name(), trace, marks.copy());
+        }
         String abort;
         synchronized (orders) {
             entry.transfer = t;

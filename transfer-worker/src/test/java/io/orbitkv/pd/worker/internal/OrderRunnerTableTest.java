@@ -95,26 +95,10 @@ class OrderRunnerTableTest {
         }
         Collections.shuffle(steps, rnd);
 
-        try (HostKvPool src = HostKvPool.allocate(G);
-             HostKvPool dst = HostKvPool.allocate(G)) {
-            KvTestData.fill(src, seed);
-            KvTestData.sentinel(dst, (byte) 0x5A);
-            PushGate gate = new PushGate("decode-0", () -> 5, dst, Pushes.TOKENS, 1024, 1000);
-            LocalFabric fabric = new LocalFabric();
-            MockProducer<String, byte[]> producer = new MockProducer<>(true, null, new StringSerializer(), new ByteArraySerializer());
-            EventReporter reporter = new EventReporter(producer, TOPICS, "prefill-0", "worker-prefill-0", new SimpleMeterRegistry());
-            try (LocalTransport receiver = new LocalTransport(fabric, "decode-0", gate);
-                 LocalTransport sender = new LocalTransport(fabric, "prefill-0", null)) {
-                EngineRegistration dest = EngineRegistration.newBuilder().setEngineId("decode-0").setRole(EngineRole.DECODE).setInstanceEpoch(5)
-                        .setModel("m").setHttpUrl("").setEndpoints(List.of(receiver.endpoint().orElseThrow())).setRegions(List.of())
-                        .setRegisteredAtMs(0).setDeregistered(false).setLayout(G.toLayout(0, 1)).build();
-                OrderRunner.Peers peers = (id, epoch, timeout) -> Optional.of(dest);
-                OrderRunner runner = new OrderRunner("prefill-0", 101, src, List.of(sender), peers, reporter, "worker-prefill-0", 2, 64,
-                        Duration.ofSeconds(1));
+        withRunner(seed, r -> r, (src, dst, producer, runner) -> {
                 Map<Integer, AtomicInteger> dones = new ConcurrentHashMap<>();
                 Map<Integer, Integer> submits = new HashMap<>();
                 Model model = new Model(requests);
-                try {
                     for (Step s : steps) {
                         model.feed(s);
                         String rid = "r" + s.request();
@@ -171,6 +155,62 @@ class OrderRunnerTableTest {
                             assertThat(state).as(why).isIn(OrderRunner.State.ABORTED, OrderRunner.State.FAILED);
                         }
                     }
+        });
+    }
+
+    /**
+     * Fault drills ({@code worker.fault.hold-push-prefix}): a held push is reported started, and the decider's abort meets
+     * it in flight — it ends aborted with no byte moved; a request without the prefix is pushed at once.
+     */
+    @Test
+    void aHeldPushIsInFlightWhenTheAbortComesAndEndsAbortedWithNothingMoved() throws Exception {
+        withRunner(7, r -> r.holdPushes("r0", Duration.ofSeconds(30)), (src, dst, producer, runner) -> {
+            runner.submit("r0", order(0, false), () -> { });
+            await().atMost(Duration.ofSeconds(10)).until(() -> reports(producer.history()).getOrDefault("r0", List.of()).stream()
+                    .anyMatch(f -> f instanceof TransferStarted));
+            assertThat(runner.stateOf("r0/a1", 1)).isEqualTo(OrderRunner.State.PUSHING);
+            runner.submit("r1", order(1, false), () -> { });
+            await().atMost(Duration.ofSeconds(10)).until(() -> runner.stateOf("r1/a1", 1) == OrderRunner.State.LANDED);
+            assertThat(landed(src, dst, 1)).isTrue();
+            assertThat(runner.stateOf("r0/a1", 1)).as("still held").isEqualTo(OrderRunner.State.PUSHING);
+            runner.abort("r0/a1", 1, "cancelled by the client");
+            await().atMost(Duration.ofSeconds(10)).until(() -> runner.stateOf("r0/a1", 1) == OrderRunner.State.ABORTED);
+            assertThat(reports(producer.history()).get("r0")).filteredOn(f -> f instanceof TransferFailed).singleElement()
+                    .satisfies(f -> assertThat(((TransferFailed) f).getReason()).contains("ABORTED").contains("held")
+                            .contains("cancelled by the client"));
+            for (int r = 0; r < G.regionCount(); r++) {
+                for (int b = 0; b < 4; b++) {
+                    assertThat(dst.page(r, 32 + b).get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0)).as("no byte of r0 moved").isEqualTo((byte) 0x5A);
+                }
+            }
+        });
+    }
+
+    @FunctionalInterface
+    private interface RunnerTest {
+        void run(HostKvPool src, HostKvPool dst, MockProducer<String, byte[]> producer, OrderRunner runner) throws Exception;
+    }
+
+    /** A runner pushing from a filled pool into a sentinel-filled one over a real local transport and receiving gate. */
+    private static void withRunner(int seed, java.util.function.UnaryOperator<OrderRunner> configure, RunnerTest test) throws Exception {
+        try (HostKvPool src = HostKvPool.allocate(G);
+             HostKvPool dst = HostKvPool.allocate(G)) {
+            KvTestData.fill(src, seed);
+            KvTestData.sentinel(dst, (byte) 0x5A);
+            PushGate gate = new PushGate("decode-0", () -> 5, dst, Pushes.TOKENS, 1024, 1000);
+            LocalFabric fabric = new LocalFabric();
+            MockProducer<String, byte[]> producer = new MockProducer<>(true, null, new StringSerializer(), new ByteArraySerializer());
+            EventReporter reporter = new EventReporter(producer, TOPICS, "prefill-0", "worker-prefill-0", new SimpleMeterRegistry());
+            try (LocalTransport receiver = new LocalTransport(fabric, "decode-0", gate);
+                 LocalTransport sender = new LocalTransport(fabric, "prefill-0", null)) {
+                EngineRegistration dest = EngineRegistration.newBuilder().setEngineId("decode-0").setRole(EngineRole.DECODE).setInstanceEpoch(5)
+                        .setModel("m").setHttpUrl("").setEndpoints(List.of(receiver.endpoint().orElseThrow())).setRegions(List.of())
+                        .setRegisteredAtMs(0).setDeregistered(false).setLayout(G.toLayout(0, 1)).build();
+                OrderRunner.Peers peers = (id, epoch, timeout) -> Optional.of(dest);
+                OrderRunner runner = configure.apply(new OrderRunner("prefill-0", 101, src, List.of(sender), peers, reporter, "worker-prefill-0",
+                        2, 64, Duration.ofSeconds(1)));
+                try {
+                    test.run(src, dst, producer, runner);
                 } finally {
                     runner.close();
                 }
