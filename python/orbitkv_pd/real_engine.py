@@ -53,15 +53,19 @@ class RealEngineConfig:
     dtype: str
     stall_prefix: Optional[str] = None
     no_heartbeat_prefix: Optional[str] = None
+    fail_prefix: Optional[str] = None
     advertised_url: Optional[str] = None
     lease_margin_s: float = 3.0
     kv_confirm_s: float = 6.0
     kv_wait_s: float = 30.0
+    # the simulated engine's P/D flow through the vLLM connector (engine.vllm-connector) needs its step model: not here
+    vllm_connector: bool = False
+    kv_load_failure_policy: str = "recompute"
 
     KEYS = ("engine.id", "engine.role", "engine.api.path", "engine.instance-epoch", "engine.model", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
             "engine.max-prompt-tokens", "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.pool.blocks",
             "engine.model.path", "engine.model.shape", "engine.model.seed", "engine.model.device", "engine.model.dtype",
-            "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix", "engine.kv-wait")
+            "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix", "engine.fault.fail-prefill-prefix", "engine.kv-wait")
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "RealEngineConfig":

@@ -177,8 +177,7 @@ class SimEngineConfig:
                    prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"), reports_per_step=_reports(p),
                    report_interval_s=parse_duration("engine.layerwise.min-report-interval",
                                                     p.get("engine.layerwise.min-report-interval", "1ms")),
-                   vllm_connector=via == "true", kv_load_failure_policy=policy,
-                   fail_prefix=p.get("engine.fault.fail-prefill-prefix") or None)
+                   vllm_connector=via == "true", kv_load_failure_policy=policy)
 
 
 def _reports(p: Dict[str, str]) -> int:
@@ -213,7 +212,8 @@ def _positive(p: Dict[str, str], key: str, default: str) -> int:
 def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[str, Any]:
     """Refuses a key not in ``keys`` (most are typos) and reads what every Python engine has: its identity, HTTP
     listener, worker socket, leases and fault hooks (``engine.fault.stall-prefill-prefix``: a prefill that never reports;
-    ``engine.fault.no-heartbeat-prefix``: a decode that stops renewing its lease)."""
+    ``engine.fault.no-heartbeat-prefix``: a decode that stops renewing its lease; ``engine.fault.fail-prefill-prefix``: a
+    prefill that fails)."""
     unknown = sorted(k for k in p if k not in keys)
     if unknown:
         raise ValueError(f"unknown keys {unknown}: {who} reads {list(keys)}")
@@ -246,7 +246,8 @@ def common_settings(p: Dict[str, str], keys: Tuple[str, ...], who: str) -> Dict[
             "kv_confirm_s": parse_duration("engine.kv.confirm-timeout", p.get("engine.kv.confirm-timeout", "6s")),
             "kv_wait_s": parse_duration("engine.kv-wait", p.get("engine.kv-wait", "30s")),
             "stall_prefix": p.get("engine.fault.stall-prefill-prefix") or None,
-            "no_heartbeat_prefix": p.get("engine.fault.no-heartbeat-prefix") or None}
+            "no_heartbeat_prefix": p.get("engine.fault.no-heartbeat-prefix") or None,
+            "fail_prefix": p.get("engine.fault.fail-prefill-prefix") or None}
 
 
 # ---------------------------------------------------------------------------------------------------- state

@@ -283,6 +283,19 @@ class ConfigTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "engine.model.dtype"):
             RealEngineConfig.from_properties({"engine.id": "p-0", "engine.model.dtype": "fp64"})
 
+    def test_the_real_engine_config_has_every_setting_the_shared_pd_flow_reads(self) -> None:
+        # SimEngine and its HTTP handler run the real engine's P/D flow too: a setting they read that the real engine's
+        # config lacks fails there only, on the GPU machine (engine.vllm-connector did once)
+        import inspect
+        import re
+        from orbitkv_pd import sim_engine
+        c = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.api.path": "/tmp/x.sock"})
+        read = set()
+        for cls in (sim_engine.SimEngine, sim_engine._Handler):
+            read |= set(re.findall(r"(?:e|self|self\.engine)\.config\.(\w+)", inspect.getsource(cls)))
+        self.assertIn("vllm_connector", read)
+        self.assertEqual(sorted(n for n in read if not hasattr(c, n)), [])
+
     def test_the_real_engine_defaults_to_the_8b_shape_with_random_weights(self) -> None:
         c = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", "engine.api.path": "/tmp/x.sock"})
         self.assertEqual((c.shape, c.model_path, c.num_blocks, c.dtype, c.model), ("8b", None, 4096, "bf16", "orbitkv-real-8b"))

@@ -117,7 +117,8 @@ public final class RealModelBenchCommand implements Callable<Integer> {
                 .withPythonModule("orbitkv_pd.real_engine").withNodeWorker(true)
                 // the cancels' pushes are held once started (worker.fault.hold-push-prefix): a GPU push lasts ~1 ms, so a
                 // cancel could never meet one otherwise (the committed run before this had all three end COMPLETED)
-                .withExtra(Map.of(), engine, Map.of("worker.transports", "cuda", "worker.fault.hold-push-prefix", HELD,
+                // the GPU bundle leaves RocksDB's 73 MB jar out (gpu/prepare-real-model.sh): the decider keeps its state in memory
+                .withExtra(Map.of("decider.store", "in-memory"), engine, Map.of("worker.transports", "cuda", "worker.fault.hold-push-prefix", HELD,
                         "worker.fault.hold-push", "20s"), Map.of());
         Path work = Files.createTempDirectory("orbitkv-bench-real-");
         List<Pair> pairs = new ArrayList<>();
