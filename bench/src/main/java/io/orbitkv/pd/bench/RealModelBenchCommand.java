@@ -358,13 +358,26 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         return b.toString();
     }
 
+    /** The GPU and its driver, as the CUDA driver names them (the results say which card gave them). */
+    private String gpuName() {
+        try {
+            io.orbitkv.pd.gpu.cuda.CudaDriver d = io.orbitkv.pd.gpu.cuda.CudaDriver.load().orElseThrow();
+            try (io.orbitkv.pd.gpu.cuda.CudaDevice dev = io.orbitkv.pd.gpu.cuda.CudaDevice.open(d, device)) {
+                return dev.name() + ", driver CUDA " + d.driverVersion() / 1000 + "." + d.driverVersion() % 1000 / 10;
+            }
+        } catch (RuntimeException e) {
+            return "GPU not named (" + e.getMessage() + ")";
+        }
+    }
+
     private void write(String text, List<Pair> pairs, Map<Integer, ContiguousCopy.Result> contiguous, Map<String, Object> faults,
                        Map<String, Object> audit, long[] pagesLeft) throws Exception {
         Path md = outFile;
         if (md.getParent() != null) {
             Files.createDirectories(md.getParent());
         }
-        Files.writeString(md, "# Real-model run (`./orbitkv-pd bench real-model`)\n\n" + LocalDate.now() + ": " + (modelPath != null ? modelPath
+        String gpu = gpuName();
+        Files.writeString(md, "# Real-model run (`./orbitkv-pd bench real-model`)\n\n" + LocalDate.now() + ", " + gpu + ": " + (modelPath != null ? modelPath
                 : "random-weight Llama-" + shape + " shape (bf16)") + ", prefill and decode engine as two processes on one GPU, their workers in one"
                 + " node process (`cuda` transport), one request at a time, " + maxTokens + " greedy tokens per answer, P/D then colocated for each"
                 + " prompt. TTFT at the client (through the proxy, streamed); exposed handoff = P/D TTFT − colocated TTFT of the same prompt; the"
@@ -373,6 +386,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         Path json = BenchFiles.jsonFor(md);
         Map<String, Object> root = new LinkedHashMap<>();
         root.put("date", LocalDate.now().toString());
+        root.put("gpu", gpu);
         root.put("model", modelPath != null ? modelPath : "random-llama-" + shape);
         root.put("max_tokens", maxTokens);
         List<Object> rows = new ArrayList<>();
