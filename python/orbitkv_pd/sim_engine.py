@@ -1093,6 +1093,13 @@ class _Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------------------------------------ routes
 
     def do_GET(self) -> None:
+        try:
+            self.get()
+        except (BrokenPipeError, ConnectionResetError):
+            # the caller went away before the answer (a health probe that timed out, a proxy stopping): nothing to say
+            self.close_connection = True
+
+    def get(self) -> None:
         e = self.engine
         if self.path == "/health":
             self.send_json(200 if e.ready else 503, {"status": "ok" if e.ready else "starting", "engine_id": e.config.engine_id,
