@@ -105,6 +105,9 @@ class OrbitKVPdConnector(_Base):  # type: ignore[misc, valid-type]
     def update_connector_output(self, connector_output: Any) -> None:
         self.scheduler_side.update_connector_output(connector_output)
 
+    def has_pending_push_work(self) -> bool:
+        return self.scheduler_side.has_pending_push_work()
+
     # ------------------------------------------------------------------------------------------------ worker
 
     def register_kv_caches(self, kv_caches: Any) -> None:

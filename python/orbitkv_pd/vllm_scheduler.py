@@ -20,8 +20,11 @@ those ``./orbitkv-pd proxy`` sends, in the form vLLM's P/D proxies use: ``{"requ
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+log = logging.getLogger("orbitkv_pd.vllm")
 
 #: The key of ``kv_transfer_params`` that names the request the proxy admitted (the handoff's id in the log; vLLM's own
 #: request id gets a random suffix in its OpenAI server, so it cannot be that id).
@@ -92,9 +95,11 @@ class OrbitKVPdMetadata:
     prefill_completed: List[PrefillCompleted] = dataclasses.field(default_factory=list)
     ended: List[RequestEnded] = dataclasses.field(default_factory=list)
     saving: List[SaveChunk] = dataclasses.field(default_factory=list)
+    #: decodes whose KV cannot come (too few blocks for the prompt): (vLLM id, their blocks), reported as load errors
+    refused: List[Tuple[str, Tuple[int, ...]]] = dataclasses.field(default_factory=list)
 
     def empty(self) -> bool:
-        return not (self.decode_ready or self.prefill_completed or self.ended or self.saving)
+        return not (self.decode_ready or self.prefill_completed or self.ended or self.saving or self.refused)
 
 
 def handoff(request: Any) -> Optional[Dict[str, Any]]:
@@ -123,6 +128,13 @@ def handoff(request: Any) -> Optional[Dict[str, Any]]:
     return {"request_id": rid, "role": "prefill" if decode else "decode"}
 
 
+def _mark_used(request: Any) -> None:
+    """The handoff's parameters are spent: a preempted request computes its prompt itself when scheduled again."""
+    params = getattr(request, "kv_transfer_params", None)
+    if isinstance(params, dict):
+        params["do_remote_prefill"] = False
+
+
 def _now_us() -> int:
     return time.time_ns() // 1000
 
@@ -138,7 +150,10 @@ def _status(request: Any) -> str:
 
 
 class SchedulerSide:
-    """The scheduler's calls, for one vLLM engine whose blocks hold ``block_size`` tokens."""
+    """The scheduler's calls, for one vLLM engine whose blocks hold ``block_size`` tokens.
+
+    None of them raises: vLLM calls them inside its scheduler's step, where an exception ends the whole engine. A request
+    whose parameters cannot be taken is logged and served as vLLM's alone (the proxy refuses bad parameters before)."""
 
     def __init__(self, block_size: int) -> None:
         if block_size < 1:
@@ -149,15 +164,27 @@ class SchedulerSide:
         self._loading: Dict[str, str] = {}
         #: prefill requests whose blocks vLLM keeps for the push: vLLM id → OrbitKV id
         self._sending: Dict[str, str] = {}
-        #: prefill requests being computed: vLLM id → [OrbitKV id, pages, prompt tokens, tokens computed so far, first step µs]
+        #: prefill requests being computed: vLLM id → [OrbitKV id, pages so far, prompt tokens, tokens computed, first step µs]
         self._prefilling: Dict[str, List[Any]] = {}
+        #: every request taking part, from its allocation to its end: vLLM id → (OrbitKV id, role). Its parameters are
+        #: marked used once announced (as vLLM's NIXL connector does), so a preempted request is not announced twice.
+        self._part: Dict[str, Tuple[str, str]] = {}
+        #: prefills preempted after their pages were reported: ended as failed, their finish reports nothing more
+        self._abandoned: Dict[str, None] = {}
+
+    def _handoff(self, request: Any) -> Optional[Dict[str, Any]]:
+        try:
+            return handoff(request)
+        except ValueError as e:
+            log.error("request %s: served without a handoff: %s", getattr(request, "request_id", "?"), e)
+            return None
 
     # -------------------------------------------------------------------------------------------------- decode side
 
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[Optional[int], bool]:
         """A decode request's prompt tokens beyond its local prefix hit arrive from the prefill engine, asynchronously:
         ``(tokens, True)``; anything else ``(0, False)``. Asked again for the same request when its allocation failed."""
-        o = handoff(request)
+        o = self._handoff(request)
         if o is None or o["role"] != "decode":
             return 0, False
         prompt = len(request.prompt_token_ids)
@@ -165,26 +192,40 @@ class SchedulerSide:
         return (remote, True) if remote > 0 else (0, False)
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
-        """The pages vLLM allocated for a decode request whose prompt arrives: they are the destination (decode ready).
-        Called again with 0 once the load finished: nothing to do then."""
-        o = handoff(request)
-        if o is not None and o["role"] == "prefill" and request.request_id not in self._prefilling:
-            # the pages the prompt is computed into; the tokens already computed (a local prefix hit) count as done
-            prompt = len(request.prompt_token_ids)
-            ids = list(blocks.get_block_ids()[0])[:-(-prompt // self.block_size)]
-            done = int(getattr(request, "num_computed_tokens", 0) or 0)
-            self._prefilling[request.request_id] = [o["request_id"], tuple(ids), prompt, done, 0]
-            return
-        if o is None or o["role"] != "decode" or num_external_tokens <= 0:
-            return
+        """The pages vLLM allocated: a decode's whose prompt arrives are the destination (decode ready); a prefill's are
+        where its prompt is computed (the first chunk's: later chunks' come with their steps). Called again with 0 once a
+        load finished, and after a preemption: a prefill preempted after its pages were reported is ended as failed (the
+        decider decides again; its pages went back to vLLM)."""
         vid = request.request_id
-        if vid in self._loading:
-            return  # vLLM does not allocate twice for one load; a repeat changes nothing
+        if vid in self._prefilling:
+            st = self._prefilling.pop(vid)
+            self._abandoned[vid] = None
+            self._pending.ended.append(RequestEnded(st[0], vid, "prefill", 0, False, "PREEMPTED", False, _arrival_us(request)))
+            log.warning("prefill %s (%s) preempted: reported failed", st[0], vid)
+            return
+        if vid in self._part or vid in self._abandoned:
+            return
+        o = self._handoff(request)
+        if o is None:
+            return
         prompt = len(request.prompt_token_ids)
-        ids = list(blocks.get_block_ids()[0])  # one KV-cache group (the hybrid manager is off for this connector)
         needed = -(-prompt // self.block_size)
+        ids = list(blocks.get_block_ids()[0])  # one KV-cache group (the hybrid manager is off for this connector)
+        if o["role"] == "prefill":
+            # the tokens already computed (a local prefix hit) count as done
+            done = int(getattr(request, "num_computed_tokens", 0) or 0)
+            self._prefilling[vid] = [o["request_id"], ids[:needed], prompt, done, 0]
+            self._part[vid] = (o["request_id"], "prefill")
+            return
+        if num_external_tokens <= 0:
+            return
+        self._part[vid] = (o["request_id"], "decode")
+        _mark_used(request)
         if len(ids) < needed:
-            raise ValueError(f"request {vid}: {len(ids)} blocks allocated for a prompt of {prompt} tokens ({needed} needed)")
+            log.error("request %s: %d blocks allocated for a prompt of %d tokens (%d needed): its KV cannot come", vid, len(ids), prompt,
+                      needed)
+            self._pending.refused.append((vid, tuple(ids)))
+            return
         cached = (prompt - num_external_tokens) // self.block_size
         self._loading[vid] = o["request_id"]
         self._pending.decode_ready.append(DecodeReady(o["request_id"], vid, tuple(ids[:needed]), prompt, cached, _arrival_us(request)))
@@ -194,20 +235,28 @@ class SchedulerSide:
     def build_connector_meta(self, scheduler_output: Any) -> OrbitKVPdMetadata:
         """This step's facts for the worker half, and the prefill chunks it computes (``scheduler_output
         .num_scheduled_tokens``: vLLM id → tokens this step; a request's first step is in ``scheduled_new_reqs`` with the
-        tokens its prefix-cache hit spares as ``num_computed_tokens``) so that the worker can report them layer by layer;
-        the next step starts empty."""
+        tokens its prefix-cache hit spares as ``num_computed_tokens``, a later step's new blocks in
+        ``scheduled_cached_reqs.new_block_ids``) so that the worker can report them layer by layer — once every page of
+        the prompt is allocated (the first report names them all); the next step starts empty."""
         out, self._pending = self._pending, OrbitKVPdMetadata()
         scheduled = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
         for new in getattr(scheduler_output, "scheduled_new_reqs", None) or ():
             st = self._prefilling.get(getattr(new, "req_id", None))
             if st is not None:  # its first step: what the prefix cache held is computed already
                 st[3] = max(st[3], int(getattr(new, "num_computed_tokens", 0) or 0))
+        cached = getattr(scheduler_output, "scheduled_cached_reqs", None)
+        if cached is not None and self._prefilling:
+            for vid, new_ids in zip(getattr(cached, "req_ids", None) or (), getattr(cached, "new_block_ids", None) or ()):
+                st = self._prefilling.get(vid)
+                if st is not None and new_ids:
+                    st[1].extend(list(new_ids[0])[: -(-st[2] // self.block_size) - len(st[1])])
         for vid, st in self._prefilling.items():
             n = scheduled.get(vid, 0)
             if n > 0 and st[3] < st[2]:
                 st[4] = st[4] or _now_us()
                 end = min(st[2], st[3] + n)
-                out.saving.append(SaveChunk(st[0], vid, st[1], st[2], st[3], end))
+                if len(st[1]) >= -(-st[2] // self.block_size):
+                    out.saving.append(SaveChunk(st[0], vid, tuple(st[1]), st[2], st[3], end))
                 st[3] = end
         return out
 
@@ -215,29 +264,34 @@ class SchedulerSide:
         """A prefill that ended whole: its KV is in ``block_ids``, kept (``delay_free_blocks``) until the release decision
         comes back as finished sending; the answer's ``kv_transfer_params`` name the handoff for the proxy. A decode, or
         a prefill that ended otherwise: reported ended, the blocks free as vLLM frees them."""
-        o = handoff(request)
-        if o is None:
-            return False, None
         vid = request.request_id
+        part = self._part.pop(vid, None)
+        st = self._prefilling.pop(vid, None)
+        if self._abandoned.pop(vid, "no") is None:
+            return False, None
+        if part is None:  # ended before a step allocated it (aborted while waiting): its side still hears of it
+            o = self._handoff(request)
+            part = (o["request_id"], o["role"]) if o is not None else None
+        if part is None:
+            return False, None
+        rid, role = part
         status = _status(request)
         whole = status in FINISHED_WHOLE
         outputs = list(getattr(request, "output_token_ids", []) or [])
-        st = self._prefilling.pop(vid, None)
-        if o["role"] == "prefill" and whole and block_ids:
+        if role == "prefill" and whole and block_ids:
             prompt = len(request.prompt_token_ids)
             needed = -(-prompt // self.block_size)
-            self._pending.prefill_completed.append(PrefillCompleted(o["request_id"], vid, tuple(block_ids[:needed]), prompt,
+            self._pending.prefill_completed.append(PrefillCompleted(rid, vid, tuple(block_ids[:needed]), prompt,
                                                                     outputs[0] if outputs else None, _arrival_us(request),
                                                                     st[4] if st is not None else 0, _now_us()))
-            self._sending[vid] = o["request_id"]
+            self._sending[vid] = rid
             # vLLM answers the prefill with these: what the proxy would hand to a decode engine that pulls (the push
             # needs none of it, the decider names the pages); the same fields as the simulated engines answer
-            return True, {KEY: o["request_id"], "do_remote_prefill": True, "do_remote_decode": False,
-                          "remote_block_ids": list(block_ids[:needed])}
+            return True, {KEY: rid, "do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": list(block_ids[:needed])}
         # A decode still waiting for its KV: a push may be writing into its blocks. vLLM keeps them until it is reported
         # finished receiving (it does so for any request aborted while WAITING_FOR_REMOTE_KVS), so nothing is delayed here.
-        held = self._loading.pop(vid, None) is not None and o["role"] == "decode"
-        self._pending.ended.append(RequestEnded(o["request_id"], vid, o["role"], len(outputs), whole, status, held, _arrival_us(request)))
+        held = self._loading.pop(vid, None) is not None and role == "decode"
+        self._pending.ended.append(RequestEnded(rid, vid, role, len(outputs), whole, status, held, _arrival_us(request)))
         return False, None
 
     def update_connector_output(self, connector_output: Any) -> None:
@@ -246,6 +300,11 @@ class SchedulerSide:
             self._loading.pop(vid, None)
         for vid in getattr(connector_output, "finished_sending", None) or ():
             self._sending.pop(vid, None)
+
+    def has_pending_push_work(self) -> bool:
+        """vLLM keeps stepping while this is true (``Scheduler.has_requests``): blocks kept until a release, loads
+        outstanding, facts to send — else an idle engine would not collect a release until its next request."""
+        return self.outstanding()
 
     # -------------------------------------------------------------------------------------------------- introspection
 

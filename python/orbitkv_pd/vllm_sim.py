@@ -355,8 +355,9 @@ class VllmCallSites:
             self._invalid |= errors
             for vid in recving or ():
                 kept = self._kept.pop(vid, None)
-                if kept is not None:  # finished already: its blocks go (scheduler.py:2817-2825)
+                if kept is not None:  # finished already: its blocks go (scheduler.py:2817-2825), and their load errors
                     freed.append(kept)
+                    self._invalid -= set(kept.blocks)
                     continue
                 t = self._reqs.get(vid)
                 if t is not None:

@@ -36,6 +36,9 @@ log = logging.getLogger("orbitkv_pd.vllm")
 
 _RECENT = 50_000
 
+#: Beyond every deadline a request can have at the decider: kept blocks of an unacknowledged fact are freed then.
+UNSURE_FALLBACK_S = 600.0
+
 
 @dataclasses.dataclass(frozen=True)
 class WorkerSettings:
@@ -192,6 +195,8 @@ class _Decode:
     signal: Optional[KvSignal] = None
     ended: bool = False  # the handoff ended at the decider (released, timed out, cancelled): no more facts for it
     aborted: bool = False  # vLLM ended it while its KV was awaited: reported finished receiving once the handoff ended
+    released: bool = False  # the decider released its pages: no push writes into them
+    reported: bool = False  # reported finished receiving
 
 
 class _Heartbeats:
@@ -252,9 +257,10 @@ class _Heartbeats:
                     self._wakes_at = nxt
                     self._cond.wait(nxt - now)
                     continue
-            until = int(time.time() * 1000) + self.lease_ms
-            for rid, lease_id, epoch, seq in due:
-                self.client.heartbeat(rid, lease_id, epoch, until, seq)
+                # sent under the lock: a lease removed (its decode ended, its cancel sent) gets no heartbeat after
+                until = int(time.time() * 1000) + self.lease_ms
+                for rid, lease_id, epoch, seq in due:
+                    self.client.heartbeat(rid, lease_id, epoch, until, seq)
 
 
 @dataclasses.dataclass
@@ -326,6 +332,11 @@ class WorkerSide:
         with self._lock:
             for c in m.saving:
                 self._saving[c.vllm_request_id] = _Save(c)
+            for vid, blocks in m.refused:  # no KV can come: a load error of its blocks, vLLM's policy decides
+                self._load_errors.update(blocks)
+                self._finished_recving.add(vid)
+        if m.refused:
+            self._wake()
 
     def clear_connector_metadata(self) -> None:
         self._meta = None
@@ -381,8 +392,11 @@ class WorkerSide:
                         item = q.get()
                         if item is None:
                             return
-                        item[0].synchronize()
-                        self._report(item[1])
+                        if item[0] is not None:
+                            item[0].synchronize()
+                            self._report(item[1])
+                        else:
+                            item[1]()  # a fact queued behind the layer reports (never ahead of them)
                 threading.Thread(target=run, name="orbitkv-layer-reports", daemon=True).start()
             self._gpu_reports.put((event, due))
 
@@ -462,10 +476,13 @@ class WorkerSide:
 
     def _decode_ready_answered(self, d: DecodeReady, f: "Future[str]") -> None:
         e = f.exception()
-        if isinstance(e, ApiError) and e.code != p.UNAVAILABLE:
-            # refused by the worker: it never reached the log, so no KV will come
-            log.warning("decode-ready of %s refused: %s", d.request_id, e)
-            self._kv_signal(d.vllm_request_id, KvSignal("ended", reason=f"decode-ready refused: {e}", outcome="refused"))
+        c = self.client
+        if isinstance(e, ApiError) and (e.code != p.UNAVAILABLE or (c is not None and c.stopped_because is not None)):
+            # refused by the worker (it never reached the log), or the connection is gone for good: no KV will come
+            log.warning("decode-ready of %s not taken: %s", d.request_id, e)
+            if e.code != p.UNAVAILABLE:
+                self._released_decode(d.request_id)  # nothing was ordered into its blocks
+            self._kv_signal(d.vllm_request_id, KvSignal("ended", reason=f"decode-ready not taken: {e}", outcome="refused"))
 
     def _kv_signal(self, vid: str, signal: KvSignal) -> None:
         with self._lock:
@@ -473,27 +490,71 @@ class WorkerSide:
             if dec is None or dec.signal is not None:
                 return
             dec.signal = signal
-            if dec.aborted:  # vLLM ended it already: its blocks go now, nothing more is reported
-                del self._decodes[vid]
             if signal.kind != "ready":
                 # no KV will come: every block the order would have moved is a load error (the cached ones are vLLM's own)
                 self._load_errors.update(dec.fact.dest_blocks[dec.fact.cached_blocks:])
-                if signal.kind == "ended":
-                    dec.ended = True
-            self._finished_recving.add(vid)
+            if signal.kind == "ended":
+                # The handoff ended (cancelled, timed out): a push may still be draining into the blocks — the decider's
+                # outcome can come before it fenced the push, and only its release of these pages says it did. Finished
+                # receiving (vLLM recomputes into the blocks, or frees them if the request ended) waits for that release,
+                # or, cut off from the decider, for as long as a lease could still be held.
+                dec.ended = True
+                released = dec.released
+                if not released:
+                    self._fallback(self.settings.lease_ms / 1000.0 + self.settings.kv_confirm_s, self._released_decode, dec.fact.request_id)
+            else:
+                released = True
+            if released:
+                self._report_recving(vid, dec)
             rid, leased = dec.fact.request_id, dec.leased
-        self._wake()
+        if released:
+            self._wake()
         if leased and self._heartbeats is not None:
             if signal.kind == "ended":
                 self._heartbeats.remove(rid)
             else:
                 self._heartbeats.kv_in(rid)
 
+    def _report_recving(self, vid: str, dec: _Decode) -> None:
+        """(Under the lock.) The load of ``vid`` is over: reported once; an aborted decode is forgotten with it."""
+        if dec.reported:
+            return
+        dec.reported = True
+        self._finished_recving.add(vid)
+        if dec.aborted:
+            self._decodes.pop(vid, None)
+
+    def _released_decode(self, request_id: str) -> None:
+        """The decider released this engine's decode pages of ``request_id`` (or the fallback passed): no push writes into
+        them any more."""
+        found = False
+        with self._lock:
+            for vid, dec in list(self._decodes.items()):
+                if dec.fact.request_id == request_id:
+                    dec.released = True
+                    if dec.ended:
+                        self._report_recving(vid, dec)
+                        found = True
+        if found:
+            self._wake()
+
+    def _fallback(self, seconds: float, fn: Callable[..., None], *args: Any) -> None:
+        t = threading.Timer(seconds, fn, args)
+        t.daemon = True
+        t.start()
+
     def _prefill_completed(self, f: PrefillCompleted) -> None:
         c = self.client
         assert c is not None, "register_kv_caches first"
         with self._lock:
             self._kept[f.request_id] = f.vllm_request_id
+            behind = self._gpu_reports
+        if behind is not None:  # after the layer reports still waiting for their GPU events
+            behind.put((None, lambda: self._send_prefill_completed(c, f)))
+        else:
+            self._send_prefill_completed(c, f)
+
+    def _send_prefill_completed(self, c: EngineApiClient, f: PrefillCompleted) -> None:
         fut = c.prefill_completed(f.request_id, f.source_blocks, f.num_tokens, f.first_token,
                                   marks=_marks(("in", f.in_us), ("c0", f.c0_us), ("c1", f.c1_us)))
 
@@ -503,7 +564,9 @@ class WorkerSide:
                 log.warning("prefill-completed of %s refused: %s; its blocks are freed", f.request_id, e)
                 self._send_done(f.request_id)
             # unacknowledged: the fact may be in the log and an order may read the blocks; they stay until the release or
-            # the request's outcome says what the decider knew
+            # the request's outcome says what the decider knew — or, at the latest, past every deadline it can have
+            elif e is not None:
+                self._fallback(UNSURE_FALLBACK_S, self._send_done, f.request_id)
         fut.add_done_callback(answered)
 
     def _ended(self, e: RequestEnded) -> None:
@@ -517,7 +580,7 @@ class WorkerSide:
             dec = self._decodes.get(e.vllm_request_id)
             # still awaiting its KV: kept until the handoff ends (the KV signal: landed, recompute, or ended after the
             # decider's release), then reported finished receiving, which frees its blocks in vLLM
-            waiting = dec is not None and dec.signal is None
+            waiting = dec is not None and not dec.reported
             if dec is not None:
                 if waiting:
                     dec.aborted = True
@@ -551,6 +614,8 @@ class WorkerSide:
 
     def _on_decision(self, d: Decision) -> None:
         f = d.fields
+        if d.kind == p.RELEASE and f.get("engine_id") == self.settings.engine_id and f.get("side") == "decode":
+            self._released_decode(d.request_id)
         if (d.kind == p.RELEASE and f.get("engine_id") == self.settings.engine_id and f.get("side") == "prefill") or d.kind == p.OUTCOME:
             # a prefill's blocks go with its release; the decider releases a request's pages before its outcome, so blocks
             # still kept then are those of a fact it never knew of (unacknowledged, not in the log)

@@ -67,7 +67,7 @@ class ConnectorContractTest(unittest.TestCase):
     def test_the_calls_that_make_the_handoff_work_are_implemented_not_inherited(self) -> None:
         # vLLM's defaults for these do nothing (or keep nothing): without them a handoff would hang or leak blocks
         for name in ("register_kv_caches", "request_finished", "update_connector_output", "get_finished",
-                     "get_block_ids_with_load_errors", "shutdown", "bind_connector_metadata"):
+                     "get_block_ids_with_load_errors", "shutdown", "bind_connector_metadata", "has_pending_push_work"):
             self.assertIn(name, vars(OrbitKVPdConnector), name)
 
 

@@ -112,10 +112,38 @@ class DecodeSideTest(unittest.TestCase):
         self.assertEqual(s.request_finished(r, [5, 6]), (False, None))
         self.assertEqual(s.build_connector_meta(None).ended[0].held, False)
 
-    def test_too_few_blocks_for_the_prompt_is_refused_naming_the_request(self) -> None:
+    def test_too_few_blocks_for_the_prompt_fail_the_load_not_the_engine(self) -> None:
         s = SchedulerSide(block_size=16)
-        with self.assertRaisesRegex(ValueError, "request v-8: 1 blocks allocated for a prompt of 20 tokens"):
+        with self.assertLogs("orbitkv_pd.vllm", "ERROR") as logs:
             s.update_state_after_alloc(Request("v-8", 20, orbitkv("req-8", "decode")), Blocks([1]), 20)
+        self.assertIn("request v-8: 1 blocks allocated for a prompt of 20 tokens", logs.output[0])
+        meta = s.build_connector_meta(None)
+        self.assertEqual((meta.decode_ready, meta.refused), ([], [("v-8", (1,))]), "reported as a load error of its blocks")
+
+    def test_a_preempted_decode_is_announced_once_and_then_computes_its_prompt_itself(self) -> None:
+        s = SchedulerSide(block_size=16)
+        r = Request("v-15", 40, orbitkv("req-15", "decode"))
+        self.assertEqual(s.get_num_new_matched_tokens(r, 0), (40, True))
+        s.update_state_after_alloc(r, Blocks([1, 2, 3]), 40)
+        s.update_connector_output(Output(recving={"v-15"}))
+        # preempted: vLLM resets num_computed_tokens to 0 and asks again; the parameters were marked used
+        self.assertEqual(s.get_num_new_matched_tokens(r, 0), (0, False))
+        s.update_state_after_alloc(r, Blocks([4, 5, 6]), 0)
+        self.assertEqual(len(s.build_connector_meta(None).decode_ready), 1)
+        r.status, r.output_token_ids = Status.FINISHED_LENGTH_CAPPED, [1, 2]
+        self.assertEqual(s.request_finished(r, [4, 5, 6]), (False, None))
+        self.assertEqual(s.build_connector_meta(None).ended, [RequestEnded("req-15", "v-15", "decode", 2, True, "FINISHED_LENGTH_CAPPED")],
+                         "its end is still reported")
+
+    def test_no_call_raises_on_parameters_it_cannot_take(self) -> None:
+        # vLLM calls these inside its scheduler's step: an exception there ends the engine and every request in it
+        s = SchedulerSide(block_size=16)
+        bad = Request("v-16", 20, {"do_remote_prefill": True})  # no request_id
+        with self.assertLogs("orbitkv_pd.vllm", "ERROR"):
+            self.assertEqual(s.get_num_new_matched_tokens(bad, 0), (0, False))
+            s.update_state_after_alloc(bad, Blocks([1, 2]), 20)
+            self.assertEqual(s.request_finished(bad, [1, 2]), (False, None))
+        self.assertTrue(s.build_connector_meta(None).empty())
 
 
 class PrefillSideTest(unittest.TestCase):
@@ -158,6 +186,40 @@ class PrefillSideTest(unittest.TestCase):
         self.assertEqual(s.build_connector_meta(SimpleNamespace(num_scheduled_tokens={"v-14": 16})).saving,
                          [SaveChunk("req-14", "v-14", (1, 2, 3), 40, 32, 40)], "the last chunk ends at the prompt")
         self.assertEqual(s.build_connector_meta(SimpleNamespace(num_scheduled_tokens={"v-14": 1})).saving, [], "decoding: nothing")
+
+    def test_a_chunked_prefill_is_reported_once_every_page_is_allocated(self) -> None:
+        # vLLM allocates a prefill's blocks chunk by chunk; the worker's first report must name all of them
+        s = SchedulerSide(block_size=16)
+        r = Request("v-17", 40, orbitkv("req-17", "prefill"))
+        s.update_state_after_alloc(r, Blocks([1]), 0)
+        first = SimpleNamespace(num_scheduled_tokens={"v-17": 16}, scheduled_new_reqs=[SimpleNamespace(req_id="v-17", num_computed_tokens=0)])
+        self.assertEqual(s.build_connector_meta(first).saving, [], "2 of 3 pages not allocated yet")
+        second = SimpleNamespace(num_scheduled_tokens={"v-17": 24},
+                                 scheduled_cached_reqs=SimpleNamespace(req_ids=["v-17"], new_block_ids=[([2, 3],)]))
+        self.assertEqual(s.build_connector_meta(second).saving, [SaveChunk("req-17", "v-17", (1, 2, 3), 40, 16, 40)])
+
+    def test_a_prefill_preempted_after_its_pages_were_reported_is_reported_failed(self) -> None:
+        s = SchedulerSide(block_size=16)
+        r = Request("v-18", 32, orbitkv("req-18", "prefill"))
+        s.update_state_after_alloc(r, Blocks([1, 2]), 0)
+        s.build_connector_meta(SimpleNamespace(num_scheduled_tokens={"v-18": 16}))
+        s.update_state_after_alloc(r, Blocks([7, 8]), 0)  # allocated again after a preemption: the pages it named are gone
+        self.assertEqual(s.build_connector_meta(SimpleNamespace(num_scheduled_tokens={"v-18": 32})).ended,
+                         [RequestEnded("req-18", "v-18", "prefill", 0, False, "PREEMPTED")])
+        r.status = Status.FINISHED_LENGTH_CAPPED
+        self.assertEqual(s.request_finished(r, [7, 8]), (False, None), "abandoned: no prefill reported")
+        self.assertTrue(s.build_connector_meta(None).empty())
+
+    def test_vllm_keeps_stepping_while_blocks_wait_for_a_release(self) -> None:
+        s = SchedulerSide(block_size=16)
+        r = Request("v-19", 16, orbitkv("req-19", "prefill"))
+        s.update_state_after_alloc(r, Blocks([1]), 0)
+        r.status, r.output_token_ids = Status.FINISHED_LENGTH_CAPPED, [5]
+        s.request_finished(r, [1])
+        s.build_connector_meta(None)
+        self.assertTrue(s.has_pending_push_work())
+        s.update_connector_output(Output(sending={"v-19"}))
+        self.assertFalse(s.has_pending_push_work())
 
     def test_the_metadata_pickles_for_the_workers(self) -> None:
         s = SchedulerSide(block_size=16)

@@ -204,6 +204,23 @@ class WorkerHalfTest(unittest.TestCase):
         self.assertEqual(self.connector.get_finished(set()), (None, None), "reported once")
         self.assertEqual([m for m in self.sent if m["op"] in ("cancel", "decode_completed")], [])
 
+    def test_an_outcome_before_the_release_does_not_free_the_blocks_a_push_may_still_drain_into(self) -> None:
+        self.connector.bind_connector_metadata(OrbitKVPdMetadata(decode_ready=[DecodeReady("r7", "v7", (4, 5), 20, 0)]))
+        self.frames("decode_ready")
+        # the decider's outcome comes at once; its release of the pages only once the push was fenced (drained)
+        self.decide("r7", "outcome", outcome="cancelled", reason="client went away")
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            sending, recving = self.connector.get_finished(set())
+            self.assertFalse(recving, "finished receiving before the release: vLLM would reuse blocks a push may still write")
+            time.sleep(0.02)
+        self.decide("r7", "release", side="decode", engine_id="e-0", lease_id="lease/e-0/r7", lease_epoch=1, reason="cancelled")
+        self.assertEqual(self.finished()[1], {"v7"})
+
+    def test_a_decode_whose_kv_cannot_come_is_a_load_error_at_once(self) -> None:
+        self.connector.bind_connector_metadata(OrbitKVPdMetadata(refused=[("v8", (1, 2))]))
+        self.assertEqual(self.finished(), (set(), {"v8"}, {1, 2}))
+
     def test_a_decode_aborted_while_waiting_is_cancelled_and_finished_receiving_once_the_decider_released_it(self) -> None:
         self.connector.bind_connector_metadata(OrbitKVPdMetadata(decode_ready=[DecodeReady("r4", "v4", (8,), 10, 0)]))
         self.connector.bind_connector_metadata(OrbitKVPdMetadata(ended=[RequestEnded("r4", "v4", "decode", 0, False, "FINISHED_ABORTED", held=True)]))
