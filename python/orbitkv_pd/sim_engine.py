@@ -1231,10 +1231,15 @@ class _Handler(BaseHTTPRequestHandler):
                 # release or the request's outcome says what the decider knew (or, at the latest, the fallback below).
                 e.unsure(job.rid)
             raise HttpError(503, f"cannot report the prefill of {job.rid}: {err}", "service_unavailable")
+        self.answer_prefill(job, first, {"request_id": job.rid, "do_remote_prefill": True, "do_remote_decode": False,
+                                         "remote_block_ids": blocks})
+
+    def answer_prefill(self, job: Job, first: int, params: Dict[str, Any]) -> None:
+        """The prefill's answer: its first token, and ``kv_transfer_params`` naming this engine (what a pulling decode
+        engine would need; the push needs none of it)."""
+        e = self.engine
         out = self.completion_json(job, [first])
-        out["kv_transfer_params"] = {"request_id": job.rid, "do_remote_prefill": True, "do_remote_decode": False,
-                                     "remote_engine_id": e.config.engine_id, "remote_instance_epoch": e.instance_epoch,
-                                     "remote_block_ids": blocks}
+        out["kv_transfer_params"] = {**params, "remote_engine_id": e.config.engine_id, "remote_instance_epoch": e.instance_epoch}
         self.orbitkv(out, job)
         marks = dict(job.marks)
         marks["out"] = now_us()
@@ -1261,13 +1266,7 @@ class _Handler(BaseHTTPRequestHandler):
         except BaseException:
             v.finish(t, "FINISHED_ABORTED", [])
             raise
-        params = v.finish(t, "FINISHED_LENGTH_CAPPED", [first])
-        out = self.completion_json(job, [first])
-        out["kv_transfer_params"] = {**(params or {}), "remote_engine_id": e.config.engine_id, "remote_instance_epoch": e.instance_epoch}
-        self.orbitkv(out, job)
-        marks = dict(job.marks)
-        marks["out"] = now_us()
-        self.send_json(200, out, {**self.extra, "x-orbitkv-timing": _timing(marks)})
+        self.answer_prefill(job, first, v.finish(t, "FINISHED_LENGTH_CAPPED", [first]) or {})
 
     def admit(self, job: Job, blocks: List[int], owner: str, role: str) -> Any:
         try:

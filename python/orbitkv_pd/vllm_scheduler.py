@@ -172,6 +172,10 @@ class SchedulerSide:
         #: prefills preempted after their pages were reported: ended as failed, their finish reports nothing more
         self._abandoned: Dict[str, None] = {}
 
+    def _pages(self, tokens: int) -> int:
+        """The pages ``tokens`` prompt tokens fill."""
+        return -(-tokens // self.block_size)
+
     def _handoff(self, request: Any) -> Optional[Dict[str, Any]]:
         try:
             return handoff(request)
@@ -209,7 +213,7 @@ class SchedulerSide:
         if o is None:
             return
         prompt = len(request.prompt_token_ids)
-        needed = -(-prompt // self.block_size)
+        needed = self._pages(prompt)
         ids = list(blocks.get_block_ids()[0])  # one KV-cache group (the hybrid manager is off for this connector)
         if o["role"] == "prefill":
             # the tokens already computed (a local prefix hit) count as done
@@ -249,13 +253,13 @@ class SchedulerSide:
             for vid, new_ids in zip(getattr(cached, "req_ids", None) or (), getattr(cached, "new_block_ids", None) or ()):
                 st = self._prefilling.get(vid)
                 if st is not None and new_ids:
-                    st[1].extend(list(new_ids[0])[: -(-st[2] // self.block_size) - len(st[1])])
+                    st[1].extend(list(new_ids[0])[: self._pages(st[2]) - len(st[1])])
         for vid, st in self._prefilling.items():
             n = scheduled.get(vid, 0)
             if n > 0 and st[3] < st[2]:
                 st[4] = st[4] or _now_us()
                 end = min(st[2], st[3] + n)
-                if len(st[1]) >= -(-st[2] // self.block_size):
+                if len(st[1]) >= self._pages(st[2]):
                     out.saving.append(SaveChunk(st[0], vid, tuple(st[1]), st[2], st[3], end))
                 st[3] = end
         return out
@@ -280,7 +284,7 @@ class SchedulerSide:
         outputs = list(getattr(request, "output_token_ids", []) or [])
         if role == "prefill" and whole and block_ids:
             prompt = len(request.prompt_token_ids)
-            needed = -(-prompt // self.block_size)
+            needed = self._pages(prompt)
             self._pending.prefill_completed.append(PrefillCompleted(rid, vid, tuple(block_ids[:needed]), prompt,
                                                                     outputs[0] if outputs else None, _arrival_us(request),
                                                                     st[4] if st is not None else 0, _now_us()))

@@ -373,15 +373,14 @@ class WorkerSide:
                 s.reported, s.at = state, now
         if not due:
             return
-        event = _cuda_event(kv_layer)
-        if event is None:
-            self._report(due)
-        else:
-            self._after_gpu(event, due)
+        self._after_gpu(_cuda_event(kv_layer), due)
 
     def _after_gpu(self, event: Any, due: List[Tuple[SaveChunk, Tuple[int, int, int]]]) -> None:
         """Reports ``due`` once ``event`` completed, on one thread for all (in order: a layer's report never overtakes an
-        earlier one's); vLLM's step goes on meanwhile."""
+        earlier one's); vLLM's step goes on meanwhile. No event (not on a GPU): reported now."""
+        if event is None:
+            self._report(due)
+            return
         with self._lock:
             if self._gpu_reports is None:
                 self._gpu_reports = queue.Queue()
@@ -420,11 +419,8 @@ class WorkerSide:
         layers = self.layout.num_layers if self.layout is not None else len(self._layers)
         due = [(s.chunk, (s.chunk.end, s.chunk.end, layers)) for s in saving if s.reported != (s.chunk.end, s.chunk.end, layers)]
         if due:
-            event = _cuda_event(None) if self._gpu_reports is not None else None  # the forward pass's kernels, queued
-            if event is None:
-                self._report(due)
-            else:
-                self._after_gpu(event, due)
+            # after the forward pass's kernels, queued, when layers were reported from a GPU
+            self._after_gpu(_cuda_event(None) if self._gpu_reports is not None else None, due)
 
     def get_finished(self, finished_req_ids: Set[str]) -> Tuple[Optional[Set[str]], Optional[Set[str]]]:
         """(finished sending, finished receiving) since the last call: prefill blocks the decider released (and a decode's
@@ -630,9 +626,6 @@ class WorkerSide:
 
     # ------------------------------------------------------------------------------------------------ introspection
 
-    def kept(self) -> Dict[str, str]:
-        with self._lock:
-            return dict(self._kept)
 
 
 def _marks(*pairs: Tuple[str, int]) -> Optional[Dict[str, int]]:
