@@ -328,9 +328,11 @@ class VllmCallSites:
         self._saved = max(self._saved, layers)
 
     def _wait_filled(self, layers: int, timeout: float = 30.0) -> None:
+        # A prefill whose writer has not finished its first layer yet has no entry: 0 layers written, not all of them
+        # (on a loaded machine the step thread can reach a layer's save before the request thread wrote a byte of it).
         deadline = time.monotonic() + timeout
         with self._fill:
-            while any(r and r in self._filled and self._filled[r] < layers for r in self._saving_rids):
+            while any(r and self._filled.get(r, 0) < layers for r in self._saving_rids):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     log.warning("the KV of layer %d was not written within %.0f s: saved anyway", layers, timeout)

@@ -264,3 +264,31 @@ class WorkerHalfTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CallSitesLayerSaveTest(unittest.TestCase):
+    """The simulated engine's vLLM call sites save a layer (``save_kv_layer``) only once the model wrote its bytes: the
+    layer's push reads them. A prefill whose writer has not finished its first layer has written none (CI saw layers
+    saved before the request thread wrote them, and the decode engine's check refused the KV)."""
+
+    def test_a_layer_is_saved_only_after_its_bytes_are_written_even_before_the_first_layer_is(self) -> None:
+        from orbitkv_pd.vllm_sim import VllmCallSites
+        v = VllmCallSites.__new__(VllmCallSites)
+        saved: List[Tuple[str, int]] = []
+        v.layer_names = [VllmCallSites.LAYER.format(i) for i in range(2)]
+        v.kv_caches = {n: None for n in v.layer_names}
+        v.worker = SimpleNamespace(wait_for_layer_load=lambda name: None,
+                                   save_kv_layer=lambda name, cache, meta: saved.append((name, v._filled.get("r-1", 0))))
+        v._fill, v._filled, v._saving_rids, v._saved = threading.Condition(), {}, ["r-1"], 0
+        step = threading.Thread(target=v.layers_done, args=(2,), daemon=True)
+        step.start()
+        step.join(0.2)
+        self.assertTrue(step.is_alive(), "a layer was saved before any of its bytes were written")
+        self.assertEqual([], saved)
+        v.filled("r-1", 1)
+        v.filled("r-1", 2)
+        step.join(5)
+        self.assertFalse(step.is_alive())
+        self.assertEqual(v.layer_names, [name for name, _ in saved])
+        for i, (name, written) in enumerate(saved):
+            self.assertGreaterEqual(written, i + 1, f"{name} saved with {written} layers written")
