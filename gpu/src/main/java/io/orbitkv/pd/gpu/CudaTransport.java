@@ -13,6 +13,7 @@ import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.PushRequest;
 import io.orbitkv.pd.transport.ReceiveSession;
+import io.orbitkv.pd.transport.SourceReadiness;
 import io.orbitkv.pd.transport.Transfer;
 import io.orbitkv.pd.transport.TransferError;
 import io.orbitkv.pd.transport.TransferException;
@@ -22,6 +23,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -51,6 +53,10 @@ import org.slf4j.LoggerFactory;
  *   <li>the transfer completes after that event, never before.</li>
  * </ol>
  *
+ * <p>Layer by layer ({@link #push(PushRequest, KvPool, TransferPlan, PeerEndpoint, SourceReadiness)}): the same steps per
+ * group of layers the engine reports computed, each group its own frame and launch, the last layer once the prefill is
+ * complete; the waiting happens on the push's own thread, never on the copy thread.
+ *
  * <p>A kernel cannot be stopped once launched: {@link Transfer#cancel} before the launch aborts the push; during the
  * copy (well under a millisecond for a 256 MiB order) it lets the copy finish and then fails the transfer as
  * {@link TransferError#ABORTED}. A CUDA error fails the transfer as {@link TransferError#INTERNAL}; a faulted kernel
@@ -63,6 +69,8 @@ public final class CudaTransport implements KvTransport {
     public static final String STAGED = "stg";
     /** Copies the copy engine runs at start so its host path is compiled before the first push (start-up time not measured). */
     private static final int WARM_UP_ROUNDS = 5000;
+    /** How long a push layer by layer waits for the engine's next report before checking its reasons to stop. */
+    private static final long WAIT_SLICE_MS = 20;
     public static final String LAUNCHED = "lnch";
     private static final Logger log = LoggerFactory.getLogger(CudaTransport.class);
 
@@ -175,17 +183,7 @@ public final class CudaTransport implements KvTransport {
     public Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer) {
         CudaTransfer t = new CudaTransfer(request);
         try {
-            if (closed) {
-                throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
-            }
-            if (!NAME.equals(peer.transport()) || !config.nodeId().equals(peer.address())) {
-                throw new TransferException(TransferError.NO_TRANSPORT, "cuda reaches engines on node " + config.nodeId() + " only, not " + peer);
-            }
-            PushGate target = fabric.lookup(peer.engineId()).orElseThrow(() -> new TransferException(TransferError.PEER_UNREACHABLE,
-                    "engine " + peer.engineId() + " is not served by this worker process (a cuda handoff runs in the process that mapped both pools)"));
-            if (!isDevicePool(source)) {
-                throw new TransferException(TransferError.UNSUPPORTED, "cuda needs a device source pool, got " + source.location());
-            }
+            PushGate target = target(source, peer);
             copier.execute(() -> t.run(target, source, plan));
         } catch (TransferException e) {
             t.fail(e);
@@ -193,6 +191,51 @@ public final class CudaTransport implements KvTransport {
             t.fail(new TransferException(TransferError.INTERNAL, "cuda transport is closed"));
         }
         return t;
+    }
+
+    /**
+     * Layer by layer (docs/worker.md, "Layer by layer"): a thread of the push's own waits for the engine's reports and hands
+     * each group of layers whose pages are all computed to the copy thread as one copy (its own frame, one launch); the
+     * last layer goes once the prefill is complete, in a session of its own carrying the first token, so the landing it
+     * completes hands the KV to the decode engine. The copy thread never waits for a prefill: other pushes go on meanwhile.
+     * On a GPU a report means the engine's CUDA event after those layers completed (orbitkv_pd.real_model), so a copy never
+     * reads pages still being written. A span is copied once every page of it is computed: with a chunked prefill the
+     * layers' spans wait for the last chunk.
+     */
+    @Override
+    public Transfer push(PushRequest request, KvPool source, TransferPlan plan, PeerEndpoint peer, SourceReadiness ready) {
+        if (ready == null) {
+            return push(request, source, plan, peer);
+        }
+        CudaTransfer t = new CudaTransfer(request);
+        try {
+            PushGate target = target(source, peer);
+            Thread.ofVirtual().name("cuda-layers-" + request.orderId()).start(() -> t.stream(target, source, plan, ready));
+        } catch (TransferException e) {
+            t.fail(e);
+        }
+        return t;
+    }
+
+    @Override
+    public boolean streams() {
+        return true;
+    }
+
+    /** The destination's gate, after the checks every push passes before anything runs. */
+    private PushGate target(KvPool source, PeerEndpoint peer) {
+        if (closed) {
+            throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
+        }
+        if (!NAME.equals(peer.transport()) || !config.nodeId().equals(peer.address())) {
+            throw new TransferException(TransferError.NO_TRANSPORT, "cuda reaches engines on node " + config.nodeId() + " only, not " + peer);
+        }
+        PushGate target = fabric.lookup(peer.engineId()).orElseThrow(() -> new TransferException(TransferError.PEER_UNREACHABLE,
+                "engine " + peer.engineId() + " is not served by this worker process (a cuda handoff runs in the process that mapped both pools)"));
+        if (!isDevicePool(source)) {
+            throw new TransferException(TransferError.UNSUPPORTED, "cuda needs a device source pool, got " + source.location());
+        }
+        return target;
     }
 
     @Override
@@ -253,18 +296,7 @@ public final class CudaTransport implements KvTransport {
                     admittedUs = Marks.nowMicros();
                     RunTable table = RunTable.build(plan, source, target.pool(), BlockRuns.intervals(request.destRuns()));
                     builtUs = Marks.nowMicros();
-                    checkCancelled("before launch");
-                    s.beginFrame();
-                    long written = 0;
-                    try {
-                        for (int i = 0; i < plan.spans(); i++) { // each piece checked and counted before the device writes it
-                            s.claim(plan.spanRegion(i), plan.spanDestOffset(i), plan.spanLength(i));
-                        }
-                        engine.copy(table);
-                        written = table.bytes();
-                    } finally {
-                        s.endFrame(written);
-                    }
+                    long written = copyFramed(s, plan, 0, plan.spans(), table);
                     // every byte in place: marked before the session closes, which may hand the KV to the decode engine
                     ackedUs = Marks.nowMicros();
                     landedNanos = System.nanoTime();
@@ -289,6 +321,165 @@ public final class CudaTransport implements KvTransport {
                 fail(new TransferException(TransferError.INTERNAL, request.describe() + ": " + e.getMessage(), e));
             } catch (RuntimeException e) {
                 failUnexpected(request.describe() + ": cuda push", e);
+            }
+        }
+
+        /**
+         * On the copy thread: spans {@code [from, to)} of the plan as {@code table}, inside one gate frame (a fence waits
+         * for it); each piece checked and counted before the device writes it. Returns the bytes written.
+         */
+        private long copyFramed(ReceiveSession s, TransferPlan plan, int from, int to, RunTable table) {
+            checkCancelled("before launch");
+            s.beginFrame();
+            long written = 0;
+            try {
+                for (int i = from; i < to; i++) {
+                    s.claim(plan.spanRegion(i), plan.spanDestOffset(i), plan.spanLength(i));
+                }
+                engine.copy(table);
+                written = table.bytes();
+            } finally {
+                s.endFrame(written);
+            }
+            return written;
+        }
+
+        /**
+         * The push layer by layer, on its own thread: groups of computed layers copied as they come (one session), then the
+         * last layer with the first token (another). Its marks are the last part's — the part the decode engine waits for
+         * once the prefill is complete: {@code conn} when the prefill's completion was seen, {@code adm}, {@code w1},
+         * {@code ack} as in {@link #run}.
+         */
+        void stream(PushGate target, KvPool source, TransferPlan plan, SourceReadiness ready) {
+            long t0 = System.nanoTime();
+            try {
+                int n = plan.spans();
+                int tailRegion = plan.source().region(plan.source().numLayers() - 1, 0);
+                int tail = 0;
+                while (tail < n && plan.spanRegion(tail) < tailRegion) {
+                    tail++;
+                }
+                BlockRuns.Intervals authorized = BlockRuns.intervals(request.destRuns());
+                long bytes = 0;
+                int copies = 0;
+                int next = 0;
+                ReceiveSession body = null;
+                try {
+                    while (next < tail && !ready.complete()) {
+                        long seen = ready.version();
+                        int k = next;
+                        while (k < tail && ready.readyBytes(plan.spanRegion(k), plan.spanSourceOffset(k), plan.spanLength(k)) == plan.spanLength(k)) {
+                            k++;
+                        }
+                        stopIfMust(ready);
+                        if (k == next) {
+                            ready.awaitChange(seen, WAIT_SLICE_MS);
+                            continue;
+                        }
+                        if (body == null) {
+                            body = target.open(NAME, request, plan.source()); // admitted once the first piece is computed
+                        }
+                        ReceiveSession s = body;
+                        int from = next;
+                        int to = k;
+                        bytes += onCopier(() -> copyFramed(s, plan, from, to, RunTable.build(plan, source, target.pool(), authorized, from, to)));
+                        copies++;
+                        next = k;
+                    }
+                    if (body != null) {
+                        TransferException twice = body.complete();
+                        if (twice != null) {
+                            throw twice;
+                        }
+                    }
+                } finally {
+                    if (body != null) {
+                        body.close();
+                    }
+                }
+                while (!ready.awaitComplete(WAIT_SLICE_MS)) {
+                    stopIfMust(ready);
+                }
+                stopIfMust(ready);
+                long tookUs = Marks.nowMicros();
+                int from = next;
+                try (ReceiveSession s = target.open(NAME, request.withFirstToken(ready.firstToken()), plan.source())) {
+                    long admittedUs = Marks.nowMicros();
+                    long[] last = onCopierSteps(() -> {
+                        RunTable table = RunTable.build(plan, source, target.pool(), authorized, from, n);
+                        long builtUs = Marks.nowMicros();
+                        long written = copyFramed(s, plan, from, n, table);
+                        long[] steps = engine.lastSteps();
+                        return new long[] {written, admittedUs, builtUs, steps[0], steps[1]};
+                    });
+                    long ackedUs = Marks.nowMicros();
+                    long landedNanos = System.nanoTime();
+                    TransferException twice = s.complete();
+                    if (twice != null) {
+                        throw twice;
+                    }
+                    bytes += last[0];
+                    copies++;
+                    checkCancelled("while the copy ran (its bytes landed)");
+                    Marks m = Marks.empty().at(TransferResult.CONNECTED, tookUs).at(TransferResult.ADMITTED, last[1]).at(TransferResult.WRITTEN, last[2]);
+                    if (last[3] > 0 && last[4] > 0) {
+                        m.at(STAGED, last[3]).at(LAUNCHED, last[4]);
+                    }
+                    log.atDebug().addKeyValue("orderId", request.orderId()).log("cuda push layer by layer: " + copies + " copies, " + bytes + " bytes");
+                    succeed(new TransferResult(bytes, landedNanos - t0, NAME, copies, m.at(TransferResult.ACKED, ackedUs)));
+                }
+            } catch (CudaException e) {
+                log.atError().addKeyValue("orderId", request.orderId()).addKeyValue("sender", senderId).log("cuda copy failed: " + e.getMessage());
+                fail(new TransferException(TransferError.INTERNAL, request.describe() + ": " + e.getMessage(), e));
+            } catch (TransferException e) {
+                fail(e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                fail(new TransferException(TransferError.ABORTED, request.describe() + ": interrupted while its prefill computed"));
+            } catch (RuntimeException e) {
+                failUnexpected(request.describe() + ": cuda push layer by layer", e);
+            }
+        }
+
+        /** Runs {@code copy} on the copy thread (the device context's) and waits for it; its failure is thrown here. */
+        private long onCopier(Callable<Long> copy) throws InterruptedException {
+            return unwrap(submit(copy));
+        }
+
+        private long[] onCopierSteps(Callable<long[]> copy) throws InterruptedException {
+            return unwrap(submit(copy));
+        }
+
+        private <T> java.util.concurrent.Future<T> submit(Callable<T> copy) {
+            if (closed) {
+                throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
+            }
+            try {
+                return copier.submit(copy);
+            } catch (RejectedExecutionException e) {
+                throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
+            }
+        }
+
+        private <T> T unwrap(java.util.concurrent.Future<T> f) throws InterruptedException {
+            try {
+                return f.get();
+            } catch (ExecutionException e) {
+                if (e.getCause() instanceof RuntimeException r) {
+                    throw r;
+                }
+                throw new IllegalStateException(e.getCause());
+            }
+        }
+
+        /** Throws when a push waiting for its source must stop: cancelled, past its deadline, or its prefill failed. */
+        private void stopIfMust(SourceReadiness ready) {
+            checkCancelled("while its prefill computed");
+            if (ready.failure() != null) {
+                throw new TransferException(TransferError.ABORTED, request.describe() + " aborted: " + ready.failure());
+            }
+            if (request.deadlinePassed()) {
+                throw new TransferException(TransferError.TIMEOUT, request.describe() + ": the order's deadline passed while its prefill computed");
             }
         }
 

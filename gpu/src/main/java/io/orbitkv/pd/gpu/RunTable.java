@@ -69,6 +69,18 @@ public final class RunTable {
      *                           {@link TransferError#LAYOUT_MISMATCH} when the pools' page shapes differ from the plan's
      */
     public static RunTable build(TransferPlan plan, KvPool source, KvPool dest, BlockRuns.Intervals authorized) {
+        return build(plan, source, dest, authorized, 0, plan.spans());
+    }
+
+    /**
+     * The copies of the plan's spans {@code [fromSpan, toSpan)} only (a push sent layer by layer copies each group of
+     * layers once computed: spans are region-major, so a range of them is a range of layers), after the same checks of
+     * the whole plan as {@link #build(TransferPlan, KvPool, KvPool, BlockRuns.Intervals)}.
+     */
+    public static RunTable build(TransferPlan plan, KvPool source, KvPool dest, BlockRuns.Intervals authorized, int fromSpan, int toSpan) {
+        if (fromSpan < 0 || toSpan > plan.spans() || fromSpan > toSpan) {
+            throw new IllegalArgumentException("spans " + fromSpan + ".." + toSpan + " of a plan of " + plan.spans());
+        }
         KvGeometry sg = source.geometry();
         KvGeometry dg = dest.geometry();
         String mismatch = plan.source().incompatibility(sg);
@@ -78,7 +90,6 @@ public final class RunTable {
         if (mismatch != null) {
             throw new TransferException(TransferError.LAYOUT_MISMATCH, "plan and pools differ in page shape: " + mismatch);
         }
-        long page = dg.pageBytes();
         // Every span of a pair run covers the same blocks in every region, so the bounds and the authorization are
         // checked once per pair run (a few hundred), not once per span (one per page and region: thousands).
         for (int p = 0; p < plan.pairRuns(); p++) {
@@ -105,13 +116,10 @@ public final class RunTable {
         if (samePool) {
             checkNoOverlap(plan);
         }
-        Builder b = new Builder(plan.spans());
-        for (int r = 0; r < sg.regionCount(); r++) {
-            long sb = source.baseAddress(r);
-            long db = dest.baseAddress(r);
-            for (int p = 0; p < plan.pairRuns(); p++) {
-                b.add(sb + plan.pairSource(p) * page, db + plan.pairDest(p) * page, plan.pairCount(p) * page);
-            }
+        Builder b = new Builder(toSpan - fromSpan);
+        for (int k = fromSpan; k < toSpan; k++) { // span k: region k / pairRuns, pair run k % pairRuns (TransferPlan's order)
+            int r = plan.spanRegion(k);
+            b.add(source.baseAddress(r) + plan.spanSourceOffset(k), dest.baseAddress(r) + plan.spanDestOffset(k), plan.spanLength(k));
         }
         return b.build();
     }

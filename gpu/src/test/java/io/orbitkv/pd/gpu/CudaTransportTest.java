@@ -15,6 +15,7 @@ import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.kv.KvTestData;
 import io.orbitkv.pd.kv.TransferPlan;
 import io.orbitkv.pd.schemas.OrderTokens;
+import io.orbitkv.pd.transport.LayersComputed;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.PushRequest;
@@ -258,6 +259,78 @@ class CudaTransportTest {
         assertThat(join(first).bytes()).isEqualTo(plan().totalBytes());
         assertRefused(second, TransferError.ABORTED, "client went away");
         assertThat(slow.launches.get()).isEqualTo(1);
+    }
+
+    /** One layer's pages of the plan: K and V (two regions) of its 11 pages. */
+    private static final long LAYER_BYTES = 2L * 11 * 1024;
+
+    @Test
+    void aPushLayerByLayerCopiesEachLayerOnceComputedAndTheLastWithTheFirstToken() {
+        CudaTransport s = sender();
+        List<PushRequest> landed = new java.util.concurrent.CopyOnWriteArrayList<>();
+        gate.onLanded((r, bytes) -> landed.add(r));
+        LayersComputed ready = new LayersComputed(g);
+        Transfer t = s.push(signed("req-1", 1, "lease-1", 3, 7, dstRuns), src, plan(), peer, ready);
+        assertThat(s.streams()).isTrue();
+        ready.layers(1);
+        await().atMost(Duration.ofSeconds(10)).until(() -> engine.launches.get() == 1);
+        assertThat(engine.lastLaunch.bytes()).isEqualTo(LAYER_BYTES);
+        ready.layers(2);
+        await().atMost(Duration.ofSeconds(10)).until(() -> engine.launches.get() == 2);
+        assertThat(engine.lastLaunch.bytes()).isEqualTo(LAYER_BYTES);
+        // every layer but the last in place: nothing has landed (the decode engine must not take a partial KV)
+        assertThat(t.result()).isNotDone();
+        assertThat(landed).isEmpty();
+        ready.complete(17);
+        TransferResult r = join(t);
+        assertThat(r.bytes()).isEqualTo(plan().totalBytes());
+        assertThat(r.connections()).isEqualTo(3);
+        assertThat(engine.launches.get()).isEqualTo(3);
+        assertThat(KvTestData.verify(src.host(), dst.host(), plan(), SENTINEL)).isNull();
+        assertThat(landed).hasSize(1);
+        assertThat(landed.get(0).firstToken()).isEqualTo(17);
+        assertThat(r.marks().get(TransferResult.ACKED)).isPresent();
+    }
+
+    @Test
+    void aPrefillCompleteBeforeThePushStartsIsOneCopy() {
+        CudaTransport s = sender();
+        LayersComputed ready = new LayersComputed(g);
+        ready.complete(5);
+        TransferResult r = join(s.push(signed("req-1", 1, "lease-1", 3, 7, dstRuns), src, plan(), peer, ready));
+        assertThat(r.bytes()).isEqualTo(plan().totalBytes());
+        assertThat(engine.launches.get()).isEqualTo(1);
+        assertThat(KvTestData.verify(src.host(), dst.host(), plan(), SENTINEL)).isNull();
+    }
+
+    @Test
+    void aPrefillThatFailsMidWayStopsThePushAndNothingLands() {
+        CudaTransport s = sender();
+        List<PushRequest> landed = new java.util.concurrent.CopyOnWriteArrayList<>();
+        gate.onLanded((r, bytes) -> landed.add(r));
+        LayersComputed ready = new LayersComputed(g);
+        Transfer t = s.push(signed("req-1", 1, "lease-1", 3, 7, dstRuns), src, plan(), peer, ready);
+        ready.layers(1);
+        await().atMost(Duration.ofSeconds(10)).until(() -> engine.launches.get() == 1);
+        ready.fail("the engine's prefill failed mid-way: out of memory");
+        assertRefused(t, TransferError.ABORTED, "out of memory");
+        assertThat(engine.launches.get()).isEqualTo(1);
+        assertThat(landed).isEmpty();
+        assertThat(gate.openSessions()).isZero();
+    }
+
+    @Test
+    void aPushWaitingForItsPrefillIsCancelledAtOnceAndLeavesTheCopyThreadToOthers() {
+        CudaTransport s = sender();
+        LayersComputed ready = new LayersComputed(g);
+        Transfer waiting = s.push(signed("req-1", 1, "lease-1", 3, 7, dstRuns), src, plan(), peer, ready);
+        // another push by the same transport runs meanwhile: the copy thread is not held by the one waiting
+        List<BlockRun> d2 = List.of(run(20, 11));
+        TransferPlan p2 = TransferPlan.build(g, srcRuns, dst.geometry(), d2);
+        assertThat(join(s.push(signed("req-2", 1, "lease-2", 1, 7, d2), src, p2, peer)).bytes()).isEqualTo(p2.totalBytes());
+        waiting.cancel("client went away");
+        assertRefused(waiting, TransferError.ABORTED, "client went away");
+        assertThat(engine.launches.get()).isEqualTo(1);
     }
 
     @Test

@@ -75,6 +75,25 @@ class RunTableTest {
     }
 
     @Test
+    void aRangeOfSpansIsThoseSpansCopiesInTheSameOrder() {
+        List<BlockRun> s = List.of(run(5, 1), run(9, 1), run(3, 1));
+        List<BlockRun> d = List.of(run(40, 1), run(2, 1), run(17, 1));
+        TransferPlan plan = TransferPlan.build(g, s, g, d);
+        RunTable whole = RunTable.build(plan, src, dst, BlockRuns.intervals(d));
+        RunTable first = RunTable.build(plan, src, dst, BlockRuns.intervals(d), 0, 6); // regions 0 and 1: layer 0's K and V
+        RunTable rest = RunTable.build(plan, src, dst, BlockRuns.intervals(d), 6, plan.spans());
+        assertThat(first.size() + rest.size()).isEqualTo(whole.size());
+        for (int i = 0; i < whole.size(); i++) {
+            RunTable part = i < first.size() ? first : rest;
+            int j = i < first.size() ? i : i - first.size();
+            assertThat(part.source(j)).isEqualTo(whole.source(i));
+            assertThat(part.dest(j)).isEqualTo(whole.dest(i));
+            assertThat(part.length(j)).isEqualTo(whole.length(i));
+        }
+        assertThatThrownBy(() -> RunTable.build(plan, src, dst, null, 4, plan.spans() + 1)).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
     void runsThatContinueOnBothSidesAreOneEntryPerRegion() {
         // 8 blocks contiguous on both sides, given as two runs on the source side: still one copy per region
         RunTable t = table(List.of(run(10, 3), run(13, 5)), List.of(run(30, 8)));

@@ -11,6 +11,7 @@ import io.orbitkv.pd.kv.KvGeometry;
 import io.orbitkv.pd.kv.KvTestData;
 import io.orbitkv.pd.kv.TransferPlan;
 import io.orbitkv.pd.mooncake.te.TransferEngine;
+import io.orbitkv.pd.transport.LayersComputed;
 import io.orbitkv.pd.transport.PeerEndpoint;
 import io.orbitkv.pd.transport.PushGate;
 import io.orbitkv.pd.transport.PushRequest;

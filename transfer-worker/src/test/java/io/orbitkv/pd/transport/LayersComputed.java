@@ -1,10 +1,12 @@
-package io.orbitkv.pd.mooncake;
+package io.orbitkv.pd.transport;
 
 import io.orbitkv.pd.kv.KvGeometry;
-import io.orbitkv.pd.transport.SourceReadiness;
 
-/** A prefill as a test drives it: how many layers are computed (every page of each), then complete or failed. */
-final class LayersComputed implements SourceReadiness {
+/**
+ * A prefill as a test drives it: how many layers are computed (every page of each), then complete or failed. Shared by the
+ * transports' layer-by-layer tests (mooncake, cuda).
+ */
+public final class LayersComputed implements SourceReadiness {
 
     private final KvGeometry g;
     private int layers;
@@ -13,17 +15,17 @@ final class LayersComputed implements SourceReadiness {
     private String failure;
     private long version;
 
-    LayersComputed(KvGeometry g) {
+    public LayersComputed(KvGeometry g) {
         this.g = g;
     }
 
-    synchronized void layers(int n) {
+    public synchronized void layers(int n) {
         layers = n;
         version++;
         notifyAll();
     }
 
-    synchronized void complete(int firstToken) {
+    public synchronized void complete(int firstToken) {
         layers = g.numLayers();
         complete = true;
         first = firstToken;
@@ -31,7 +33,7 @@ final class LayersComputed implements SourceReadiness {
         notifyAll();
     }
 
-    synchronized void fail(String why) {
+    public synchronized void fail(String why) {
         failure = why;
         version++;
         notifyAll();
