@@ -11,8 +11,11 @@ Keys: ``engine.id``, ``engine.role``, ``engine.api.path`` (the worker's socket; 
 ``engine.pool.blocks`` (16-token pages per layer and part, default 4096), and the model:
 ``engine.model.path`` (a local checkpoint directory; never a hub download) or ``engine.model.shape`` (``8b``, ``1b``,
 ``tiny``: a Llama-3-shaped config with random weights) with ``engine.model.seed``, ``engine.model.device`` (CUDA
-device index) and ``engine.model.dtype`` (``bf16``, ``fp16``); for fault tests ``engine.fault.stall-prefill-prefix`` and
-``engine.fault.no-heartbeat-prefix``. Docs: docs/gpu.md ("The real-model run").
+device index) and ``engine.model.dtype`` (``bf16``, ``fp16``); layer by layer: ``engine.layerwise.group`` (layers per progress report,
+default 4; 0: the prefill is reported whole) and ``engine.layerwise.skip-prefix`` (requests reported whole, to compare);
+for fault tests ``engine.fault.stall-prefill-prefix``, ``engine.fault.no-heartbeat-prefix`` and
+``engine.fault.fail-prefill-midway-prefix`` (a prefill that fails after half its layers were reported). Docs: docs/gpu.md
+("The real-model run").
 
 Decode continues from the token the prefill sampled (``KvReady.first_token``); without one it recomputes the last
 prompt token from the KV of the others, as vLLM's decode does. Needs PyTorch, transformers and a CUDA GPU.
@@ -61,11 +64,15 @@ class RealEngineConfig:
     # the simulated engine's P/D flow through the vLLM connector (engine.vllm-connector) needs its step model: not here
     vllm_connector: bool = False
     kv_load_failure_policy: str = "recompute"
+    layer_group: int = 4
+    layerwise_skip_prefix: Optional[str] = None
+    fail_midway_prefix: Optional[str] = None
 
     KEYS = ("engine.id", "engine.role", "engine.api.path", "engine.instance-epoch", "engine.model", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
             "engine.max-prompt-tokens", "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.pool.blocks",
             "engine.model.path", "engine.model.shape", "engine.model.seed", "engine.model.device", "engine.model.dtype",
-            "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix", "engine.fault.fail-prefill-prefix", "engine.kv-wait")
+            "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix", "engine.fault.fail-prefill-prefix", "engine.kv-wait",
+            "engine.layerwise.group", "engine.layerwise.skip-prefix", "engine.fault.fail-prefill-midway-prefix")
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "RealEngineConfig":
@@ -83,9 +90,14 @@ class RealEngineConfig:
         blocks = int(p.get("engine.pool.blocks", "4096"))
         if blocks < 1:
             raise ValueError(f"engine.pool.blocks: must be >= 1, got {blocks}")
+        group = int(p.get("engine.layerwise.group", "4"))
+        if group < 0:
+            raise ValueError(f"engine.layerwise.group: layers per progress report, >= 1, or 0 for none, got {group}")
         return cls(**common, model=p.get("engine.model", "orbitkv-real-" + (os.path.basename(path.rstrip("/")) if path else shape)),
                    num_blocks=blocks, model_path=path, shape=shape, seed=int(p.get("engine.model.seed", "1234")),
-                   device=int(p.get("engine.model.device", "0")), dtype=dtype)
+                   device=int(p.get("engine.model.device", "0")), dtype=dtype, layer_group=group,
+                   layerwise_skip_prefix=p.get("engine.layerwise.skip-prefix") or None,
+                   fail_midway_prefix=p.get("engine.fault.fail-prefill-midway-prefix") or None)
 
 
 class RealBackend:
@@ -101,6 +113,11 @@ class RealBackend:
         self.kind = "python-transformers"
         # ORBITKV_KV_DIGEST=1: log a digest of each request's pages at prefill and before decode (diagnosing).
         self.digest = os.environ.get("ORBITKV_KV_DIGEST", "0") == "1"
+        self.config = config
+        self.report_to: Optional[Any] = None  # the engine's worker client, set by the engine (layer reports)
+        # A layer report made after its CUDA event waits for the GIL while the request thread launches the next layers'
+        # kernels: the default switch interval (5 ms) would delay it by up to that much.
+        sys.setswitchinterval(0.0005)
 
     def pool_spec(self) -> Any:
         return self.model.pool.spec
@@ -115,7 +132,26 @@ class RealBackend:
         return self.model.token_text(token)
 
     def prefill(self, job: Job, blocks: List[int], mode: str) -> int:
-        first = self.model.prefill(job.tokens, blocks)
+        """The prompt's KV into ``blocks``. A prefill for another engine reports its layers as they land in the pages
+        (``prefill_progress`` every ``engine.layerwise.group`` layers, after the CUDA event of those layers), so the
+        worker pushes them while the later layers compute; ``engine.layerwise.skip-prefix`` requests are reported whole
+        (a run comparing both ways)."""
+        c = self.config
+        client = self.report_to() if self.report_to is not None and mode == "prefill" and c.layer_group > 0 else None
+        on_layers = None
+        if client is not None and hasattr(client, "prefill_progress") and not (c.layerwise_skip_prefix and job.rid.startswith(c.layerwise_skip_prefix)):
+            n, first_report = len(job.tokens), [True]
+
+            def on_layers(layers: int) -> None:
+                # prompt tokens [0, n) computed in layers [0, layers); the first report names the pages
+                client.prefill_progress(job.rid, blocks if first_report[0] else None, n, 0, n, layers)
+                first_report[0] = False
+        fail_after = 0
+        if c.fail_midway_prefix and job.rid.startswith(c.fail_midway_prefix) and mode == "prefill":
+            fail_after = max(1, self.layout.num_layers // 2)
+            if on_layers is None:
+                on_layers = lambda layers: None  # noqa: E731 — the hooks still run, so the failure comes mid-way
+        first = self.model.prefill(job.tokens, blocks, on_layers=on_layers, group=c.layer_group or 4, fail_after=fail_after)
         if self.digest:
             log.info("kv-digest %s %s %s first=%d", job.rid, mode, self.model.kv_digest(len(job.tokens), blocks), first)
         return first

@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import threading
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 from .protocol import Layout
 
@@ -125,17 +126,71 @@ class RealModel:
 
     # ------------------------------------------------------------------------------------------------ compute
 
-    def prefill(self, tokens: List[int], blocks: List[int]) -> int:
+    def prefill(self, tokens: List[int], blocks: List[int], on_layers: Optional[Callable[[int], None]] = None, group: int = 4,
+                fail_after: int = 0) -> int:
         """Runs the prompt, writes its KV into ``blocks`` (token order) and returns the greedy first token. The pages
-        are in device memory when this returns (the worker may copy them from its own context at once)."""
+        are in device memory when this returns (the worker may copy them from its own context at once).
+
+        With ``on_layers``, layer by layer (docs/worker.md, "Layer by layer"): a hook after each decoder layer's forward
+        writes that layer's KV into its pages at once and, every ``group`` layers, records a CUDA event; a reporter
+        thread waits for each event and then calls ``on_layers(n)`` (``n`` layers' pages are in device memory), so the
+        worker may copy them while the later layers compute. Not for the last layer: the prefill's end says that one.
+        Every report is made before this returns. ``fail_after`` > 0 (fault drills): the prefill fails once that many
+        layers were reported."""
         torch = self.torch
+        layers = self._decoder_layers() if on_layers is not None else None
         with self.lock, torch.inference_mode():
             ids = torch.tensor([tokens], device=self.dev)
-            out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            first = int(out.logits[0, -1].argmax())
-            self._scatter(out.past_key_values, len(tokens), blocks)
-            torch.cuda.synchronize()
-            return first
+            if layers is None:
+                out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+                first = int(out.logits[0, -1].argmax())
+                self._scatter(out.past_key_values, len(tokens), blocks)
+                torch.cuda.synchronize()
+                return first
+            import transformers
+            cache = transformers.DynamicCache()
+            n = len(tokens)
+            idx = torch.tensor(blocks, device=self.dev, dtype=torch.long)
+            total = len(layers)
+            reporter = self._reporter()
+            reporter.target = on_layers
+
+            def after(layer: int) -> Callable[..., None]:
+                def hook(module: Any, args: Any, output: Any) -> None:
+                    self._scatter_layer(cache, layer, n, idx, len(blocks))
+                    done = layer + 1
+                    if done < total and (done % group == 0):
+                        ev = torch.cuda.Event()
+                        ev.record()
+                        reporter.put(ev, done)
+                    if fail_after and done >= fail_after:
+                        raise PrefillFault(f"the prefill failed after {done} of {total} layers (engine.fault.fail-prefill-midway-prefix)")
+                return hook
+
+            hooks = [m.register_forward_hook(after(i)) for i, m in enumerate(layers)]
+            try:
+                out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                torch.cuda.synchronize()  # releases the GIL while the GPU finishes: the reporter thread goes on meanwhile
+                return int(out.logits[0, -1].argmax())
+            finally:
+                for h in hooks:
+                    h.remove()
+                reporter.drain()
+
+    def _decoder_layers(self) -> Optional[List[Any]]:
+        """The model's decoder layers, in order (the hooks' places), or None when the architecture hides them (then the
+        prefill is reported whole)."""
+        body = getattr(self.model, "model", None)
+        layers = getattr(body, "layers", None)
+        if layers is None or len(layers) != self.layout.num_layers:
+            return None
+        return list(layers)
+
+    def _reporter(self) -> "_LayerReporter":
+        r = getattr(self, "_layer_reporter", None)
+        if r is None:
+            r = self._layer_reporter = _LayerReporter()
+        return r
 
     def decode(self, tokens: List[int], blocks: List[int], first: Optional[int], max_tokens: int) -> Iterator[int]:
         """Greedy tokens after the prompt whose KV is in ``blocks``, starting with ``first`` (the prefill's token).
@@ -190,17 +245,20 @@ class RealModel:
         return f"{total & 0xffffffffffff:x}/{placed & 0xffffffffffff:x}"
 
     def _scatter(self, cache: Any, n: int, blocks: List[int]) -> None:
-        bs = self.layout.block_size_tokens
-        nb = len(blocks)
         idx = self.torch.tensor(blocks, device=self.dev, dtype=self.torch.long)
         for layer in range(self.layout.num_layers):
-            k, v = _layer_kv(cache, layer)
-            for src, pool in ((k, self.pool.keys[layer]), (v, self.pool.values[layer])):
-                x = src[0].transpose(0, 1)  # [tokens, heads, dim]
-                if nb * bs != n:
-                    pad = x.new_zeros((nb * bs - n,) + tuple(x.shape[1:]))
-                    x = self.torch.cat([x, pad], 0)
-                pool.index_copy_(0, idx, x.reshape(nb, bs, x.shape[1], x.shape[2]))
+            self._scatter_layer(cache, layer, n, idx, len(blocks))
+
+    def _scatter_layer(self, cache: Any, layer: int, n: int, idx: Any, nb: int) -> None:
+        """Layer ``layer``'s K and V of the ``n`` prompt tokens in ``cache`` into the pages ``idx`` (token order)."""
+        bs = self.layout.block_size_tokens
+        k, v = _layer_kv(cache, layer)
+        for src, pool in ((k, self.pool.keys[layer]), (v, self.pool.values[layer])):
+            x = src[0].transpose(0, 1)  # [tokens, heads, dim]
+            if nb * bs != n:
+                pad = x.new_zeros((nb * bs - n,) + tuple(x.shape[1:]))
+                x = self.torch.cat([x, pad], 0)
+            pool.index_copy_(0, idx, x.reshape(nb, bs, x.shape[1], x.shape[2]))
 
     def _gather(self, n: int, blocks: List[int]) -> Any:
         import transformers
@@ -217,6 +275,49 @@ class RealModel:
 
     def close(self) -> None:
         self.pool.close()
+
+
+class PrefillFault(RuntimeError):
+    """A prefill failed on purpose (engine.fault.fail-prefill-midway-prefix)."""
+
+
+class _LayerReporter:
+    """One thread that waits for the CUDA events a layer-by-layer prefill records and reports each after it completed
+    (the engine's report after the event: cheaper to build than handing the worker an IPC event handle, and the worker
+    then copies only pages already in memory). Events of one stream complete in order, so a report that falls behind
+    goes straight to the latest queued event."""
+
+    def __init__(self) -> None:
+        self.target: Optional[Callable[[int], None]] = None
+        self._q: "queue.Queue[Any]" = queue.Queue()
+        threading.Thread(target=self._run, name="layer-reports", daemon=True).start()
+
+    def put(self, event: Any, layers: int) -> None:
+        self._q.put((event, layers))
+
+    def drain(self) -> None:
+        """Returns once every queued report was made (or dropped behind a later one)."""
+        self._q.join()
+
+    def _run(self) -> None:
+        while True:
+            items = [self._q.get()]
+            while True:
+                try:
+                    items.append(self._q.get_nowait())
+                except queue.Empty:
+                    break
+            event, layers = items[-1]
+            try:
+                event.synchronize()  # the GIL is released while waiting
+                target = self.target
+                if target is not None:
+                    target(layers)
+            except Exception:  # a report lost only delays the push to the prefill's end
+                log.exception("layer report of %d layers failed", layers)
+            finally:
+                for _ in items:
+                    self._q.task_done()
 
 
 def _layer_kv(cache: Any, layer: int) -> Any:
@@ -276,6 +377,19 @@ def _self_test(argv: Optional[List[str]] = None) -> int:
                 tok = int(out.logits[0, -1].argmax())
         ok = paged == plain
         bad += 0 if ok else 1
+        # layer by layer: the same KV and token, reported in layer groups while the forward pass runs
+        group = max(1, m.layout.num_layers // 8)
+        blocks2 = free[len(blocks):2 * len(blocks)]
+        reports: List[Any] = []
+        t3 = time.monotonic()
+        first2 = m.prefill(tokens, blocks2, on_layers=lambda k: reports.append((time.monotonic() - t3, k)), group=group)
+        t4 = time.monotonic()
+        seen = [k for _, k in reports]
+        layered_ok = first2 == first and m.kv_digest(n, blocks2) == m.kv_digest(n, blocks) and bool(seen) and seen == sorted(set(seen)) \
+            and seen[-1] < m.layout.num_layers
+        bad += 0 if layered_ok else 1
+        print(f"{n} tokens: layer by layer (groups of {group}) prefill {1000 * (t4 - t3):.1f} ms, the same KV and first token: {layered_ok};"
+              f" reports {seen} at {[round(1000 * t, 1) for t, _ in reports]} ms", flush=True)
         if args.digest:
             print(f"{n} tokens: KV digest {m.kv_digest(n, blocks)} first {first}", flush=True)
         if args.repeat > 1:

@@ -813,7 +813,7 @@ class SimEngine:
     def __init__(self, config: Any, backend: Any = None) -> None:
         self.config = config
         self.backend = backend if backend is not None else SimBackend(config)
-        if isinstance(self.backend, SimBackend):
+        if hasattr(self.backend, "report_to"):  # a backend that reports what it computes (progress, cache events)
             self.backend.report_to = lambda: self.client
         self.allocator = BlockAllocator(self.backend.layout.num_blocks)
         self.client: Optional[EngineApiClient] = None
@@ -1220,7 +1220,14 @@ class _Handler(BaseHTTPRequestHandler):
             err = self.no_blocks(job)
             e.client.prefill_failed(job.rid, f"no free KV blocks on {e.config.engine_id}", True, job.traceparent, job.marks)
             raise err
-        first = e.compute(job, blocks, "prefill")
+        try:
+            first = e.compute(job, blocks, "prefill")
+        except Exception as err:
+            # the worker may be pushing its layers already: it stops, and the decider decides what the request does next
+            log.warning("the prefill of %s failed: %s", job.rid, err)
+            e.allocator.free("P:" + job.rid)  # a push reading them is stopped by the failure and never lands
+            e.client.prefill_failed(job.rid, f"prefill failed on {e.config.engine_id}: {err}", True, job.traceparent, job.marks)
+            raise HttpError(500, f"the prefill of {job.rid} failed: {err}", "server_error")
         try:
             e.client.prefill_completed(job.rid, blocks, len(job.tokens), first, job.traceparent, dict(job.marks)).result(60)
         except (ApiError, FutureTimeout) as err:

@@ -299,6 +299,63 @@ class ConfigTest(unittest.TestCase):
     def test_the_real_engine_defaults_to_the_8b_shape_with_random_weights(self) -> None:
         c = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", "engine.api.path": "/tmp/x.sock"})
         self.assertEqual((c.shape, c.model_path, c.num_blocks, c.dtype, c.model), ("8b", None, 4096, "bf16", "orbitkv-real-8b"))
+        self.assertEqual((c.layer_group, c.layerwise_skip_prefix, c.fail_midway_prefix), (4, None, None))
+        with self.assertRaisesRegex(ValueError, "engine.layerwise.group"):
+            RealEngineConfig.from_properties({"engine.id": "p-0", "engine.layerwise.group": "-1"})
+
+
+class RealBackendLayerReportsTest(unittest.TestCase):
+    """The reference engine's prefill for another engine reports its layers to the worker as the model hands them over
+    (after their CUDA event, orbitkv_pd.real_model): the first report names the pages; a request of
+    ``engine.layerwise.skip-prefix`` is reported whole; ``engine.fault.fail-prefill-midway-prefix`` fails it half-way.
+    The model here is a stand-in with the model's call (no torch on this machine); the GPU run covers the model."""
+
+    class Model:
+        def __init__(self) -> None:
+            self.calls: list = []
+
+        def prefill(self, tokens, blocks, on_layers=None, group=4, fail_after=0):
+            self.calls.append((group, fail_after, on_layers is not None))
+            if on_layers is not None:
+                for k in range(group, 32, group):
+                    on_layers(k)
+            return 7
+
+    class Client:
+        def __init__(self) -> None:
+            self.reports: list = []
+
+        def prefill_progress(self, rid, blocks, num_tokens, done, chunk_end, layers) -> None:
+            self.reports.append((rid, blocks, num_tokens, done, chunk_end, layers))
+
+    def backend(self, **props: str):
+        from orbitkv_pd.protocol import Layout
+        from orbitkv_pd.real_engine import RealBackend
+        from orbitkv_pd.sim_engine import Job
+        b = RealBackend.__new__(RealBackend)
+        b.model, b.digest, b.layout = self.Model(), False, Layout(num_layers=32, num_blocks=64, block_size_tokens=16, num_kv_heads=8, head_dim=128)
+        b.config = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", **props})
+        client = self.Client()
+        b.report_to = lambda: client
+        return b, client, lambda rid: Job(rid, None, list(range(40)), None)
+
+    def test_layers_are_reported_as_the_model_hands_them_over_the_first_naming_the_pages(self) -> None:
+        b, client, job = self.backend()
+        self.assertEqual(7, b.prefill(job("r-1"), [5, 6, 9], "prefill"))
+        self.assertEqual([("r-1", [5, 6, 9], 40, 0, 40, 4)] + [("r-1", None, 40, 0, 40, k) for k in range(8, 32, 4)], client.reports)
+        b.prefill(job("r-2"), [1, 2, 3], "colocated")  # nothing goes to another engine: no reports, the model whole
+        self.assertEqual((4, 0, False), b.model.calls[-1])
+        self.assertEqual(7, len(client.reports))
+
+    def test_a_skipped_request_is_reported_whole_and_a_midway_fault_fails_half_way(self) -> None:
+        b, client, job = self.backend(**{"engine.layerwise.skip-prefix": "whole-", "engine.fault.fail-prefill-midway-prefix": "fail-",
+                                         "engine.layerwise.group": "8"})
+        b.prefill(job("whole-1"), [1, 2, 3], "prefill")
+        self.assertEqual([], client.reports)
+        self.assertEqual((8, 0, False), b.model.calls[-1])
+        b.prefill(job("fail-1"), [1, 2, 3], "prefill")
+        self.assertEqual((8, 16, True), b.model.calls[-1])
+        self.assertEqual([8, 16, 24], [r[5] for r in client.reports])
 
 
 if __name__ == "__main__":

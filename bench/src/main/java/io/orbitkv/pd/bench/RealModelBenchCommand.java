@@ -57,9 +57,10 @@ public final class RealModelBenchCommand implements Callable<Integer> {
     String shape;
     @Option(names = "--model-path", description = "A local checkpoint directory instead of random weights (never downloaded).")
     String modelPath;
-    @Option(names = "--lengths", defaultValue = "128,1024,4096,8192", split = ",", description = "Prompt lengths in tokens (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--lengths", defaultValue = "128,1024,4096,8192,32768", split = ",", description = "Prompt lengths in tokens (default: ${DEFAULT-VALUE}).")
     List<Integer> lengths;
-    @Option(names = "--prompts", defaultValue = "13", description = "Measured prompts per length, each P/D and colocated (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--prompts", defaultValue = "20", description = "Measured prompts per length, each P/D and colocated; P/D layer by layer and"
+            + " whole by turns (default: ${DEFAULT-VALUE}).")
     int prompts;
     @Option(names = "--warmup", defaultValue = "2", description = "Discarded prompts per length first (default: ${DEFAULT-VALUE}).")
     int warmup;
@@ -71,6 +72,9 @@ public final class RealModelBenchCommand implements Callable<Integer> {
     int cancels;
     @Option(names = "--expiries", defaultValue = "2", description = "Requests whose decode lease expires (default: ${DEFAULT-VALUE}).")
     int expiries;
+    @Option(names = "--midway-failures", defaultValue = "2", description = "Prefills that fail half-way through a push layer by layer"
+            + " (default: ${DEFAULT-VALUE}).")
+    int midwayFailures;
     @Option(names = "--device", defaultValue = "0", description = "CUDA device (default: ${DEFAULT-VALUE}).")
     int device;
     @Option(names = "--out", defaultValue = "docs/bench/real-model.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
@@ -79,13 +83,14 @@ public final class RealModelBenchCommand implements Callable<Integer> {
     private LatencyStats rawHop;
     private LatencyStats rawHopSlow;
 
-    /** One prompt, both ways. */
-    record Pair(int length, LoadClient.Result pd, LoadClient.Result colocated, boolean equal, HandoffAnatomy anatomy) { }
+    /** One prompt, both ways; {@code layerwise}: its prefill reported its layers as they were computed (else whole). */
+    record Pair(int length, boolean layerwise, LoadClient.Result pd, LoadClient.Result colocated, boolean equal, HandoffAnatomy anatomy) { }
 
     @Override
     public Integer call() throws Exception {
-        if (prompts < 1 || warmup < 0 || maxTokens < 1 || lengths.stream().anyMatch(l -> l < 2) || cancels < 0 || expiries < 0) {
-            throw new IllegalArgumentException("--prompts >= 1, --warmup >= 0, --max-tokens >= 1, --lengths >= 2 each, --cancels/--expiries >= 0");
+        if (prompts < 1 || warmup < 0 || maxTokens < 1 || lengths.stream().anyMatch(l -> l < 2) || cancels < 0 || expiries < 0 || midwayFailures < 0) {
+            throw new IllegalArgumentException("--prompts >= 1, --warmup >= 0, --max-tokens >= 1, --lengths >= 2 each,"
+                    + " --cancels/--expiries/--midway-failures >= 0");
         }
         int maxLen = lengths.stream().mapToInt(Integer::intValue).max().orElseThrow();
         System.out.println("contiguous device copies (the reference of the cuda push), device " + device + " ...");
@@ -113,6 +118,9 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         engine.put("engine.lease.heartbeat", "1s");
         engine.put("engine.fault.stall-prefill-prefix", "expire-");
         engine.put("engine.fault.no-heartbeat-prefix", "expire-");
+        // layer by layer and whole in the same run: the prefill engine reports the layers of every request but these
+        engine.put("engine.layerwise.skip-prefix", WHOLE);
+        engine.put("engine.fault.fail-prefill-midway-prefix", MIDWAY);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withPythonEngines(Set.of("prefill-0", "decode-0"))
                 .withPythonModule("orbitkv_pd.real_engine").withNodeWorker(true)
                 // the cancels' pushes are held once started (worker.fault.hold-push-prefix): a GPU push lasts ~1 ms, so a
@@ -140,11 +148,11 @@ public final class RealModelBenchCommand implements Callable<Integer> {
             Random rnd = new Random(7);
             for (int len : lengths) {
                 for (int i = 0; i < warmup; i++) {
-                    run(client, len, prompt(rnd, len), -1 - i);
+                    run(client, len, prompt(rnd, len), -1 - i, i % 2 == 0);
                 }
-                System.out.printf("%d tokens: %d prompts, P/D then colocated ...%n", len, prompts);
+                System.out.printf("%d tokens: %d prompts, P/D (layer by layer and whole by turns) then colocated ...%n", len, prompts);
                 for (int i = 0; i < prompts; i++) {
-                    pairs.add(run(client, len, prompt(rnd, len), i));
+                    pairs.add(run(client, len, prompt(rnd, len), i, i % 2 == 0));
                 }
             }
             faults.putAll(faults(client, rnd, maxLen));
@@ -153,7 +161,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
             for (int i = 0; i < pairs.size(); i++) {
                 Pair p = pairs.get(i);
                 PipelineLog.Story s = log.stories.get(p.pd().requestId());
-                pairs.set(i, new Pair(p.length(), p.pd(), p.colocated(), p.equal(), s == null ? null : s.anatomy()));
+                pairs.set(i, new Pair(p.length(), p.layerwise(), p.pd(), p.colocated(), p.equal(), s == null ? null : s.anatomy()));
             }
             faults.put("outcomes", outcomesOf(log, faults));
             audit = audit(pipeline);
@@ -189,16 +197,16 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         return b.toString();
     }
 
-    private Pair run(LoadClient client, int len, String prompt, int index) {
+    private Pair run(LoadClient client, int len, String prompt, int index, boolean layerwise) {
         LoadClient.Request pd = new LoadClient.Request(index, false, prompt, maxTokens, true, false, LoadClient.Cancel.NONE, 0);
-        LoadClient.Result a = client.send(pd);
+        LoadClient.Result a = client.sendAs((layerwise ? "lw-" : WHOLE) + len + "-" + index + "-" + System.nanoTime() % 1_000_000, pd);
         LoadClient.Result b = client.send(pd.colocatedTwin());
         boolean equal = a.ok() && b.ok() && a.text().equals(b.text());
         if (!equal && index >= 0) {
             System.out.printf("  MISMATCH at %d tokens (%s): P/D %d '%s' vs colocated %d '%s'%n", len, a.requestId(), a.status(), clip(a.text() + a.error()),
                     b.status(), clip(b.text() + b.error()));
         }
-        return new Pair(len, a, b, equal, null);
+        return new Pair(len, layerwise, a, b, equal, null);
     }
 
     private static String clip(String s) {
@@ -207,6 +215,10 @@ public final class RealModelBenchCommand implements Callable<Integer> {
 
     /** Request ids whose pushes the worker holds once started: the cancels'. */
     private static final String HELD = "held-";
+    /** Request ids whose prefill is reported whole (the prefill engine's engine.layerwise.skip-prefix). */
+    private static final String WHOLE = "whole-";
+    /** Request ids whose prefill fails half-way (engine.fault.fail-prefill-midway-prefix). */
+    private static final String MIDWAY = "failmid-";
 
     /** Cancels mid-transfer (the longest prompts) and leases that expire (a prefill that never reports, a decode that stops renewing). */
     private Map<String, Object> faults(LoadClient client, Random rnd, int len) {
@@ -228,16 +240,30 @@ public final class RealModelBenchCommand implements Callable<Integer> {
             statuses.add(res.status());
             System.out.printf("  lease left to expire: %s -> %d %s%n", id, res.status(), clip(res.error() == null ? res.text() : res.error()));
         }
+        // a prefill that fails after half its layers were reported: the push layer by layer stops, nothing lands, the pages
+        // come back, and the request fails (the proxy's default failure policy)
+        List<String> midway = new ArrayList<>();
+        List<Integer> midwayStatuses = new ArrayList<>();
+        for (int i = 0; i < midwayFailures; i++) {
+            String id = MIDWAY + System.nanoTime() % 1_000_000 + "-" + i;
+            LoadClient.Request r = new LoadClient.Request(3000 + i, false, prompt(rnd, Math.min(len, 8192)), maxTokens, false, false, LoadClient.Cancel.NONE, 0);
+            LoadClient.Result res = client.sendAs(id, r);
+            midway.add(id);
+            midwayStatuses.add(res.status());
+            System.out.printf("  prefill failing half-way: %s -> %d %s%n", id, res.status(), clip(res.error() == null ? res.text() : res.error()));
+        }
         out.put("cancelled_ids", cancelled);
         out.put("expired_ids", expired);
         out.put("expired_statuses", statuses);
+        out.put("failed_midway_ids", midway);
+        out.put("failed_midway_statuses", midwayStatuses);
         return out;
     }
 
     @SuppressWarnings("unchecked")
     private static Map<String, Object> outcomesOf(PipelineLog log, Map<String, Object> faults) {
         Map<String, Object> out = new LinkedHashMap<>();
-        for (String key : List.of("cancelled_ids", "expired_ids")) {
+        for (String key : List.of("cancelled_ids", "expired_ids", "failed_midway_ids")) {
             Map<String, String> m = new LinkedHashMap<>();
             for (String id : (List<String>) faults.get(key)) {
                 PipelineLog.Story s = log.stories.get(id);
@@ -306,38 +332,50 @@ public final class RealModelBenchCommand implements Callable<Integer> {
 
     private String tables(List<Pair> pairs, Map<Integer, ContiguousCopy.Result> contiguous, Map<String, Object> faults, Map<String, Object> audit,
                           long[] pagesLeft) {
-        StringBuilder b = new StringBuilder("| prompt tokens | prompts | equal answers | TTFT P/D p50 / p99 ms | colocated p50 / p99 ms | exposed handoff"
-                + " (P/D − colocated) p50 / p99 ms | exposed / colocated TTFT p50 | prefill compute p50 ms | push p50 / p99 ms | push GB/s p50 |"
-                + " contiguous copy end to end ms (GB/s) | push / contiguous |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        StringBuilder b = new StringBuilder("| prompt tokens | push | prompts | equal answers | TTFT P/D p50 / p99 ms | colocated p50 / p99 ms |"
+                + " exposed handoff (P/D − colocated) p50 / p99 ms | exposed / colocated TTFT p50 | prefill compute p50 ms | push p50 / p99 ms |"
+                + " push GB/s p50 | contiguous copy end to end ms (GB/s) | push / contiguous | handoff path after the prefill p50 ms |\n"
+                + "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for (int len : lengths) {
-            List<Pair> ps = pairs.stream().filter(x -> x.length() == len).toList();
-            double[] pd = sorted(ps.stream().filter(x -> x.pd().ok()).map(x -> x.pd().ttftNanos() / 1e6).toList());
-            double[] col = sorted(ps.stream().filter(x -> x.colocated().ok()).map(x -> x.colocated().ttftNanos() / 1e6).toList());
-            double[] exposed = sorted(ps.stream().filter(x -> x.pd().ok() && x.colocated().ok())
-                    .map(x -> (x.pd().ttftNanos() - x.colocated().ttftNanos()) / 1e6).toList());
-            double[] compute = sorted(ps.stream().filter(x -> x.anatomy() != null).map(x -> x.anatomy().micros(Hop.PREFILL_COMPUTE))
-                    .filter(java.util.OptionalLong::isPresent).map(o -> o.getAsLong() / 1000.0).toList());
-            double[] push = sorted(ps.stream().filter(x -> x.anatomy() != null && x.anatomy().transferMicros() > 0)
-                    .map(x -> x.anatomy().transferMicros() / 1000.0).toList());
-            double[] gbps = sorted(ps.stream().filter(x -> x.anatomy() != null && x.anatomy().transferMicros() > 0)
-                    .map(x -> x.anatomy().transferBytes() / (x.anatomy().transferMicros() * 1e3)).toList());
-            ContiguousCopy.Result c = contiguous.get(len);
-            long equal = ps.stream().filter(Pair::equal).count();
-            b.append(String.format(Locale.ROOT, "| %d | %d | %d | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.2f %% | %.1f | %.2f / %.2f | %.0f | %.3f (%.0f) | %.0f %% |%n",
-                    len, ps.size(), equal, p(pd, 50), p(pd, 99), p(col, 50), p(col, 99), p(exposed, 50), p(exposed, 99), 100 * p(exposed, 50) / p(col, 50),
-                    p(compute, 50), p(push, 50), p(push, 99), p(gbps, 50), c.wallMs(), c.wallGbps(), 100 * c.wallMs() / p(push, 50)));
+            for (boolean lw : new boolean[] {true, false}) {
+                List<Pair> ps = pairs.stream().filter(x -> x.length() == len && x.layerwise() == lw).toList();
+                if (ps.isEmpty()) {
+                    continue;
+                }
+                double[] pd = sorted(ps.stream().filter(x -> x.pd().ok()).map(x -> x.pd().ttftNanos() / 1e6).toList());
+                double[] col = sorted(ps.stream().filter(x -> x.colocated().ok()).map(x -> x.colocated().ttftNanos() / 1e6).toList());
+                double[] exposed = sorted(ps.stream().filter(x -> x.pd().ok() && x.colocated().ok())
+                        .map(x -> (x.pd().ttftNanos() - x.colocated().ttftNanos()) / 1e6).toList());
+                double[] compute = hop(ps, Hop.PREFILL_COMPUTE);
+                // whole: order taken → every byte in place; layer by layer the push spans the prefill, so its part after the
+                // prefill's end (admission, run table, copy) is what is shown
+                double[] push = sorted(ps.stream().filter(x -> x.anatomy() != null && x.anatomy().transferMicros() > 0)
+                        .map(x -> (lw ? afterPrefill(x.anatomy()) : x.anatomy().transferMicros()) / 1000.0).toList());
+                double[] gbps = lw ? new double[0] : sorted(ps.stream().filter(x -> x.anatomy() != null && x.anatomy().transferMicros() > 0)
+                        .map(x -> x.anatomy().transferBytes() / (x.anatomy().transferMicros() * 1e3)).toList());
+                double[] path = sorted(ps.stream().filter(x -> x.anatomy() != null).map(x -> pathAfterPrefill(x.anatomy(), lw) / 1000.0).toList());
+                ContiguousCopy.Result c = contiguous.get(len);
+                long equal = ps.stream().filter(Pair::equal).count();
+                b.append(String.format(Locale.ROOT, "| %d | %s | %d | %d | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.2f %% | %.1f | %.2f / %.2f | %s | %.3f (%.0f) | %s | %.2f |%n",
+                        len, lw ? "layer by layer (after the prefill)" : "whole", ps.size(), equal, p(pd, 50), p(pd, 99), p(col, 50), p(col, 99),
+                        p(exposed, 50), p(exposed, 99), 100 * p(exposed, 50) / p(col, 50), p(compute, 50), p(push, 50), p(push, 99),
+                        lw ? "–" : String.format(Locale.ROOT, "%.0f", p(gbps, 50)), c.wallMs(), c.wallGbps(),
+                        lw ? "–" : String.format(Locale.ROOT, "%.0f %%", 100 * c.wallMs() / p(push, 50)), p(path, 50)));
+            }
         }
-        b.append("\nAnatomy of the P/D handoffs (p50 ms per hop, from the log's timing marks):\n\n| hop |");
+        b.append("\nAnatomy of the P/D handoffs (p50 ms per hop, from the log's timing marks; lw: layer by layer, whole: pushed after the prefill;"
+                + " layer by layer the transfer hops are the push's last part, after the prefill's end):\n\n| hop |");
         for (int len : lengths) {
-            b.append(' ').append(len).append(" tokens |");
+            b.append(' ').append(len).append(" lw | ").append(len).append(" whole |");
         }
-        b.append("\n| --- |").append(" ---: |".repeat(lengths.size())).append('\n');
+        b.append("\n| --- |").append(" ---: |".repeat(2 * lengths.size())).append('\n');
         for (Hop h : HOPS) {
             b.append("| ").append(h.key()).append(" (").append(h.label()).append(") |");
             for (int len : lengths) {
-                double[] v = sorted(pairs.stream().filter(x -> x.length() == len && x.anatomy() != null).map(x -> x.anatomy().micros(h))
-                        .filter(java.util.OptionalLong::isPresent).map(o -> o.getAsLong() / 1000.0).toList());
-                b.append(v.length == 0 ? " – |" : String.format(Locale.ROOT, " %.2f |", p(v, 50)));
+                for (boolean lw : new boolean[] {true, false}) {
+                    double[] v = hop(pairs.stream().filter(x -> x.length() == len && x.layerwise() == lw).toList(), h);
+                    b.append(v.length == 0 ? " – |" : String.format(Locale.ROOT, " %.2f |", p(v, 50)));
+                }
             }
             b.append('\n');
         }
@@ -356,6 +394,34 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "%nFaults: %s. Pages still held at the end: prefill engine %d, decode engine %d. Audit of the run's log: %s.%n",
                 faults.get("outcomes"), pagesLeft[0], pagesLeft[1], audit));
         return b.toString();
+    }
+
+    private static double[] hop(List<Pair> ps, Hop h) {
+        return sorted(ps.stream().filter(x -> x.anatomy() != null).map(x -> x.anatomy().micros(h)).filter(java.util.OptionalLong::isPresent)
+                .map(o -> o.getAsLong() / 1000.0).toList());
+    }
+
+    /** A push layer by layer: its part after the prefill's end (admission, run table, copy of the last layers), µs. */
+    private static double afterPrefill(HandoffAnatomy a) {
+        return sum(a, List.of(Hop.TRANSFER_ADMISSION, Hop.TRANSFER_WIRE, Hop.TRANSFER_APPLY));
+    }
+
+    /**
+     * The handoff's own path once the prefill computed (µs): the hops of the path this handoff took
+     * ({@link HandoffAnatomy#path()}, prefill's end → first token at the proxy); layer by layer less the worker's queue and
+     * setup, which passed while the prefill computed. The TTFT difference carries the prefill's run-to-run jitter; this
+     * does not.
+     */
+    private static double pathAfterPrefill(HandoffAnatomy a, boolean layerwise) {
+        return sum(a, a.path().stream().filter(h -> !layerwise || h != Hop.WORKER_QUEUE && h != Hop.TRANSFER_SETUP).toList());
+    }
+
+    private static double sum(HandoffAnatomy a, List<Hop> hops) {
+        double t = 0;
+        for (Hop h : hops) {
+            t += a.micros(h).orElse(0);
+        }
+        return t;
     }
 
     /** The GPU and its driver, as the CUDA driver names them (the results say which card gave them). */
@@ -393,6 +459,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         for (Pair p : pairs) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("tokens", p.length());
+            m.put("layerwise", p.layerwise());
             m.put("request_id", p.pd().requestId());
             m.put("equal", p.equal());
             m.put("ttft_pd_ms", p.pd().ttftNanos() / 1e6);
