@@ -4,6 +4,7 @@
 #   here:  gpu/prepare-real-model.sh                       builds .device/real/{jre,lib}.tar.xz
 #   1. gpu/run-real-model.sh stage        carry .device/real/jre.tar.xz: unpacks the runtime under $ORBITKV_RT
 #                                          (default ~/orbitkv-real) and runs the Python self-test of the paged model
+#                                          (SKIP_SELFTEST=1: the runtime only)
 #   2. gpu/run-real-model.sh run [args]   carry .device/real/lib.tar.xz: unpacks the jars and runs
 #                                          `orbitkv-pd bench real-model [args]`; results and logs under $OUT
 set -uo pipefail
@@ -19,7 +20,8 @@ case "${1:-}" in
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
     step "runtime"
     rm -rf "$rt/jre" && tar -C "$rt" -xJf .device/real/jre.tar.xz && "$rt/jre/bin/java" -version 2>&1 | head -1 || exit 2
-    step "self-test: pages against transformers' own cache (tiny, then the 8B shape)"
+    [ "${SKIP_SELFTEST:-0}" = 1 ] && exit 0  # the runtime only (a second stage of the same code within one session)
+    step "self-test: pages against transformers' own cache, whole and layer by layer (tiny, then the 8B shape)"
     (cd python && python3 -m orbitkv_pd.real_model --self-test --shape tiny --lengths 128,1024) 2>&1 | tail -4 | tee "$out/selftest.txt"
     (cd python && python3 -m orbitkv_pd.real_model --self-test --shape "${SHAPE:-8b}" --lengths "${SELFTEST_LENGTHS:-128,8192}") 2>&1 | tail -6 \
       | tee -a "$out/selftest.txt"

@@ -282,10 +282,10 @@ class PrefillFault(RuntimeError):
 
 
 class _LayerReporter:
-    """One thread that waits for the CUDA events a layer-by-layer prefill records and reports each after it completed
-    (the engine's report after the event: cheaper to build than handing the worker an IPC event handle, and the worker
-    then copies only pages already in memory). Events of one stream complete in order, so a report that falls behind
-    goes straight to the latest queued event."""
+    """One thread that waits for the CUDA events a layer-by-layer prefill records and reports each once it completed
+    (the engine's report after the event: simpler than handing the worker an IPC event handle, and the worker then copies
+    only pages already in memory). The host queues the events well ahead of the GPU; each is reported as soon as it
+    completes, and one whose successor has completed too is passed over (events of one stream complete in order)."""
 
     def __init__(self) -> None:
         self.target: Optional[Callable[[int], None]] = None
@@ -296,19 +296,23 @@ class _LayerReporter:
         self._q.put((event, layers))
 
     def drain(self) -> None:
-        """Returns once every queued report was made (or dropped behind a later one)."""
+        """Returns once every queued report was made (or passed over for a later one)."""
         self._q.join()
 
     def _run(self) -> None:
+        pending: List[Any] = []
         while True:
-            items = [self._q.get()]
+            if not pending:
+                pending.append(self._q.get())
             while True:
                 try:
-                    items.append(self._q.get_nowait())
+                    pending.append(self._q.get_nowait())
                 except queue.Empty:
                     break
-            event, layers = items[-1]
+            event, layers = pending[0]
             try:
+                if len(pending) > 1 and pending[1][0].query():
+                    continue  # the next one is done as well: report that one instead
                 event.synchronize()  # the GIL is released while waiting
                 target = self.target
                 if target is not None:
@@ -316,8 +320,8 @@ class _LayerReporter:
             except Exception:  # a report lost only delays the push to the prefill's end
                 log.exception("layer report of %d layers failed", layers)
             finally:
-                for _ in items:
-                    self._q.task_done()
+                pending.pop(0)
+                self._q.task_done()
 
 
 def _layer_kv(cache: Any, layer: int) -> Any:

@@ -4,6 +4,7 @@ import http.client
 import json
 import os
 import tempfile
+import threading
 import time
 import unittest
 
@@ -346,6 +347,36 @@ class RealBackendLayerReportsTest(unittest.TestCase):
         b.prefill(job("r-2"), [1, 2, 3], "colocated")  # nothing goes to another engine: no reports, the model whole
         self.assertEqual((4, 0, False), b.model.calls[-1])
         self.assertEqual(7, len(client.reports))
+
+    def test_each_layer_group_is_reported_once_its_event_completed_and_never_before(self) -> None:
+        from orbitkv_pd.real_model import _LayerReporter
+
+        class Event:
+            def __init__(self) -> None:
+                self.done = threading.Event()
+
+            def query(self) -> bool:
+                return self.done.is_set()
+
+            def synchronize(self) -> None:
+                self.done.wait()
+
+        r = _LayerReporter()
+        got: list = []
+        seen = threading.Event()
+        r.target = lambda k: (got.append(k), seen.set())
+        events = [Event() for _ in range(4)]
+        for i, e in enumerate(events):
+            r.put(e, 4 * (i + 1))
+        self.assertFalse(seen.wait(0.1), "reported before its event completed")
+        events[0].done.set()
+        self.assertTrue(seen.wait(5))
+        self.assertEqual([4], got)
+        for e in events[1:]:
+            e.done.set()
+        r.drain()
+        self.assertEqual(got, sorted(set(got)))
+        self.assertEqual(16, got[-1])
 
     def test_a_skipped_request_is_reported_whole_and_a_midway_fault_fails_half_way(self) -> None:
         b, client, job = self.backend(**{"engine.layerwise.skip-prefix": "whole-", "engine.fault.fail-prefill-midway-prefix": "fail-",
