@@ -300,7 +300,7 @@ class ConfigTest(unittest.TestCase):
     def test_the_real_engine_defaults_to_the_8b_shape_with_random_weights(self) -> None:
         c = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", "engine.api.path": "/tmp/x.sock"})
         self.assertEqual((c.shape, c.model_path, c.num_blocks, c.dtype, c.model), ("8b", None, 4096, "bf16", "orbitkv-real-8b"))
-        self.assertEqual((c.layer_group, c.layerwise_skip_prefix, c.fail_midway_prefix), (4, None, None))
+        self.assertEqual((c.layer_group, c.layerwise_min_tokens, c.layerwise_skip_prefix, c.fail_midway_prefix), (4, 2048, None, None))
         with self.assertRaisesRegex(ValueError, "engine.layerwise.group"):
             RealEngineConfig.from_properties({"engine.id": "p-0", "engine.layerwise.group": "-1"})
 
@@ -335,16 +335,19 @@ class RealBackendLayerReportsTest(unittest.TestCase):
         from orbitkv_pd.sim_engine import Job
         b = RealBackend.__new__(RealBackend)
         b.model, b.digest, b.layout = self.Model(), False, Layout(num_layers=32, num_blocks=64, block_size_tokens=16, num_kv_heads=8, head_dim=128)
-        b.config = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", **props})
+        b.config = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", "engine.layerwise.min-tokens": "32", **props})
         client = self.Client()
         b.report_to = lambda: client
         return b, client, lambda rid: Job(rid, None, list(range(40)), None)
 
     def test_layers_are_reported_as_the_model_hands_them_over_the_first_naming_the_pages(self) -> None:
+        from orbitkv_pd.sim_engine import Job
         b, client, job = self.backend()
         self.assertEqual(7, b.prefill(job("r-1"), [5, 6, 9], "prefill"))
         self.assertEqual([("r-1", [5, 6, 9], 40, 0, 40, 4)] + [("r-1", None, 40, 0, 40, k) for k in range(8, 32, 4)], client.reports)
         b.prefill(job("r-2"), [1, 2, 3], "colocated")  # nothing goes to another engine: no reports, the model whole
+        self.assertEqual((4, 0, False), b.model.calls[-1])
+        b.prefill(Job("r-3", None, list(range(31)), None), [1, 2], "prefill")  # under engine.layerwise.min-tokens: whole
         self.assertEqual((4, 0, False), b.model.calls[-1])
         self.assertEqual(7, len(client.reports))
 

@@ -48,10 +48,11 @@ import picocli.CommandLine.Option;
 public final class RealModelBenchCommand implements Callable<Integer> {
 
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final List<Hop> HOPS = List.of(Hop.PREFILL_COMPUTE, Hop.PREFILL_REPORT, Hop.FACT_TO_DECIDER, Hop.DECIDER_ORDER, Hop.ORDER_TO_WORKER,
-            Hop.PREFILL_TO_WORKER, Hop.WORKER_QUEUE, Hop.TRANSFER_SETUP, Hop.TRANSFER_ADMISSION, Hop.TRANSFER_WIRE, Hop.TRANSFER_APPLY,
-            Hop.TRANSFER_REPORT, Hop.REPORT_TO_DECIDER, Hop.DECIDER_KV_READY, Hop.KV_READY_TO_ENGINE, Hop.LANDED_TO_ENGINE, Hop.ENGINE_FIRST_TOKEN,
-            Hop.FIRST_TOKEN_TO_PROXY);
+    /** The anatomy's hops in the tables: those before the prefill (only P/D takes the proxy's admission), then the handoff's. */
+    private static final List<Hop> HOPS = List.of(Hop.ADMIT, Hop.PREFILL_REQUEST, Hop.PREFILL_QUEUE, Hop.PREFILL_COMPUTE, Hop.PREFILL_REPORT,
+            Hop.FACT_TO_DECIDER, Hop.DECIDER_ORDER, Hop.ORDER_TO_WORKER, Hop.PREFILL_TO_WORKER, Hop.WORKER_QUEUE, Hop.TRANSFER_SETUP,
+            Hop.TRANSFER_ADMISSION, Hop.TRANSFER_WIRE, Hop.TRANSFER_APPLY, Hop.TRANSFER_REPORT, Hop.REPORT_TO_DECIDER, Hop.DECIDER_KV_READY,
+            Hop.KV_READY_TO_ENGINE, Hop.LANDED_TO_ENGINE, Hop.ENGINE_FIRST_TOKEN, Hop.FIRST_TOKEN_TO_PROXY, Hop.PREFILL_ANSWER);
 
     @Option(names = "--shape", defaultValue = "8b", description = "Random-weight Llama shape: 8b, 1b, tiny (default: ${DEFAULT-VALUE}).")
     String shape;
@@ -120,6 +121,8 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         engine.put("engine.fault.no-heartbeat-prefix", "expire-");
         // layer by layer and whole in the same run: the prefill engine reports the layers of every request but these
         engine.put("engine.layerwise.skip-prefix", WHOLE);
+        // both ways at every length, short prompts too (the engine's default reports those whole: the comparison is why)
+        engine.put("engine.layerwise.min-tokens", "0");
         engine.put("engine.fault.fail-prefill-midway-prefix", MIDWAY);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withPythonEngines(Set.of("prefill-0", "decode-0"))
                 .withPythonModule("orbitkv_pd.real_engine").withNodeWorker(true)
@@ -272,6 +275,15 @@ public final class RealModelBenchCommand implements Callable<Integer> {
             }
             out.put(key.replace("_ids", ""), m);
         }
+        // what happened to each failed prefill's push: its request's facts in log order, then the decider's decisions (a push
+        // layer by layer reports TransferStarted at its first piece; the failure and the abort follow)
+        Map<String, Object> steps = new LinkedHashMap<>();
+        for (String id : (List<String>) faults.get("failed_midway_ids")) {
+            PipelineLog.Story s = log.stories.get(id);
+            steps.put(id, s == null ? List.of() : java.util.stream.Stream.concat(s.facts.stream(), s.decisions.stream())
+                    .map(x -> x.getClass().getSimpleName()).toList());
+        }
+        out.put("failed_midway_records", steps);
         Map<String, Integer> all = new LinkedHashMap<>();
         log.outcomes.forEach((k, v) -> all.put(k.name(), v));
         out.put("all", all);
@@ -353,7 +365,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
                         .map(x -> (lw ? afterPrefill(x.anatomy()) : x.anatomy().transferMicros()) / 1000.0).toList());
                 double[] gbps = lw ? new double[0] : sorted(ps.stream().filter(x -> x.anatomy() != null && x.anatomy().transferMicros() > 0)
                         .map(x -> x.anatomy().transferBytes() / (x.anatomy().transferMicros() * 1e3)).toList());
-                double[] path = sorted(ps.stream().filter(x -> x.anatomy() != null).map(x -> pathAfterPrefill(x.anatomy(), lw) / 1000.0).toList());
+                double[] path = sorted(ps.stream().filter(x -> x.anatomy() != null).map(x -> pathAfterPrefill(x.anatomy()) / 1000.0).toList());
                 ContiguousCopy.Result c = contiguous.get(len);
                 long equal = ps.stream().filter(Pair::equal).count();
                 b.append(String.format(Locale.ROOT, "| %d | %s | %d | %d | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.2f %% | %.1f | %.2f / %.2f | %s | %.3f (%.0f) | %s | %.2f |%n",
@@ -408,12 +420,13 @@ public final class RealModelBenchCommand implements Callable<Integer> {
 
     /**
      * The handoff's own path once the prefill computed (µs): the hops of the path this handoff took
-     * ({@link HandoffAnatomy#path()}, prefill's end → first token at the proxy); layer by layer less the worker's queue and
-     * setup, which passed while the prefill computed. The TTFT difference carries the prefill's run-to-run jitter; this
-     * does not.
+     * ({@link HandoffAnatomy#path()}, prefill's end → first token at the proxy). They follow each other, so layer by layer
+     * prefill_to_worker (from the prefill's end back to the first layer report the worker took) and transfer_setup (from
+     * there to the prefill's completion seen) cancel out to the worker's wait after the prefill. The TTFT difference
+     * carries the prefill's run-to-run jitter; this does not.
      */
-    private static double pathAfterPrefill(HandoffAnatomy a, boolean layerwise) {
-        return sum(a, a.path().stream().filter(h -> !layerwise || h != Hop.WORKER_QUEUE && h != Hop.TRANSFER_SETUP).toList());
+    private static double pathAfterPrefill(HandoffAnatomy a) {
+        return sum(a, a.path());
     }
 
     private static double sum(HandoffAnatomy a, List<Hop> hops) {

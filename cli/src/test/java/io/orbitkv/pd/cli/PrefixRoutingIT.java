@@ -132,6 +132,30 @@ class PrefixRoutingIT {
         }
     }
 
+    /**
+     * Under a policy that does not route by the cache (the default), the proxy still looks the prompt up in the KV index for
+     * the log, but after the dispatch, off the request's path: the answer's record carries the lookup all the same.
+     */
+    @Test
+    void theDefaultPolicyLogsTheLookupItDidOffTheRequestsPath(KraftCluster kafka) throws Exception {
+        Path dir = Files.createDirectories(Path.of("target", "it", "PrefixRoutingIT-load-" + System.nanoTime()).toAbsolutePath());
+        PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withModel(ModelPreset.TINY, 512, 0.2, 4).withEngineApi(true);
+        String p = "a document looked up for the log " + "one two three four ".repeat(30);
+        try (Pipeline pipeline = Pipeline.start(spec, dir, System.out::println, kafka.bootstrapServers())) {
+            assertThat(complete(pipeline, p, 2).statusCode()).isEqualTo(200);
+            await().atMost(Duration.ofSeconds(20)).until(() -> kvIndex(pipeline).path("engines").path("prefill-0").path("blocks").asInt() > 0);
+            HttpResponse<String> again = complete(pipeline, p, 2);
+            assertThat(again.statusCode()).isEqualTo(200);
+            assertThat(again.headers().firstValue("x-orbitkv-prefix-match")).isEmpty(); // nothing was chosen by it
+            String id = again.headers().firstValue("x-orbitkv-request-id").orElseThrow();
+            String config = pipeline.child("decider").config().toString();
+            await().atMost(Duration.ofSeconds(20)).untilAsserted(() -> {
+                CliRun t = CliRun.of("trace", id, "--config", config, "--full");
+                assertThat(t.out()).contains("routing={least_in_flight rule=load").containsPattern("prefill=\\[prefill-0 [1-9][0-9]* cached");
+            });
+        }
+    }
+
     private static long kvBytes(String sse) throws Exception {
         long bytes = -1;
         for (String line : sse.split("\n")) {

@@ -393,7 +393,11 @@ public final class OrbitProxy implements AutoCloseable {
             List<EngineInfo> prefillSide = List.of();
             List<EngineInfo> decodeSide = List.of();
             io.orbitkv.pd.proxy.routing.KvIndexFeed idx = kvIndex;
-            if (!colocated && idx != null) {
+            // Only prefix-aware routing and conditional disaggregation choose by the lookup; otherwise it goes to the log with
+            // the answer alone and runs off the request's path, after the dispatch (tokenizing and hashing a 32K-token prompt
+            // took milliseconds on the admission's path: docs/bench/real-model.md)
+            boolean routeByCache = routingName.equals("prefix_aware") || config.prefix().localPrefill();
+            if (!colocated && idx != null && routeByCache) {
                 int[] ids = tokenizer.tokenIds(r.prompt());
                 if (ids != null) {
                     promptTokens = ids.length;
@@ -472,7 +476,25 @@ public final class OrbitProxy implements AutoCloseable {
                 // tokenized once: by the prefix-aware choice when it ran
                 pr.dispatchPd(prefill, decode, promptTokens >= 0 ? promptTokens : tokenizer.countTokens(r.prompt()), config.fallbackRecompute());
             }
+            if (!colocated && idx != null && !routeByCache) {
+                List<EngineInfo> p = healthy(EngineInfo::canPrefill);
+                List<EngineInfo> d = healthy(EngineInfo::canDecode);
+                pr.routedLater(vertx.executeBlocking(() -> lookUp(idx, p, d, decode), false));
+            }
             return true;
+        }
+
+        /** The KV index's view of the prompt for the log ({@code RequestAnswered.routing}), when nothing chose by it; null when the tokenizer only counts. */
+        private io.orbitkv.pd.events.RoutingDecision lookUp(io.orbitkv.pd.proxy.routing.KvIndexFeed idx, List<EngineInfo> prefillSide,
+                                                          List<EngineInfo> decodeSide, EngineInfo decode) {
+            int[] ids = tokenizer.tokenIds(r.prompt());
+            if (ids == null) {
+                return null;
+            }
+            java.util.Set<EngineInfo> both = new java.util.LinkedHashSet<>(prefillSide);
+            both.addAll(decodeSide);
+            PrefixRouter.Match m = PrefixRouter.match(ids, List.copyOf(both), ownHashing, idx::matches);
+            return PrefixRouter.decision(routingName, "load", m, ownHashing, prefillSide, decodeSide, decode, OrbitProxy.this::load, Map.of());
         }
 
         /** The next try, avoiding the engines that failed so far; null when none is left or the time is nearly spent. */

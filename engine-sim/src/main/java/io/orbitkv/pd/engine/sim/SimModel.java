@@ -5,8 +5,7 @@ import io.orbitkv.pd.kv.KvPool;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
+import java.util.Arrays;
 
 /**
  * The simulated model: a tokenizer, the KV content of a prompt, and generation. Everything is a pure function of
@@ -47,9 +46,12 @@ public final class SimModel {
      * hashed into the vocabulary. Deterministic, and roughly as many tokens per word as a BPE tokenizer gives.
      */
     public static int[] tokenize(String text) {
-        List<Integer> out = new ArrayList<>();
-        int i = 0;
+        // On the proxy's request path (it counts and hashes every P/D prompt with this): no boxing, no substrings — a
+        // 32K-word prompt took ~4 ms that way on a 2-core machine, more before the JIT compiled it.
         int n = text.length();
+        int[] out = new int[n / 4 + 16];
+        int k = 0;
+        int i = 0;
         while (i < n) {
             int start = i;
             while (i < n && Character.isWhitespace(text.charAt(i))) {
@@ -63,13 +65,12 @@ public final class SimModel {
             if (i == start) {
                 break;
             }
-            out.add(Math.floorMod(fnv(text.substring(start, i)), VOCAB));
+            if (k == out.length) {
+                out = Arrays.copyOf(out, out.length * 2);
+            }
+            out[k++] = Math.floorMod(fnv(text, start, i), VOCAB);
         }
-        int[] tokens = new int[out.size()];
-        for (int k = 0; k < tokens.length; k++) {
-            tokens[k] = out.get(k);
-        }
-        return tokens;
+        return k == out.length ? out : Arrays.copyOf(out, k);
     }
 
     /** The text of generated tokens: each is a space and a pronounceable word. */
@@ -270,6 +271,20 @@ public final class SimModel {
         z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
         z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
         return z ^ (z >>> 31);
+    }
+
+    /** {@link #fnv(String)} of {@code s[from, to)}: ASCII chars are their UTF-8 bytes; anything else is encoded as Java does. */
+    private static int fnv(String s, int from, int to) {
+        int h = 0x811C9DC5;
+        for (int j = from; j < to; j++) {
+            char c = s.charAt(j);
+            if (c >= 0x80) {
+                return fnv(s.substring(from, to));
+            }
+            h ^= c;
+            h *= 0x01000193;
+        }
+        return h;
     }
 
     private static int fnv(String s) {

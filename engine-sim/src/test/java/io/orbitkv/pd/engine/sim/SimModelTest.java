@@ -21,6 +21,10 @@ class SimModelTest {
         assertThat(a).hasSize(8);
         assertThat(SimModel.tokenize("")).isEmpty();
         assertThat(SimModel.tokenize("   ")).hasSize(1); // whitespace is a token too
+        // more tokens than a quarter of the characters (the first guess of their number): "a", then " a" 999 times, then " "
+        int[] many = SimModel.tokenize("a ".repeat(1000));
+        assertThat(many).hasSize(1001);
+        assertThat(many[1]).isEqualTo(many[999]).isNotEqualTo(many[0]);
     }
 
     /**

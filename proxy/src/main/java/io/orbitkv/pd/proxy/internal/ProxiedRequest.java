@@ -76,6 +76,8 @@ public final class ProxiedRequest {
     private boolean prefillFailed;
     private int promptTokens;
     private io.orbitkv.pd.events.RoutingDecision routing;
+    /** A routing decision still being worked out off the request's path (null: none). */
+    private io.vertx.core.Future<io.orbitkv.pd.events.RoutingDecision> pendingRouting;
     private boolean localPrefill;
     private long timer = -1;
     private TraceContext trace;
@@ -202,6 +204,19 @@ public final class ProxiedRequest {
             promptTokens = decision.getPromptTokens();
         }
         return this;
+    }
+
+    /**
+     * The routing decision worked out after the dispatch (nothing chose the engines by it, so it stays off the request's
+     * path): the answer's record waits for it. Call on the request's context.
+     */
+    public void routedLater(io.vertx.core.Future<io.orbitkv.pd.events.RoutingDecision> decision) {
+        pendingRouting = decision.onSuccess(d -> {
+            if (d != null) {
+                routing = d;
+                promptTokens = d.getPromptTokens();
+            }
+        });
     }
 
     /** Colocated: one engine prefills and decodes, no handoff, no facts. */
@@ -505,6 +520,15 @@ public final class ProxiedRequest {
             m.at(Marks.FIRST_TOKEN, firstByteMicros);
         }
         m.mark(Marks.END);
+        io.vertx.core.Future<io.orbitkv.pd.events.RoutingDecision> later = pendingRouting;
+        if (later != null && !later.isComplete()) {
+            later.onComplete(x -> writeAnswer(how, now, m)); // its routing decision with it (a lookup failure: none)
+        } else {
+            writeAnswer(how, now, m);
+        }
+    }
+
+    private void writeAnswer(End how, long now, Marks m) {
         String route = localPrefill ? "local_prefill" : !pd ? "colocated" : prefillFailed ? "recomputed" : "pd";
         admissions.answered(RequestAnswered.newBuilder().setRequestId(requestId).setProxyId(admissions.source()).setRoute(route)
                 .setStatus(status).setEnd(how.name()).setPrefillEngineId(prefill == null ? null : prefill.engineId())
