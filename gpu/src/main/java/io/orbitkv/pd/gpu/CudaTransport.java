@@ -403,31 +403,35 @@ public final class CudaTransport implements KvTransport {
                 stopIfMust(ready);
                 long tookUs = Marks.nowMicros();
                 int from = next;
+                long[] last;
+                long ackedUs;
+                long landedNanos;
                 try (ReceiveSession s = target.open(NAME, request.withFirstToken(ready.firstToken()), plan.source())) {
                     long admittedUs = Marks.nowMicros();
-                    long[] last = onCopierSteps(() -> {
+                    last = onCopierSteps(() -> {
                         RunTable table = RunTable.build(plan, source, target.pool(), authorized, from, n);
                         long builtUs = Marks.nowMicros();
                         long written = copyFramed(s, plan, from, n, table);
                         long[] steps = engine.lastSteps();
                         return new long[] {written, admittedUs, builtUs, steps[0], steps[1]};
                     });
-                    long ackedUs = Marks.nowMicros();
-                    long landedNanos = System.nanoTime();
+                    ackedUs = Marks.nowMicros();
+                    landedNanos = System.nanoTime();
                     TransferException twice = s.complete();
                     if (twice != null) {
                         throw twice;
                     }
-                    bytes += last[0];
-                    copies++;
-                    checkCancelled("while the copy ran (its bytes landed)");
-                    Marks m = Marks.empty().at(TransferResult.CONNECTED, tookUs).at(TransferResult.ADMITTED, last[1]).at(TransferResult.WRITTEN, last[2]);
-                    if (last[3] > 0 && last[4] > 0) {
-                        m.at(STAGED, last[3]).at(LAUNCHED, last[4]);
-                    }
-                    log.atDebug().addKeyValue("orderId", request.orderId()).log("cuda push layer by layer: " + copies + " copies, " + bytes + " bytes");
-                    succeed(new TransferResult(bytes, landedNanos - t0, NAME, copies, m.at(TransferResult.ACKED, ackedUs)));
                 }
+                // completed only once the last session closed: its close is the landing that hands the decode engine its KV
+                bytes += last[0];
+                copies++;
+                checkCancelled("while the copy ran (its bytes landed)");
+                Marks m = Marks.empty().at(TransferResult.CONNECTED, tookUs).at(TransferResult.ADMITTED, last[1]).at(TransferResult.WRITTEN, last[2]);
+                if (last[3] > 0 && last[4] > 0) {
+                    m.at(STAGED, last[3]).at(LAUNCHED, last[4]);
+                }
+                log.atDebug().addKeyValue("orderId", request.orderId()).log("cuda push layer by layer: " + copies + " copies, " + bytes + " bytes");
+                succeed(new TransferResult(bytes, landedNanos - t0, NAME, copies, m.at(TransferResult.ACKED, ackedUs)));
             } catch (CudaException e) {
                 log.atError().addKeyValue("orderId", request.orderId()).addKeyValue("sender", senderId).log("cuda copy failed: " + e.getMessage());
                 fail(new TransferException(TransferError.INTERNAL, request.describe() + ": " + e.getMessage(), e));
