@@ -28,9 +28,10 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .protocol import Layout
+from . import engine_model as em
 from .sim_engine import Job, SimEngine, common_settings, run_engine
 
 log = logging.getLogger("orbitkv_pd.real_engine")
@@ -69,12 +70,17 @@ class RealEngineConfig:
     layerwise_min_tokens: int = 2048
     layerwise_skip_prefix: Optional[str] = None
     fail_midway_prefix: Optional[str] = None
+    prefix_cache: bool = False
+    prefix_cache_seed: str = "orbitkv"
+    prefix_scope: Optional[str] = None
+    prefix_read_only: Optional[str] = None
 
     KEYS = ("engine.id", "engine.role", "engine.api.path", "engine.instance-epoch", "engine.model", "engine.http.host", "engine.http.port", "engine.http.advertised-url",
             "engine.max-prompt-tokens", "engine.lease.duration", "engine.lease.heartbeat", "engine.lease.margin", "engine.kv.timeout", "engine.kv.confirm-timeout", "engine.pool.blocks",
             "engine.model.path", "engine.model.shape", "engine.model.seed", "engine.model.device", "engine.model.dtype",
             "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix", "engine.fault.fail-prefill-prefix", "engine.kv-wait",
-            "engine.layerwise.group", "engine.layerwise.min-tokens", "engine.layerwise.skip-prefix", "engine.fault.fail-prefill-midway-prefix")
+            "engine.layerwise.group", "engine.layerwise.min-tokens", "engine.layerwise.skip-prefix", "engine.fault.fail-prefill-midway-prefix",
+            "engine.prefix-cache.enabled", "engine.prefix-cache.seed", "engine.prefix-cache.scope-prefix", "engine.prefix-cache.read-only-prefix")
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "RealEngineConfig":
@@ -102,7 +108,17 @@ class RealEngineConfig:
                    num_blocks=blocks, model_path=path, shape=shape, seed=int(p.get("engine.model.seed", "1234")),
                    device=int(p.get("engine.model.device", "0")), dtype=dtype, layer_group=group, layerwise_min_tokens=min_tokens,
                    layerwise_skip_prefix=p.get("engine.layerwise.skip-prefix") or None,
-                   fail_midway_prefix=p.get("engine.fault.fail-prefill-midway-prefix") or None)
+                   fail_midway_prefix=p.get("engine.fault.fail-prefill-midway-prefix") or None,
+                   prefix_cache=_bool(p, "engine.prefix-cache.enabled", False), prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"),
+                   prefix_scope=p.get("engine.prefix-cache.scope-prefix") or None,
+                   prefix_read_only=p.get("engine.prefix-cache.read-only-prefix") or None)
+
+
+def _bool(p: Dict[str, str], key: str, default: bool) -> bool:
+    v = p.get(key, "true" if default else "false").strip().lower()
+    if v not in ("true", "false"):
+        raise ValueError(f"{key}: true or false, got '{v}'")
+    return v == "true"
 
 
 class RealBackend:
@@ -120,6 +136,7 @@ class RealBackend:
         self.digest = os.environ.get("ORBITKV_KV_DIGEST", "0") == "1"
         self.config = config
         self.report_to: Optional[Any] = None  # the engine's worker client, set by the engine (layer reports)
+        self.block_hash = ("sha256_cbor", config.prefix_cache_seed) if config.prefix_cache else None
         # A layer report made after its CUDA event waits for the GIL while the request thread launches the next layers'
         # kernels: the default switch interval (5 ms) would delay it by up to that much.
         sys.setswitchinterval(0.0005)
@@ -135,6 +152,24 @@ class RealBackend:
 
     def token_text(self, token: int) -> str:
         return self.model.token_text(token)
+
+    @property
+    def prefix_pages(self) -> bool:
+        """engine.prefix-cache.enabled: the engine's pages keep their KV for later prompts (SimEngine's PrefixBlockPool)."""
+        return self.config.prefix_cache
+
+    def page_hashes(self, job: Job) -> Optional[Tuple[List[bytes], int, bool]]:
+        """For the prefix cache (docs/gpu.md, "The prefix cache"): the hashes of the prompt's full blocks (vLLM's
+        ``sha256_cbor`` chain), how many of them a lookup may reuse (the last prompt token is always computed), and whether
+        the request caches its blocks once written; None when the cache does not apply to it
+        (``engine.prefix-cache.scope-prefix``: only requests of that id prefix use it; ``engine.prefix-cache.read-only-prefix``:
+        those look up without adding — a run comparing engines keeps their caches alike)."""
+        c = self.config
+        if not c.prefix_cache or (c.prefix_scope and not job.rid.startswith(c.prefix_scope)):
+            return None
+        bs = self.layout.block_size_tokens
+        hashes = em.block_hashes(c.prefix_cache_seed, bs, job.tokens)
+        return hashes, (len(job.tokens) - 1) // bs, not (c.prefix_read_only and job.rid.startswith(c.prefix_read_only))
 
     def prefill(self, job: Job, blocks: List[int], mode: str) -> int:
         """The prompt's KV into ``blocks``. A prefill for another engine reports its layers as they land in the pages
@@ -160,7 +195,8 @@ class RealBackend:
             fail_after = max(1, self.layout.num_layers // 2)
             if on_layers is None:
                 on_layers = lambda layers: None  # noqa: E731 — the hooks still run, so the failure comes mid-way
-        first = self.model.prefill(job.tokens, blocks, on_layers=on_layers, group=c.layer_group or 4, fail_after=fail_after)
+        first = self.model.prefill(job.tokens, blocks, on_layers=on_layers, group=c.layer_group or 4, fail_after=fail_after,
+                                   cached=job.cached_blocks)
         if self.digest:
             log.info("kv-digest %s %s %s first=%d", job.rid, mode, self.model.kv_digest(len(job.tokens), blocks), first)
         return first

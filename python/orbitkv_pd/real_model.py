@@ -127,7 +127,7 @@ class RealModel:
     # ------------------------------------------------------------------------------------------------ compute
 
     def prefill(self, tokens: List[int], blocks: List[int], on_layers: Optional[Callable[[int], None]] = None, group: int = 4,
-                fail_after: int = 0) -> int:
+                fail_after: int = 0, cached: int = 0) -> int:
         """Runs the prompt, writes its KV into ``blocks`` (token order) and returns the greedy first token. The pages
         are in device memory when this returns (the worker may copy them from its own context at once).
 
@@ -136,28 +136,43 @@ class RealModel:
         thread waits for each event and then calls ``on_layers(n)`` (``n`` layers' pages are in device memory), so the
         worker may copy them while the later layers compute. Not for the last layer: the prefill's end says that one.
         Every report is made before this returns. ``fail_after`` > 0 (fault drills): the prefill fails once that many
-        layers were reported."""
+        layers were reported.
+
+        ``cached`` > 0 (the prefix cache): the first ``cached`` pages hold the KV of the prompt's first blocks already;
+        only the tokens after them are computed, over that KV (gathered from the pages as decode gathers them), and only
+        the pages after them are written. Not the same arithmetic as computing the whole prompt (other shapes): an engine
+        answering the same prompt over the same cached prefix gives the same tokens, one computing it whole may not."""
         torch = self.torch
         layers = self._decoder_layers() if on_layers is not None else None
+        bs = self.layout.block_size_tokens
+        cached = max(0, min(cached, (len(tokens) - 1) // bs, len(blocks)))
         with self.lock, torch.inference_mode():
-            ids = torch.tensor([tokens], device=self.dev)
-            if layers is None:
+            ids = torch.tensor([tokens[cached * bs:]], device=self.dev)
+            if layers is None and cached == 0:
                 out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
                 first = int(out.logits[0, -1].argmax())
                 self._scatter(out.past_key_values, len(tokens), blocks)
                 torch.cuda.synchronize()
                 return first
             import transformers
-            cache = transformers.DynamicCache()
+            cache = self._gather(cached * bs, blocks[:cached]) if cached else transformers.DynamicCache()
             n = len(tokens)
             idx = torch.tensor(blocks, device=self.dev, dtype=torch.long)
+            position = torch.arange(cached * bs, n, device=self.dev)
+            if layers is None:  # whole, after the cached prefix
+                out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, cache_position=position)
+                first = int(out.logits[0, -1].argmax())
+                for layer in range(self.layout.num_layers):
+                    self._scatter_layer(cache, layer, n, idx, len(blocks), cached)
+                torch.cuda.synchronize()
+                return first
             total = len(layers)
             reporter = self._reporter()
             reporter.target = on_layers
 
             def after(layer: int) -> Callable[..., None]:
                 def hook(module: Any, args: Any, output: Any) -> None:
-                    self._scatter_layer(cache, layer, n, idx, len(blocks))
+                    self._scatter_layer(cache, layer, n, idx, len(blocks), cached)
                     done = layer + 1
                     if done < total and (done % group == 0):
                         ev = torch.cuda.Event()
@@ -169,7 +184,7 @@ class RealModel:
 
             hooks = [m.register_forward_hook(after(i)) for i, m in enumerate(layers)]
             try:
-                out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, cache_position=position)
                 torch.cuda.synchronize()  # releases the GIL while the GPU finishes: the reporter thread goes on meanwhile
                 return int(out.logits[0, -1].argmax())
             finally:
@@ -249,16 +264,18 @@ class RealModel:
         for layer in range(self.layout.num_layers):
             self._scatter_layer(cache, layer, n, idx, len(blocks))
 
-    def _scatter_layer(self, cache: Any, layer: int, n: int, idx: Any, nb: int) -> None:
-        """Layer ``layer``'s K and V of the ``n`` prompt tokens in ``cache`` into the pages ``idx`` (token order)."""
+    def _scatter_layer(self, cache: Any, layer: int, n: int, idx: Any, nb: int, first: int = 0) -> None:
+        """Layer ``layer``'s K and V of the ``n`` prompt tokens in ``cache`` into the pages ``idx`` (token order), from
+        page ``first`` on (the pages before it hold a cached prefix: never written again)."""
         bs = self.layout.block_size_tokens
         k, v = _layer_kv(cache, layer)
         for src, pool in ((k, self.pool.keys[layer]), (v, self.pool.values[layer])):
-            x = src[0].transpose(0, 1)  # [tokens, heads, dim]
-            if nb * bs != n:
-                pad = x.new_zeros((nb * bs - n,) + tuple(x.shape[1:]))
+            x = src[0].transpose(0, 1)[first * bs:]  # [tokens, heads, dim]
+            m = (nb - first) * bs
+            if m != n - first * bs:
+                pad = x.new_zeros((m - (n - first * bs),) + tuple(x.shape[1:]))
                 x = self.torch.cat([x, pad], 0)
-            pool.index_copy_(0, idx, x.reshape(nb, bs, x.shape[1], x.shape[2]))
+            pool.index_copy_(0, idx[first:], x.reshape(nb - first, bs, x.shape[1], x.shape[2]))
 
     def _gather(self, n: int, blocks: List[int]) -> Any:
         import transformers
@@ -394,6 +411,29 @@ def _self_test(argv: Optional[List[str]] = None) -> int:
         bad += 0 if layered_ok else 1
         print(f"{n} tokens: layer by layer (groups of {group}) prefill {1000 * (t4 - t3):.1f} ms, the same KV and first token: {layered_ok};"
               f" reports {seen} at {[round(1000 * t, 1) for t, _ in reports]} ms", flush=True)
+        # the prefix cache: a prompt of the same length sharing its first 3/4 (whole blocks) computes only the rest over the
+        # pages that hold them; twice over the same pages gives the same KV and token (what P/D against colocated needs)
+        bs = m.layout.block_size_tokens
+        k = (3 * n // 4) // bs
+        if k > 0:
+            other = tokens[:k * bs] + m.tokenize(" ".join(f"v{rnd.randrange(50000)}" for _ in range(n - k * bs)))
+            fresh = free[2 * len(blocks):2 * len(blocks) + 2 * (len(blocks) - k)]
+            b1 = blocks[:k] + fresh[:len(blocks) - k]
+            b2 = blocks[:k] + fresh[len(blocks) - k:]
+            b3 = free[2 * len(blocks) + 2 * (len(blocks) - k):][:len(blocks)]
+            before = m.kv_digest(k * bs, blocks[:k])
+            t5 = time.monotonic()
+            c1 = m.prefill(other, b1, cached=k)
+            t6 = time.monotonic()
+            c2 = m.prefill(other, b2, on_layers=lambda _: None, group=group, cached=k)
+            t7 = time.monotonic()
+            whole = m.prefill(other, b3)
+            t8 = time.monotonic()
+            same = c1 == c2 and m.kv_digest(n, b1) == m.kv_digest(n, b2) and m.kv_digest(k * bs, blocks[:k]) == before
+            bad += 0 if same else 1
+            print(f"{n} tokens: over a cached prefix of {k} blocks prefill {1000 * (t6 - t5):.1f} ms, layer by layer"
+                  f" {1000 * (t7 - t6):.1f} ms, whole {1000 * (t8 - t7):.1f} ms; twice the same KV and token, the cached pages"
+                  f" untouched: {same}; token equal to computing it whole: {c1 == whole}", flush=True)
         if args.digest:
             print(f"{n} tokens: KV digest {m.kv_digest(n, blocks)} first {first}", flush=True)
         if args.repeat > 1:

@@ -26,6 +26,7 @@ transfers move them); only their compute time is modelled.
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import json
 import logging
@@ -263,9 +264,10 @@ class BlockAllocator:
         self._lock = threading.Condition(threading.RLock())
         self._waiting: List[object] = []  # tickets of the requests waiting for pages, first come first served
 
-    def allocate(self, owner: str, n: int, wait_s: float = 0.0) -> Optional[List[int]]:
+    def allocate(self, owner: str, n: int, wait_s: float = 0.0, hashes: Optional[List[bytes]] = None) -> Optional[List[int]]:
         """``n`` pages for ``owner``; when fewer are free, waits up to ``wait_s`` behind the requests that waited before it
-        (``engine.kv-wait``: vLLM keeps a request that does not fit waiting until pages free up). None: none came."""
+        (``engine.kv-wait``: vLLM keeps a request that does not fit waiting until pages free up). None: none came.
+        ``hashes``: for a pool with prefix caching (:class:`PrefixBlockPool`); here nothing is cached."""
         with self._lock:
             if owner in self._owners:
                 raise KeyError(owner)
@@ -301,6 +303,13 @@ class BlockAllocator:
                 self._lock.notify_all()
             return blocks
 
+    def reused(self, owner: str) -> int:
+        """How many of ``owner``'s first pages held their KV already (a prefix cache's hit): none here."""
+        return 0
+
+    def cache(self, owner: str, hashes: List[bytes]) -> None:
+        """``owner``'s first pages now hold the blocks ``hashes`` name: nothing is cached here."""
+
     @property
     def waiting(self) -> int:
         with self._lock:
@@ -316,6 +325,118 @@ class BlockAllocator:
         with self._lock:
             return len(self._owners)
 
+
+
+class PrefixBlockPool(BlockAllocator):
+    """Pages with vLLM's prefix caching (its ``BlockPool``): a page keeps the KV of a full prompt block after its
+    request freed it, findable by the block's hash, until the page goes to another request — free pages are handed out
+    least recently freed first, pages that hold no cached block before any that do. A request whose prompt starts with
+    cached blocks takes those pages (shared with any request still using them: a cached page is never written again)
+    and computes only the rest. Used by the reference engine (``engine.prefix-cache.enabled``); thread-safe."""
+
+    def __init__(self, num_blocks: int) -> None:
+        super().__init__(num_blocks)
+        self._free: "collections.OrderedDict[int, None]" = collections.OrderedDict((b, None) for b in range(num_blocks))
+        self._refs: Dict[int, int] = {}
+        self._hash_of: Dict[int, bytes] = {}
+        self._block_of: Dict[bytes, int] = {}
+        self._reused: Dict[str, int] = {}
+
+    def allocate(self, owner: str, n: int, wait_s: float = 0.0, hashes: Optional[List[bytes]] = None) -> Optional[List[int]]:
+        """``n`` pages for ``owner``, the first ones those caching ``hashes`` (the prompt's leading full blocks, as many as
+        are cached in a row: :meth:`reused` says how many); waits as :meth:`BlockAllocator.allocate` does."""
+        with self._lock:
+            if owner in self._owners:
+                raise KeyError(owner)
+            if not self._waiting:
+                blocks = self._try(owner, n, hashes or [])
+                if blocks is not None:
+                    return blocks
+            if wait_s <= 0:
+                return None
+            ticket = object()
+            self._waiting.append(ticket)
+            deadline = time.monotonic() + wait_s
+            try:
+                while True:
+                    if self._waiting[0] is ticket:
+                        blocks = self._try(owner, n, hashes or [])
+                        if blocks is not None:
+                            return blocks
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._lock.wait(left)
+            finally:
+                self._waiting.remove(ticket)
+                self._lock.notify_all()
+
+    def _try(self, owner: str, n: int, hashes: List[bytes]) -> Optional[List[int]]:
+        reuse: List[int] = []
+        for h in hashes[:n]:
+            b = self._block_of.get(h)
+            if b is None:
+                break
+            reuse.append(b)
+        taken_from_free = sum(1 for b in reuse if b in self._free)
+        if len(self._free) - taken_from_free < n - len(reuse):
+            return None
+        for b in reuse:
+            self._free.pop(b, None)
+            self._refs[b] = self._refs.get(b, 0) + 1
+        fresh: List[int] = []
+        for _ in range(n - len(reuse)):
+            b, _ = self._free.popitem(last=False)
+            h = self._hash_of.pop(b, None)
+            if h is not None:  # its cached block is gone now
+                del self._block_of[h]
+            self._refs[b] = 1
+            fresh.append(b)
+        self._owners[owner] = reuse + fresh
+        self._reused[owner] = len(reuse)
+        return self._owners[owner]
+
+    def reused(self, owner: str) -> int:
+        """How many of ``owner``'s first pages came from the cache (their KV is there already)."""
+        with self._lock:
+            return self._reused.get(owner, 0)
+
+    def cache(self, owner: str, hashes: List[bytes]) -> None:
+        """``owner``'s first pages now hold the KV of the blocks ``hashes`` name (written and complete): findable from now
+        on. A block already cached in another page stays there."""
+        with self._lock:
+            blocks = self._owners.get(owner, [])
+            for b, h in zip(blocks, hashes):
+                if h in self._block_of or b in self._hash_of:
+                    continue
+                self._block_of[h] = b
+                self._hash_of[b] = h
+
+    def free(self, owner: str) -> List[int]:
+        with self._lock:
+            blocks = self._release(owner)
+            if blocks:
+                self._lock.notify_all()
+            return blocks
+
+    def _release(self, owner: str) -> List[int]:
+        blocks = self._owners.pop(owner, [])
+        self._reused.pop(owner, None)
+        for b in blocks:
+            left = self._refs.get(b, 1) - 1
+            if left > 0:
+                self._refs[b] = left
+                continue
+            self._refs.pop(b, None)
+            self._free[b] = None
+            if b not in self._hash_of:
+                self._free.move_to_end(b, last=False)  # nothing cached in it: handed out before the pages that cache a block
+        return blocks
+
+    @property
+    def cached_blocks(self) -> int:
+        with self._lock:
+            return len(self._block_of)
 
 class _ProgressReport:
     """A P/D prefill's ``prefill_progress`` to the worker (as the Java engine's): what the modelled steps say is computed,
@@ -815,13 +936,15 @@ class SimEngine:
         self.backend = backend if backend is not None else SimBackend(config)
         if hasattr(self.backend, "report_to"):  # a backend that reports what it computes (progress, cache events)
             self.backend.report_to = lambda: self.client
-        self.allocator = BlockAllocator(self.backend.layout.num_blocks)
+        # a backend whose pages keep their KV for later prompts (the reference engine's engine.prefix-cache.enabled)
+        n = self.backend.layout.num_blocks
+        self.allocator = PrefixBlockPool(n) if getattr(self.backend, "prefix_pages", False) else BlockAllocator(n)
         self.client: Optional[EngineApiClient] = None
         self.lease_epochs = 0
         self._lock = threading.Lock()
         self.counters = {k: 0 for k in ("prefill", "decode", "colocated", "recomputed", "completed", "verified_pages", "kv_corrupt",
                                         "ended_before_kv", "client_gone", "rejected_no_blocks", "releases", "stalled",
-                                        "lease_lost", "lease_unconfirmed", "releases_refused")}
+                                        "lease_lost", "lease_unconfirmed", "releases_refused", "prefix_hit_blocks")}
         self._ended: Dict[str, threading.Event] = {}
         self._leases: Dict[str, Tuple[str, int]] = {}
         self._unsure: set = set()
@@ -1028,13 +1151,20 @@ class SimEngine:
                              + ("; the request ended meanwhile" if got else ""), "service_unavailable")
 
     def compute(self, job: "Job", blocks: List[int], mode: str) -> int:
-        """The prompt's KV into ``blocks`` (the compute marked ``c0``/``c1``); returns the first token."""
+        """The prompt's KV into ``blocks`` (the compute marked ``c0``/``c1``; after the prefix cache's pages, if any);
+        returns the first token."""
         t0 = time.monotonic()
         job.marks["c0"] = now_us()
         first = self.backend.prefill(job, blocks, mode)
         job.marks["c1"] = now_us()
         job.prefill_ms = (time.monotonic() - t0) * 1000
+        self.pages_written(job)
         return first
+
+    def pages_written(self, job: "Job") -> None:
+        """Every page of the prompt holds its KV (computed, or moved here): its full blocks are cached from now on."""
+        if job.page_hashes:
+            self.allocator.cache(job.owner, job.page_hashes)
 
 
 @dataclass
@@ -1050,6 +1180,9 @@ class Job:
     kv_bytes: int = 0
     lease: Optional[LeaseKeeper] = None
     step: Optional[StepHandle] = None  # its sequence in the engine model's scheduler (SimBackend)
+    owner: str = ""  # its pages' owner in the allocator (P:/D:/C: + id)
+    cached_blocks: int = 0  # its first pages hold their KV already (the prefix cache's hit): computed or moved only after them
+    page_hashes: Optional[List[bytes]] = None  # the prompt's full blocks, cached in its pages once written (None: not cached)
 
 
 class LeaseLost(Exception):
@@ -1186,9 +1319,21 @@ class _Handler(BaseHTTPRequestHandler):
         return None if check is None else check(len(job.tokens), job.req.max_tokens)
 
     def allocate(self, job: Job, side: str) -> Optional[List[int]]:
-        need = self.engine.backend.blocks_for(len(job.tokens))
+        e = self.engine
+        need = e.backend.blocks_for(len(job.tokens))
+        # the prefix cache (a backend with prefix_pages): the prompt's leading blocks cached in some page are that page
+        keys = e.backend.page_hashes(job) if getattr(e.backend, "prefix_pages", False) else None
+        owner = side + job.rid
         try:
-            return self.engine.allocator.allocate(side + job.rid, need, self.engine.config.kv_wait_s)
+            # never every page: at least the block of the prompt's last token is computed (or moved) for the request
+            blocks = e.allocator.allocate(owner, need, e.config.kv_wait_s, keys[0][:min(keys[1], need - 1)] if keys else None)
+            if blocks is not None:
+                job.owner = owner
+                job.cached_blocks = e.allocator.reused(owner)
+                job.page_hashes = keys[0] if keys and keys[2] else None
+                if job.cached_blocks:
+                    e.count("prefix_hit_blocks", job.cached_blocks)
+            return blocks
         except KeyError:
             raise HttpError(409, f"request id {job.rid} already holds pages on {self.engine.config.engine_id}: request ids must be unique",
                             param="request_id")
@@ -1356,8 +1501,10 @@ class _Handler(BaseHTTPRequestHandler):
         kv = client.await_kv(job.rid)
         e.announced(job.rid, lease_id, lease_epoch)
         sent_at = time.monotonic()
+        # pages holding their KV already (the prefix cache) are skipped by the order: only the rest moves (never all of them:
+        # the lookup stops short of the prompt's last token)
         ready = client.decode_ready(job.rid, lease_id, lease_epoch, blocks, int(time.time() * 1000) + lease_ms, job.traceparent,
-                                    dict(job.marks))
+                                    dict(job.marks), cached_blocks=job.cached_blocks)
         # engine.fault.no-heartbeat-prefix: a decode engine that stopped renewing its lease (tests of lease expiry).
         hung = bool(e.config.no_heartbeat_prefix and job.rid.startswith(e.config.no_heartbeat_prefix))
         # Until the KV is in, heartbeats go every quarter of engine.kv.confirm-timeout, so that a lease nobody acknowledges
@@ -1401,6 +1548,7 @@ class _Handler(BaseHTTPRequestHandler):
         if signal_.kind == "ready":
             job.kv_bytes = signal_.bytes
             job.marks["kv"] = signal_.received_us
+            e.pages_written(job)  # a vLLM decode instance caches the blocks it received
             if signal_.landed_us:
                 job.marks["land"] = signal_.landed_us  # the handoff's path: KV handed over on landing (HandoffAnatomy)
             verified: "Future[Optional[str]]" = Future()

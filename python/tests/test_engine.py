@@ -10,7 +10,8 @@ import unittest
 
 from orbitkv_pd import sim_model as sm
 from orbitkv_pd.real_engine import RealEngineConfig
-from orbitkv_pd.sim_engine import SimEngine, SimEngineConfig
+from orbitkv_pd import engine_model as em
+from orbitkv_pd.sim_engine import SimBackend, SimEngine, SimEngineConfig
 
 
 class StandaloneEngineTest(unittest.TestCase):
@@ -315,8 +316,9 @@ class RealBackendLayerReportsTest(unittest.TestCase):
         def __init__(self) -> None:
             self.calls: list = []
 
-        def prefill(self, tokens, blocks, on_layers=None, group=4, fail_after=0):
+        def prefill(self, tokens, blocks, on_layers=None, group=4, fail_after=0, cached=0):
             self.calls.append((group, fail_after, on_layers is not None))
+            self.cached = cached
             if on_layers is not None:
                 for k in range(group, 32, group):
                     on_layers(k)
@@ -380,6 +382,26 @@ class RealBackendLayerReportsTest(unittest.TestCase):
         r.drain()
         self.assertEqual(got, sorted(set(got)))
         self.assertEqual(16, got[-1])
+
+    def test_the_prefix_cache_hashes_a_prompts_full_blocks_for_the_requests_in_its_scope(self) -> None:
+        from orbitkv_pd import engine_model as em
+        from orbitkv_pd.sim_engine import Job
+        b, client, job = self.backend(**{"engine.prefix-cache.enabled": "true", "engine.prefix-cache.scope-prefix": "pfx",
+                                         "engine.prefix-cache.read-only-prefix": "pfxro-"})
+        self.assertTrue(b.prefix_pages)
+        self.assertIsNone(b.page_hashes(job("r-1")))  # not in scope
+        hashes, reusable, caches = b.page_hashes(job("pfx-1"))  # 40 tokens: 2 full blocks of 16
+        self.assertEqual(em.block_hashes("orbitkv", 16, list(range(40))), hashes)
+        self.assertEqual((2, 2, True), (len(hashes), reusable, caches))
+        self.assertFalse(b.page_hashes(job("pfxro-1"))[2])  # looks up, adds nothing
+        # a prompt of whole blocks: its last block is computed, never reused
+        self.assertEqual(1, b.page_hashes(Job("pfx-2", None, list(range(32)), None))[1])
+        j = job("pfx-3")
+        j.cached_blocks = 2
+        b.prefill(j, [4, 5, 6], "prefill")
+        self.assertEqual(2, b.model.cached)  # the model computes after the cached pages
+        off, _, _ = self.backend()
+        self.assertFalse(off.prefix_pages)
 
     def test_a_skipped_request_is_reported_whole_and_a_midway_fault_fails_half_way(self) -> None:
         b, client, job = self.backend(**{"engine.layerwise.skip-prefix": "whole-", "engine.fault.fail-prefill-midway-prefix": "fail-",
@@ -686,3 +708,105 @@ class KvWaitTest(unittest.TestCase):
         self.assertEqual(len(got["b"]), 4)
         self.assertEqual(a.waiting, 0)
         self.assertIsNone(a.allocate("P:d", 8, 0.05), "not enough within the wait: none")
+
+
+class PrefixBlockPoolTest(unittest.TestCase):
+    """The reference engine's pages with prefix caching (vLLM's BlockPool): cached blocks are found by hash and shared,
+    kept after their request freed them until their page is needed, and pages holding nothing cached go first."""
+
+    def test_a_prompt_starting_with_cached_blocks_takes_their_pages_and_only_the_rest_is_new(self) -> None:
+        from orbitkv_pd.sim_engine import PrefixBlockPool
+        pool = PrefixBlockPool(8)
+        a = pool.allocate("P:a", 3, hashes=[b"h1", b"h2"])
+        self.assertEqual(0, pool.reused("P:a"))
+        pool.cache("P:a", [b"h1", b"h2", b"h3"])
+        self.assertEqual(3, pool.cached_blocks)
+        # shared while the first request still holds them
+        b = pool.allocate("P:b", 4, hashes=[b"h1", b"h2", b"hx"])
+        self.assertEqual(2, pool.reused("P:b"))
+        self.assertEqual(a[:2], b[:2])
+        self.assertEqual(8 - 3 - 2, 8 - pool.used)
+        pool.free("P:a")
+        self.assertEqual(8 - 2 - 2, 8 - pool.used)  # h1, h2 still held by b; a's third page is free (and still cached)
+        pool.free("P:b")
+        self.assertEqual(0, pool.used)
+        # freed, the cached pages are found again
+        c = pool.allocate("D:c", 4, hashes=[b"h1", b"h2", b"h3"])
+        self.assertEqual(3, pool.reused("D:c"))
+        self.assertEqual(a, c[:3])
+
+    def test_freed_pages_go_uncached_first_then_least_recently_freed_and_a_reused_page_loses_its_block(self) -> None:
+        from orbitkv_pd.sim_engine import PrefixBlockPool
+        pool = PrefixBlockPool(4)
+        a = pool.allocate("P:a", 2, hashes=[])
+        pool.cache("P:a", [b"a1", b"a2"])
+        pool.free("P:a")
+        b = pool.allocate("P:b", 2, hashes=[])  # the two pages nobody cached in
+        self.assertFalse(set(a) & set(b))
+        pool.free("P:b")
+        c = pool.allocate("P:c", 3, hashes=[])  # the two uncached, then the least recently freed cached page
+        self.assertEqual(set(b), set(c[:2]))
+        self.assertEqual(a[0], c[2])
+        self.assertEqual(1, pool.cached_blocks)  # a1's page went to c: its block is gone, a2's stays
+        self.assertIsNotNone(pool.allocate("P:d", 1, hashes=[b"a1"]))
+        self.assertEqual(0, pool.reused("P:d"))  # a1 is not found any more
+
+    def test_a_cached_page_is_not_counted_free_twice_and_a_full_pool_waits(self) -> None:
+        from orbitkv_pd.sim_engine import PrefixBlockPool
+        pool = PrefixBlockPool(3)
+        pool.allocate("P:a", 2, hashes=[])
+        pool.cache("P:a", [b"x1", b"x2"])
+        pool.free("P:a")
+        # 3 free pages, 2 of them cached: a prompt reusing both needs one more page — and gets it
+        self.assertIsNotNone(pool.allocate("P:b", 3, hashes=[b"x1", b"x2"]))
+        self.assertEqual(2, pool.reused("P:b"))
+        self.assertIsNone(pool.allocate("P:c", 1, hashes=[]))
+        self.assertIsNone(pool.allocate("P:c", 1, wait_s=0.05, hashes=[]))
+
+
+class PrefixPagesFlowTest(unittest.TestCase):
+    """The engine's flow over a backend whose pages keep their KV (the reference engine's prefix cache, here on the
+    simulated model): a prompt sharing whole blocks with an earlier one gets those pages, already written, and the
+    backend is told how many to compute after; the answer is the model's."""
+
+    class Backend(SimBackend):
+        prefix_pages = True
+
+        def __init__(self, config) -> None:
+            super().__init__(config)
+            self.cached: list = []
+
+        def page_hashes(self, job):
+            hashes = em.block_hashes("orbitkv", self.block_tokens, job.tokens)
+            return hashes, (len(job.tokens) - 1) // self.block_tokens, True
+
+        def prefill(self, job, blocks, mode):
+            self.cached.append((job.rid, job.cached_blocks))
+            return super().prefill(job, blocks, mode)
+
+    def test_a_prompt_sharing_whole_blocks_with_an_earlier_one_reuses_their_pages(self) -> None:
+        config = SimEngineConfig.from_properties({"engine.id": "e-0", "engine.preset": "tiny", "engine.http.port": "0",
+                                                  "engine.model.seed": "42", "engine.compute.prefill-ms-per-token": "0",
+                                                  "engine.compute.decode-ms-per-token": "0"})
+        backend = self.Backend(config)
+        e = SimEngine(config, backend).start()
+        try:
+            shared = " ".join(f"w{i}" for i in range(64))
+            for rid, prompt in (("a", shared + " first question"), ("b", shared + " another question")):
+                c = http.client.HTTPConnection("127.0.0.1", e.server.server_address[1], timeout=10)
+                c.request("POST", "/v1/completions", json.dumps({"prompt": prompt, "max_tokens": 3}),
+                          {"content-type": "application/json", "x-request-id": rid})
+                r = c.getresponse()
+                body = json.loads(r.read())
+                c.close()
+                self.assertEqual(200, r.status)
+                self.assertEqual(sm.detokenize(sm.SimModel(42).generate(sm.tokenize(prompt), 3)), body["choices"][0]["text"])
+            tokens = sm.tokenize(shared + " ")
+            self.assertEqual("a", backend.cached[0][0])
+            self.assertEqual(0, backend.cached[0][1])
+            self.assertEqual(len(tokens) // backend.block_tokens, backend.cached[1][1])  # every whole block of the shared part
+            self.assertGreater(e.counters["prefix_hit_blocks"], 0)
+            self.assertEqual(0, e.allocator.used)  # freed, still cached
+            self.assertGreater(e.allocator.cached_blocks, 0)
+        finally:
+            e.close()
