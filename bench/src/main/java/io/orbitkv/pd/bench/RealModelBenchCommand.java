@@ -36,8 +36,10 @@ import picocli.CommandLine.Option;
  * decider, the prefill and the decode engine ({@code python -m orbitkv_pd.real_engine}: transformers, KV in GPU page
  * pools registered by CUDA IPC handle) with their workers in one node process ({@code cuda} transport), and the
  * proxy; prompts of each length go through the proxy P/D and colocated, one at a time, and every P/D answer's tokens
- * must equal the colocated answer of the same prompt. Then cancels mid-transfer and decode leases that expire; every
- * page must come back, and the log must audit clean. Runs where a CUDA GPU, PyTorch and transformers are (docs/gpu.md).
+ * must equal the colocated answer of the same prompt; P/D goes layer by layer and whole by turns. Then pairs of prompts
+ * sharing a prefix (the engines' prefix cache: the second computes and moves only what it does not share), cancels
+ * mid-transfer, decode leases that expire and prefills that fail half-way; every page must come back, and the log must
+ * audit clean. Runs where a CUDA GPU, PyTorch and transformers are (docs/gpu.md).
  */
 @Command(name = "real-model", mixinStandardHelpOptions = true,
         header = "A real transformer's KV through the whole pipeline on one GPU: P/D against colocated (needs a GPU).",
@@ -73,6 +75,11 @@ public final class RealModelBenchCommand implements Callable<Integer> {
     int cancels;
     @Option(names = "--expiries", defaultValue = "2", description = "Requests whose decode lease expires (default: ${DEFAULT-VALUE}).")
     int expiries;
+    @Option(names = "--prefix-prompts", defaultValue = "4", description = "Prompt pairs sharing a prefix, for the prefix cache (default: ${DEFAULT-VALUE}).")
+    int prefixPrompts;
+    @Option(names = "--prefix-tokens", defaultValue = "4096", description = "Tokens of each prompt of a pair; the second shares the first's"
+            + " leading three quarters (default: ${DEFAULT-VALUE}).")
+    int prefixTokens;
     @Option(names = "--midway-failures", defaultValue = "2", description = "Prefills that fail half-way through a push layer by layer"
             + " (default: ${DEFAULT-VALUE}).")
     int midwayFailures;
@@ -82,6 +89,8 @@ public final class RealModelBenchCommand implements Callable<Integer> {
     Path outFile;
 
     private LatencyStats rawHop;
+    /** The prefix cache's pairs: per pair what each prompt computed and moved, and whether the answers were equal. */
+    private final List<Map<String, Object>> prefixRows = new ArrayList<>();
     private LatencyStats rawHopSlow;
 
     /** One prompt, both ways; {@code layerwise}: its prefill reported its layers as they were computed (else whole). */
@@ -124,6 +133,12 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         // both ways at every length, short prompts too (the engine's default reports those whole: the comparison is why)
         engine.put("engine.layerwise.min-tokens", "0");
         engine.put("engine.fault.fail-prefill-midway-prefix", MIDWAY);
+        // the prefix cache for the pairs of prompts sharing a prefix only (docs/gpu.md, "The prefix cache"): the other prompts
+        // are computed whole as before, and the colocated twin of a pair's second prompt looks up without adding, so both
+        // engines answer it over the same cached prefix
+        engine.put("engine.prefix-cache.enabled", "true");
+        engine.put("engine.prefix-cache.scope-prefix", PREFIX);
+        engine.put("engine.prefix-cache.read-only-prefix", PREFIX_READ_ONLY);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withPythonEngines(Set.of("prefill-0", "decode-0"))
                 .withPythonModule("orbitkv_pd.real_engine").withNodeWorker(true)
                 // the cancels' pushes are held once started (worker.fault.hold-push-prefix): a GPU push lasts ~1 ms, so a
@@ -158,6 +173,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
                     pairs.add(run(client, len, prompt(rnd, len), i, i % 2 == 0));
                 }
             }
+            List<LoadClient.Result[]> prefixRuns = prefixPairs(client, rnd);
             faults.putAll(faults(client, rnd, maxLen));
             pagesLeft = awaitPagesFree(pipeline);
             PipelineLog log = PipelineLog.read(pipeline.bootstrapServers());
@@ -167,12 +183,14 @@ public final class RealModelBenchCommand implements Callable<Integer> {
                 pairs.set(i, new Pair(p.length(), p.layerwise(), p.pd(), p.colocated(), p.equal(), s == null ? null : s.anatomy()));
             }
             faults.put("outcomes", outcomesOf(log, faults));
+            prefixRows(prefixRuns, log);
             audit = audit(pipeline);
         } finally {
             System.out.println("logs of this run: " + work.resolve("logs"));
         }
-        long wrong = pairs.stream().filter(p -> !p.equal()).count();
-        String text = tables(pairs, contiguous, faults, audit, pagesLeft);
+        long wrong = pairs.stream().filter(p -> !p.equal()).count()
+                + prefixRows.stream().filter(r -> !Boolean.TRUE.equals(r.get("equal_a")) || !Boolean.TRUE.equals(r.get("equal_b"))).count();
+        String text = tables(pairs, contiguous, faults, audit, pagesLeft) + prefixTable();
         System.out.println();
         System.out.println(text);
         write(text, pairs, contiguous, faults, audit, pagesLeft);
@@ -218,6 +236,88 @@ public final class RealModelBenchCommand implements Callable<Integer> {
 
     /** Request ids whose pushes the worker holds once started: the cancels'. */
     private static final String HELD = "held-";
+    /** Request ids that use the engines' prefix cache, and those that look up without adding (engine.prefix-cache.*). */
+    private static final String PREFIX = "pfx";
+    private static final String PREFIX_READ_ONLY = "pfxro-";
+
+    /**
+     * The prefix cache: per pair, prompt A P/D (cached by both engines once computed and received) and colocated (no
+     * cache: whole, as every other prompt), then prompt B — A's leading three quarters (whole blocks) and new words —
+     * colocated looking up without adding, then P/D. B's prefill computes only its last quarter over A's pages; its decode
+     * engine holds A's blocks and announces them cached, so only the rest moves; both answers of B come from the same
+     * cached prefix and must be equal.
+     */
+    private List<LoadClient.Result[]> prefixPairs(LoadClient client, Random rnd) {
+        List<LoadClient.Result[]> out = new ArrayList<>();
+        if (prefixPrompts > 0) {
+            System.out.printf("prefix cache: %d pairs of %d-token prompts sharing their first three quarters ...%n", prefixPrompts, prefixTokens);
+        }
+        int shared = 3 * prefixTokens / 4 / 16 * 16;
+        for (int i = 0; i < prefixPrompts; i++) {
+            String a = prompt(rnd, prefixTokens);
+            String b = String.join(" ", java.util.Arrays.copyOf(a.split(" "), shared)) + " " + prompt(rnd, prefixTokens - shared);
+            String tag = i + "-" + System.nanoTime() % 1_000_000;
+            LoadClient.Request ra = new LoadClient.Request(4000 + i, false, a, maxTokens, true, false, LoadClient.Cancel.NONE, 0);
+            LoadClient.Request rb = new LoadClient.Request(5000 + i, false, b, maxTokens, true, false, LoadClient.Cancel.NONE, 0);
+            LoadClient.Result pdA = client.sendAs(PREFIX + "-a-" + tag, ra);
+            LoadClient.Result colA = client.send(ra.colocatedTwin());
+            LoadClient.Result colB = client.sendAs(PREFIX_READ_ONLY + "b-" + tag, rb.colocatedTwin());
+            LoadClient.Result pdB = client.sendAs(PREFIX + "-b-" + tag, rb);
+            out.add(new LoadClient.Result[] {pdA, colA, pdB, colB});
+        }
+        return out;
+    }
+
+    private void prefixRows(List<LoadClient.Result[]> runs, PipelineLog log) {
+        for (LoadClient.Result[] r : runs) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("request_a", r[0].requestId());
+            m.put("request_b", r[2].requestId());
+            m.put("equal_a", r[0].ok() && r[1].ok() && r[0].text().equals(r[1].text()));
+            m.put("equal_b", r[2].ok() && r[3].ok() && r[2].text().equals(r[3].text()));
+            for (int k : new int[] {0, 2}) {
+                String side = k == 0 ? "a" : "b";
+                PipelineLog.Story st = log.stories.get(r[k].requestId());
+                HandoffAnatomy an = st == null ? null : st.anatomy();
+                m.put("prefill_ms_" + side, an == null ? null : an.micros(Hop.PREFILL_COMPUTE).orElse(-1) / 1000.0);
+                m.put("moved_bytes_" + side, an == null ? null : an.transferBytes());
+                m.put("ttft_pd_ms_" + side, r[k].ttftNanos() / 1e6);
+                m.put("ttft_colocated_ms_" + side, r[k + 1].ttftNanos() / 1e6);
+            }
+            if (!Boolean.TRUE.equals(m.get("equal_b"))) {
+                System.out.printf("  MISMATCH over the cached prefix (%s): P/D %d '%s' vs colocated %d '%s'%n", r[2].requestId(), r[2].status(),
+                        clip(r[2].text() + r[2].error()), r[3].status(), clip(r[3].text() + r[3].error()));
+            }
+            prefixRows.add(m);
+        }
+    }
+
+    private String prefixTable() {
+        if (prefixRows.isEmpty()) {
+            return "";
+        }
+        StringBuilder b = new StringBuilder(String.format(Locale.ROOT, "%nPrefix cache (pairs of %d-token prompts, the second sharing the first's"
+                + " leading %d tokens; A: computed whole, B: over A's cached pages; moved: the KV bytes its push carried):%n%n"
+                + "| pair | A equal | B equal | prefill A ms | prefill B ms | moved A MiB | moved B MiB | TTFT P/D A / B ms | TTFT colocated A / B ms |%n"
+                + "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |%n", prefixTokens, 3 * prefixTokens / 4 / 16 * 16));
+        int i = 0;
+        for (Map<String, Object> r : prefixRows) {
+            b.append(String.format(Locale.ROOT, "| %d | %s | %s | %s | %s | %s | %s | %.1f / %.1f | %.1f / %.1f |%n", i++, r.get("equal_a"), r.get("equal_b"),
+                    num(r.get("prefill_ms_a")), num(r.get("prefill_ms_b")), mib(r.get("moved_bytes_a")), mib(r.get("moved_bytes_b")),
+                    (double) r.get("ttft_pd_ms_a"), (double) r.get("ttft_pd_ms_b"), (double) r.get("ttft_colocated_ms_a"),
+                    (double) r.get("ttft_colocated_ms_b")));
+        }
+        return b.toString();
+    }
+
+    private static String num(Object v) {
+        return v instanceof Double d ? String.format(Locale.ROOT, "%.1f", d) : "–";
+    }
+
+    private static String mib(Object v) {
+        return v instanceof Long l ? String.format(Locale.ROOT, "%.1f", l / 1048576.0) : "–";
+    }
+
     /** Request ids whose prefill is reported whole (the prefill engine's engine.layerwise.skip-prefix). */
     private static final String WHOLE = "whole-";
     /** Request ids whose prefill fails half-way (engine.fault.fail-prefill-midway-prefix). */
@@ -495,6 +595,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         root.put("raw_kafka_hop", rawHop.json());
         root.put("raw_kafka_hop_5_per_s", rawHopSlow.json());
         root.put("faults", faults);
+        root.put("prefix_cache", prefixRows);
         root.put("pages_left", List.of(pagesLeft[0], pagesLeft[1]));
         root.put("audit", audit);
         Files.writeString(json, JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
