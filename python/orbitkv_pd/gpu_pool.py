@@ -79,6 +79,8 @@ class GpuKvPool:
     """The engine's KV pages in GPU memory: ``keys[layer]`` and ``values[layer]`` are bf16/fp16 tensors of shape
     ``[num_blocks, block_size_tokens, num_kv_heads, head_dim]`` over memory the worker maps by IPC handle."""
 
+    heads_first = False  # a page is token-major: [block tokens, heads, dim]
+
     def __init__(self, layout: Layout, device: int, torch: Any, dtype: Any) -> None:
         if layout.kv_split != "separate":
             raise ValueError("the GPU pool keeps K and V in separate regions (layout.kv_split=separate)")
@@ -113,3 +115,32 @@ class GpuKvPool:
         for p in self._ptrs:
             self._driver.free(p)
         self._ptrs.clear()
+
+
+class VllmKvCaches:
+    """The KV cache as vLLM's GPU model runner allocates it at the pinned release: per layer one tensor of
+    ``(num_blocks, num_kv_heads, block_size, 2 * head_size)`` (FlashAttention's, K and V packed in the last dimension) from
+    one int8 buffer; ``keys[layer]`` and ``values[layer]`` are its two halves (strided views, head-major pages). What the
+    vLLM connector's ``register_kv_caches`` is given (``tensors``): it maps them by CUDA IPC handle itself, so this pool
+    has no ``spec`` of its own. PyTorch's allocator owns the memory."""
+
+    heads_first = True  # a page is head-major: [heads, block tokens, dim]
+
+    def __init__(self, layout: Layout, device: int, torch: Any, dtype: Any) -> None:
+        self.layout = layout
+        shape = (layout.num_blocks, layout.num_kv_heads, layout.block_size_tokens, 2 * layout.head_dim)
+        elem = 2  # bf16 / fp16
+        nbytes = layout.num_blocks * layout.num_kv_heads * layout.block_size_tokens * 2 * layout.head_dim * elem
+        dev = torch.device("cuda", device)
+        self.tensors: List[Any] = [torch.zeros(nbytes, dtype=torch.int8, device=dev).view(dtype).view(shape)
+                                   for _ in range(layout.num_layers)]
+        d = layout.head_dim
+        self.keys: List[Any] = [t[..., :d] for t in self.tensors]
+        self.values: List[Any] = [t[..., d:] for t in self.tensors]
+        self.spec = None
+        self.bytes = nbytes * layout.num_layers
+
+    def close(self) -> None:
+        self.keys.clear()
+        self.values.clear()
+        self.tensors.clear()

@@ -26,7 +26,11 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import sys
+import threading
+from concurrent.futures import Future
+from types import SimpleNamespace
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -63,9 +67,12 @@ class RealEngineConfig:
     lease_margin_s: float = 3.0
     kv_confirm_s: float = 6.0
     kv_wait_s: float = 30.0
-    # the simulated engine's P/D flow through the vLLM connector (engine.vllm-connector) needs its step model: not here
+    # engine.vllm-connector: the P/D flow through the vLLM connector, called as vLLM calls it (RealStepper), on KV tensors
+    # in vLLM's layout registered by register_kv_caches
     vllm_connector: bool = False
     kv_load_failure_policy: str = "recompute"
+    report_interval_s: float = 0.001
+    recompute_last_token: bool = False
     layer_group: int = 4
     layerwise_min_tokens: int = 2048
     layerwise_skip_prefix: Optional[str] = None
@@ -80,7 +87,8 @@ class RealEngineConfig:
             "engine.model.path", "engine.model.shape", "engine.model.seed", "engine.model.device", "engine.model.dtype",
             "engine.fault.stall-prefill-prefix", "engine.fault.no-heartbeat-prefix", "engine.fault.fail-prefill-prefix", "engine.kv-wait",
             "engine.layerwise.group", "engine.layerwise.min-tokens", "engine.layerwise.skip-prefix", "engine.fault.fail-prefill-midway-prefix",
-            "engine.prefix-cache.enabled", "engine.prefix-cache.seed", "engine.prefix-cache.scope-prefix", "engine.prefix-cache.read-only-prefix")
+            "engine.prefix-cache.enabled", "engine.prefix-cache.seed", "engine.prefix-cache.scope-prefix", "engine.prefix-cache.read-only-prefix",
+            "engine.vllm-connector", "engine.vllm.kv-load-failure-policy", "engine.decode.recompute-last-token")
 
     @classmethod
     def from_properties(cls, p: Dict[str, str]) -> "RealEngineConfig":
@@ -101,6 +109,12 @@ class RealEngineConfig:
         group = int(p.get("engine.layerwise.group", "4"))
         if group < 0:
             raise ValueError(f"engine.layerwise.group: layers per progress report, >= 1, or 0 for none, got {group}")
+        via = _bool(p, "engine.vllm-connector", False)
+        if via and not common["api_path"]:
+            raise ValueError("engine.vllm-connector: needs engine.api.path (the connector joins the engine's transfer worker)")
+        policy = p.get("engine.vllm.kv-load-failure-policy", "recompute").strip().lower()
+        if policy not in ("recompute", "fail"):
+            raise ValueError(f"engine.vllm.kv-load-failure-policy: recompute or fail (vLLM's kv_load_failure_policy), got '{policy}'")
         min_tokens = int(p.get("engine.layerwise.min-tokens", "2048"))
         if min_tokens < 0:
             raise ValueError(f"engine.layerwise.min-tokens: prompt tokens, >= 0, got {min_tokens}")
@@ -111,7 +125,9 @@ class RealEngineConfig:
                    fail_midway_prefix=p.get("engine.fault.fail-prefill-midway-prefix") or None,
                    prefix_cache=_bool(p, "engine.prefix-cache.enabled", False), prefix_cache_seed=p.get("engine.prefix-cache.seed", "orbitkv"),
                    prefix_scope=p.get("engine.prefix-cache.scope-prefix") or None,
-                   prefix_read_only=p.get("engine.prefix-cache.read-only-prefix") or None)
+                   prefix_read_only=p.get("engine.prefix-cache.read-only-prefix") or None,
+                   vllm_connector=via, kv_load_failure_policy=policy,
+                   recompute_last_token=_bool(p, "engine.decode.recompute-last-token", via))
 
 
 def _bool(p: Dict[str, str], key: str, default: bool) -> bool:
@@ -127,7 +143,8 @@ class RealBackend:
     def __init__(self, config: RealEngineConfig) -> None:
         from .real_model import RealModel, RealModelConfig
         self.model = RealModel(RealModelConfig(shape=config.shape, path=config.model_path, seed=config.seed, device=config.device,
-                                               dtype=config.dtype, num_blocks=config.num_blocks))
+                                               dtype=config.dtype, num_blocks=config.num_blocks,
+                                               kv_layout="vllm" if config.vllm_connector else "paged"))
         self.layout: Layout = self.model.layout
         self.step_s = 0.0  # real decode steps take their own time
         self.checks_kv = False  # a real engine never checks received KV (the answers are compared instead)
@@ -136,6 +153,10 @@ class RealBackend:
         self.digest = os.environ.get("ORBITKV_KV_DIGEST", "0") == "1"
         self.config = config
         self.report_to: Optional[Any] = None  # the engine's worker client, set by the engine (layer reports)
+        # engine.vllm-connector: vLLM's engine loop (the connector's calls in its order) and what the call sites set
+        self.stepper: Optional[RealStepper] = RealStepper() if config.vllm_connector else None
+        self.on_filled: Optional[Any] = None
+        self.report_progress = True
         self.block_hash = ("sha256_cbor", config.prefix_cache_seed) if config.prefix_cache else None
         # A layer report made after its CUDA event waits for the GIL while the request thread launches the next layers'
         # kernels: the default switch interval (5 ms) would delay it by up to that much.
@@ -171,12 +192,21 @@ class RealBackend:
         hashes = em.block_hashes(c.prefix_cache_seed, bs, job.tokens)
         return hashes, (len(job.tokens) - 1) // bs, not (c.prefix_read_only and job.rid.startswith(c.prefix_read_only))
 
+    def vllm_kv_caches(self, names: List[str]) -> Dict[str, Any]:
+        """What ``register_kv_caches`` gets (engine.vllm-connector): layer name → the layer's tensor in vLLM's layout."""
+        return dict(zip(names, self.model.pool.tensors))
+
     def prefill(self, job: Job, blocks: List[int], mode: str) -> int:
         """The prompt's KV into ``blocks``. A prefill for another engine reports its layers as they land in the pages
         (``prefill_progress`` every ``engine.layerwise.group`` layers, after the CUDA event of those layers), so the
         worker pushes them while the later layers compute; ``engine.layerwise.skip-prefix`` requests are reported whole
         (a run comparing both ways)."""
         c = self.config
+        fail_after = 0
+        if c.fail_midway_prefix and job.rid.startswith(c.fail_midway_prefix) and mode == "prefill":
+            fail_after = max(1, self.layout.num_layers // 2)
+        if self.stepper is not None:
+            return self._prefill_in_step(job, blocks, mode, fail_after)
         client = self.report_to() if self.report_to is not None and mode == "prefill" and c.layer_group > 0 else None
         on_layers = None
         # Shorter prompts are prefilled whole: their forward pass is bound by the host's kernel launches, which the hooks
@@ -190,9 +220,7 @@ class RealBackend:
                 # prompt tokens [0, n) computed in layers [0, layers); the first report names the pages
                 client.prefill_progress(job.rid, blocks if first_report[0] else None, n, 0, n, layers)
                 first_report[0] = False
-        fail_after = 0
-        if c.fail_midway_prefix and job.rid.startswith(c.fail_midway_prefix) and mode == "prefill":
-            fail_after = max(1, self.layout.num_layers // 2)
+        if fail_after:
             if on_layers is None:
                 on_layers = lambda layers: None  # noqa: E731 — the hooks still run, so the failure comes mid-way
         first = self.model.prefill(job.tokens, blocks, on_layers=on_layers, group=c.layer_group or 4, fail_after=fail_after,
@@ -201,16 +229,100 @@ class RealBackend:
             log.info("kv-digest %s %s %s first=%d", job.rid, mode, self.model.kv_digest(len(job.tokens), blocks), first)
         return first
 
+    def _prefill_in_step(self, job: Job, blocks: List[int], mode: str, fail_after: int) -> int:
+        """Through the vLLM connector: the forward pass in a step of the engine loop, its layers saved
+        (``save_kv_layer``, by the call sites' ``layers_done``) as each is enqueued, as vLLM's attention layers call it."""
+        bs = self.layout.block_size_tokens
+        start = job.cached_blocks * bs
+
+        def run(layer_done: Any) -> int:
+            def enqueued(n: int) -> None:
+                if self.on_filled is not None:
+                    self.on_filled(job.rid, n)  # the layer's pages are written (enqueued: the connector waits for the GPU)
+                layer_done(n)
+            return self.model.prefill(job.tokens, blocks, cached=job.cached_blocks, fail_after=fail_after,
+                                      on_layer_enqueued=enqueued if mode == "prefill" or fail_after else None)
+        assert self.stepper is not None
+        return self.stepper.run_prefill(run, job.rid, start, len(job.tokens) - start)
+
     def tokens(self, job: Job, blocks: List[int], first: Optional[int], max_tokens: int) -> Iterator[int]:
         if self.digest:
             log.info("kv-digest %s decode %s first=%s", job.rid, self.model.kv_digest(len(job.tokens), blocks), first)
-        return self.model.decode(job.tokens, blocks, first, max_tokens)
+        # engine.decode.recompute-last-token (on with the vLLM connector): vLLM's decode recomputes the prompt's last token over
+        # the KV of the others; colocated does the same then, so both answers come from the same arithmetic
+        return self.model.decode(job.tokens, blocks, None if self.config.recompute_last_token else first, max_tokens)
 
     def verify(self, blocks: List[int], tokens: List[int]) -> Optional[str]:
         return None
 
     def close(self) -> None:
+        if self.stepper is not None:
+            self.stepper.close()
         self.model.close()
+
+
+class RealStepper:
+    """vLLM's engine loop for the reference engine through the vLLM connector (the call sites, orbitkv_pd.vllm_sim, take
+    its ``hooks``): one prefill per step — ``begin_step`` (the scheduler's output, the connector's metadata), the forward
+    pass on this thread with each layer saved as it is enqueued, ``end_step`` (``wait_for_save``, ``get_finished``) — and
+    steps without a forward pass whenever the connector has work (a load or a send to finish, a release). Decode steps
+    stay on the requests' threads (this engine does not batch)."""
+
+    def __init__(self, poll_s: float = 0.01) -> None:
+        self.hooks: Any = None
+        self.poll_s = poll_s
+        self._q: "queue.Queue[Any]" = queue.Queue()
+        self._wake = threading.Event()
+        self._closed = False
+        threading.Thread(target=self._run, name="engine-loop", daemon=True).start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def run_prefill(self, compute: Any, rid: str, start: int, tokens: int) -> int:
+        """Runs ``compute(layer_done)`` in a step whose plan prefills ``tokens`` tokens of ``rid`` from ``start``; its result."""
+        done: "Future[int]" = Future()
+        self._q.put((compute, rid, start, tokens, done))
+        self.wake()
+        return done.result()
+
+    def close(self) -> None:
+        self._closed = True
+        self.wake()
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            try:
+                while True:
+                    try:
+                        item = self._q.get_nowait()
+                    except queue.Empty:
+                        item = None
+                    if item is None:
+                        hooks = self.hooks
+                        if hooks is not None and hooks.wants_step():
+                            hooks.begin_step(None)
+                            hooks.end_step(None)
+                        break
+                    self._step(*item)
+            except Exception:  # the loop goes on: a failed step fails its request only
+                log.exception("engine loop step failed")
+
+    def _step(self, compute: Any, rid: str, start: int, tokens: int, done: "Future[int]") -> None:
+        hooks = self.hooks
+        plan = SimpleNamespace(prefills=[SimpleNamespace(id=rid, start=start, tokens=tokens)])
+        if hooks is not None:
+            hooks.begin_step(plan)
+        try:
+            saving = hooks is not None and hooks.saves()
+            done.set_result(compute(hooks.layers_done if saving else (lambda n: None)))
+        except BaseException as e:
+            done.set_exception(e)
+        finally:
+            if hooks is not None:
+                hooks.end_step(plan)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -44,6 +44,7 @@ class RealModelConfig:
     num_blocks: int = 4096
     block_size_tokens: int = 16
     max_positions: int = 131072
+    kv_layout: str = "paged"  # "vllm": vLLM's FlashAttention tensors, registered through the vLLM connector
 
 
 class RealModel:
@@ -102,8 +103,8 @@ class RealModel:
         log.info("model %s on cuda:%d in %.1f s (%d layers, %d KV heads, head dim %d, %.1f GB of weights)", self.name, cfg.device,
                  time.monotonic() - t0, self.layout.num_layers, self.layout.num_kv_heads, head_dim,
                  sum(p.numel() * p.element_size() for p in self.model.parameters()) / 1e9)
-        from .gpu_pool import GpuKvPool
-        self.pool = GpuKvPool(self.layout, cfg.device, torch, dtype)
+        from .gpu_pool import GpuKvPool, VllmKvCaches
+        self.pool = VllmKvCaches(self.layout, cfg.device, torch, dtype) if cfg.kv_layout == "vllm" else GpuKvPool(self.layout, cfg.device, torch, dtype)
         log.info("KV pool: %d blocks x %d regions of %d KiB pages (%.2f GB) in GPU memory", cfg.num_blocks, 2 * self.layout.num_layers,
                  self.layout.page // 1024, self.pool.bytes / 1e9)
 
@@ -127,7 +128,7 @@ class RealModel:
     # ------------------------------------------------------------------------------------------------ compute
 
     def prefill(self, tokens: List[int], blocks: List[int], on_layers: Optional[Callable[[int], None]] = None, group: int = 4,
-                fail_after: int = 0, cached: int = 0) -> int:
+                fail_after: int = 0, cached: int = 0, on_layer_enqueued: Optional[Callable[[int], None]] = None) -> int:
         """Runs the prompt, writes its KV into ``blocks`` (token order) and returns the greedy first token. The pages
         are in device memory when this returns (the worker may copy them from its own context at once).
 
@@ -141,9 +142,12 @@ class RealModel:
         ``cached`` > 0 (the prefix cache): the first ``cached`` pages hold the KV of the prompt's first blocks already;
         only the tokens after them are computed, over that KV (gathered from the pages as decode gathers them), and only
         the pages after them are written. Not the same arithmetic as computing the whole prompt (other shapes): an engine
-        answering the same prompt over the same cached prefix gives the same tokens, one computing it whole may not."""
+        answering the same prompt over the same cached prefix gives the same tokens, one computing it whole may not.
+
+        ``on_layer_enqueued(n)``: called on this thread after each layer's forward and page writes were enqueued, before the
+        GPU ran them (vLLM's ``save_kv_layer`` call site: the vLLM connector waits for the GPU itself)."""
         torch = self.torch
-        layers = self._decoder_layers() if on_layers is not None else None
+        layers = self._decoder_layers() if on_layers is not None or on_layer_enqueued is not None else None
         bs = self.layout.block_size_tokens
         cached = max(0, min(cached, (len(tokens) - 1) // bs, len(blocks)))
         with self.lock, torch.inference_mode():
@@ -174,7 +178,9 @@ class RealModel:
                 def hook(module: Any, args: Any, output: Any) -> None:
                     self._scatter_layer(cache, layer, n, idx, len(blocks), cached)
                     done = layer + 1
-                    if done < total and (done % group == 0):
+                    if on_layer_enqueued is not None:
+                        on_layer_enqueued(done)
+                    if on_layers is not None and done < total and (done % group == 0):
                         ev = torch.cuda.Event()
                         ev.record()
                         reporter.put(ev, done)
@@ -254,7 +260,7 @@ class RealModel:
         with self.lock, torch.inference_mode():
             for layer in range(self.layout.num_layers):
                 for pool in (self.pool.keys[layer], self.pool.values[layer]):
-                    x = pool.index_select(0, idx).reshape(-1, pool.shape[2] * pool.shape[3])[:n].view(torch.int16)
+                    x = self._token_rows(pool, idx).reshape(-1, self.layout.num_kv_heads * self.layout.head_dim)[:n].view(torch.int16)
                     total += int(torch.sum(x, dtype=torch.int64))
                     placed += int(torch.sum(x[:, :8].to(torch.int64) * torch.arange(1, x.shape[0] + 1, device=self.dev).unsqueeze(1)))
         return f"{total & 0xffffffffffff:x}/{placed & 0xffffffffffff:x}"
@@ -275,7 +281,18 @@ class RealModel:
             if m != n - first * bs:
                 pad = x.new_zeros((m - (n - first * bs),) + tuple(x.shape[1:]))
                 x = self.torch.cat([x, pad], 0)
-            pool.index_copy_(0, idx[first:], x.reshape(nb - first, bs, x.shape[1], x.shape[2]))
+            x = x.reshape(nb - first, bs, x.shape[1], x.shape[2])
+            if self.pool.heads_first:  # vLLM's layout: [heads, block tokens, dim] per page, a strided half of the layer's tensor
+                pool.index_put_((idx[first:],), x.permute(0, 2, 1, 3))
+            else:
+                pool.index_copy_(0, idx[first:], x)
+
+    def _token_rows(self, pool: Any, idx: Any) -> Any:
+        """The pages ``idx`` of one layer's K or V, token after token: ``[pages * block tokens, heads, dim]``."""
+        x = pool.index_select(0, idx)  # [blocks, block tokens, heads, dim] (vLLM's layout: [blocks, heads, block tokens, dim])
+        if self.pool.heads_first:
+            x = x.permute(0, 2, 1, 3)
+        return x.reshape(-1, x.shape[2], x.shape[3])
 
     def _gather(self, n: int, blocks: List[int]) -> Any:
         import transformers
@@ -284,8 +301,7 @@ class RealModel:
         for layer in range(self.layout.num_layers):
             kv = []
             for pool in (self.pool.keys[layer], self.pool.values[layer]):
-                x = pool.index_select(0, idx)  # [blocks, block tokens, heads, dim]
-                x = x.reshape(-1, x.shape[2], x.shape[3])[:n]
+                x = self._token_rows(pool, idx)[:n]  # [tokens, heads, dim]
                 kv.append(x.transpose(0, 1).unsqueeze(0).contiguous())  # [1, heads, tokens, dim]
             cache.update(kv[0], kv[1], layer)
         return cache

@@ -120,7 +120,10 @@ class VllmCallSites:
         self.scheduler = OrbitKVPdConnector(vllm_config, "SCHEDULER", kv_cache_config)
         self.worker = OrbitKVPdConnector(vllm_config, "WORKER", kv_cache_config)
         self.layer_names = [self.LAYER.format(i) for i in range(layout.num_layers)]
-        self.kv_caches = {n: SimLayerCache(layout, config.pool_path, i, backend.pool) for i, n in enumerate(self.layer_names)}
+        # a backend with KV tensors in vLLM's layout (the reference engine) hands them over as vLLM's model runner would
+        tensors = getattr(backend, "vllm_kv_caches", None)
+        self.kv_caches = tensors(self.layer_names) if tensors is not None else {
+            n: SimLayerCache(layout, config.pool_path, i, backend.pool) for i, n in enumerate(self.layer_names)}
         self._lock = threading.RLock()  # EngineCore's state: the scheduler connector and the requests
         self._new: List[_Tracked] = []  # admitted, for the next step's schedule
         self._finishing: List[Tuple[_Tracked, str, List[int], Any]] = []  # finished, for the next step's request_finished

@@ -316,9 +316,12 @@ class RealBackendLayerReportsTest(unittest.TestCase):
         def __init__(self) -> None:
             self.calls: list = []
 
-        def prefill(self, tokens, blocks, on_layers=None, group=4, fail_after=0, cached=0):
+        def prefill(self, tokens, blocks, on_layers=None, group=4, fail_after=0, cached=0, on_layer_enqueued=None):
             self.calls.append((group, fail_after, on_layers is not None))
             self.cached = cached
+            if on_layer_enqueued is not None:
+                for k in range(1, 33):
+                    on_layer_enqueued(k)
             if on_layers is not None:
                 for k in range(group, 32, group):
                     on_layers(k)
@@ -340,6 +343,7 @@ class RealBackendLayerReportsTest(unittest.TestCase):
         b.config = RealEngineConfig.from_properties({"engine.id": "p-0", "engine.role": "prefill", "engine.layerwise.min-tokens": "32", **props})
         client = self.Client()
         b.report_to = lambda: client
+        b.stepper, b.on_filled = None, None
         return b, client, lambda rid: Job(rid, None, list(range(40)), None)
 
     def test_layers_are_reported_as_the_model_hands_them_over_the_first_naming_the_pages(self) -> None:
@@ -402,6 +406,47 @@ class RealBackendLayerReportsTest(unittest.TestCase):
         self.assertEqual(2, b.model.cached)  # the model computes after the cached pages
         off, _, _ = self.backend()
         self.assertFalse(off.prefix_pages)
+
+    def test_through_the_vllm_connector_a_prefill_is_a_step_of_the_engine_loop_saving_each_layer_as_enqueued(self) -> None:
+        from orbitkv_pd.real_engine import RealStepper
+        from orbitkv_pd.sim_engine import Job
+        b, client, job = self.backend(**{"engine.vllm-connector": "true", "engine.api.path": "/tmp/x.sock"})
+        self.assertTrue(b.config.recompute_last_token)  # vLLM's decode: the last prompt token recomputed, colocated too
+        calls: list = []
+
+        class Hooks:
+            def wants_step(self) -> bool:
+                return False
+
+            def begin_step(self, plan) -> None:
+                calls.append(("begin", [(c.id, c.start, c.tokens) for c in plan.prefills] if plan else None, threading.current_thread().name))
+
+            def saves(self) -> bool:
+                return True
+
+            def layers_done(self, n: int) -> None:
+                calls.append(("layers", n))
+
+            def end_step(self, plan) -> None:
+                calls.append(("end",))
+
+        filled: list = []
+        b.on_filled = lambda rid, n: filled.append((rid, n))
+        b.stepper = RealStepper()
+        b.stepper.hooks = Hooks()
+        try:
+            j = job("r-1")
+            j.cached_blocks = 1
+            self.assertEqual(7, b.prefill(j, [4, 5, 6], "prefill"))
+        finally:
+            b.stepper.close()
+        self.assertEqual(("begin", [("r-1", 16, 24)], "engine-loop"), calls[0])
+        self.assertEqual([("layers", k) for k in range(1, 33)], calls[1:33])
+        self.assertEqual(("end",), calls[-1])
+        self.assertEqual([("r-1", k) for k in range(1, 33)], filled)
+        self.assertEqual([], client.reports)  # the connector reports, not the engine
+        with self.assertRaisesRegex(ValueError, "engine.vllm-connector: needs engine.api.path"):
+            RealEngineConfig.from_properties({"engine.id": "p-0", "engine.vllm-connector": "true"})
 
     def test_a_skipped_request_is_reported_whole_and_a_midway_fault_fails_half_way(self) -> None:
         b, client, job = self.backend(**{"engine.layerwise.skip-prefix": "whole-", "engine.fault.fail-prefill-midway-prefix": "fail-",
@@ -806,6 +851,9 @@ class PrefixPagesFlowTest(unittest.TestCase):
             self.assertEqual(0, backend.cached[0][1])
             self.assertEqual(len(tokens) // backend.block_tokens, backend.cached[1][1])  # every whole block of the shared part
             self.assertGreater(e.counters["prefix_hit_blocks"], 0)
+            deadline = time.monotonic() + 10  # the request's pages are freed once its answer went out
+            while e.allocator.used and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.assertEqual(0, e.allocator.used)  # freed, still cached
             self.assertGreater(e.allocator.cached_blocks, 0)
         finally:

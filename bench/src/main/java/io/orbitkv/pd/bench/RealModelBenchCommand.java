@@ -83,6 +83,10 @@ public final class RealModelBenchCommand implements Callable<Integer> {
     @Option(names = "--midway-failures", defaultValue = "2", description = "Prefills that fail half-way through a push layer by layer"
             + " (default: ${DEFAULT-VALUE}).")
     int midwayFailures;
+    @Option(names = "--via-vllm-connector", description = "Both engines through the vLLM connector (orbitkv_pd.vllm, vLLM's call order, KV"
+            + " tensors in vLLM's layout registered by register_kv_caches; decode recomputes the prompt's last token as vLLM's does,"
+            + " colocated too); every P/D push layer by layer from save_kv_layer, no prefix pairs.")
+    boolean viaConnector;
     @Option(names = "--device", defaultValue = "0", description = "CUDA device (default: ${DEFAULT-VALUE}).")
     int device;
     @Option(names = "--out", defaultValue = "docs/bench/real-model.md", description = "Markdown result file (default: ${DEFAULT-VALUE}).")
@@ -136,7 +140,11 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         // the prefix cache for the pairs of prompts sharing a prefix only (docs/gpu.md, "The prefix cache"): the other prompts
         // are computed whole as before, and the colocated twin of a pair's second prompt looks up without adding, so both
         // engines answer it over the same cached prefix
-        engine.put("engine.prefix-cache.enabled", "true");
+        engine.put("engine.prefix-cache.enabled", Boolean.toString(!viaConnector));
+        if (viaConnector) {
+            engine.put("engine.vllm-connector", "true");
+            prefixPrompts = 0;
+        }
         engine.put("engine.prefix-cache.scope-prefix", PREFIX);
         engine.put("engine.prefix-cache.read-only-prefix", PREFIX_READ_ONLY);
         PipelineSpec spec = PipelineSpec.defaults().withEngines(1, 1).withPythonEngines(Set.of("prefill-0", "decode-0"))
@@ -166,11 +174,11 @@ public final class RealModelBenchCommand implements Callable<Integer> {
             Random rnd = new Random(7);
             for (int len : lengths) {
                 for (int i = 0; i < warmup; i++) {
-                    run(client, len, prompt(rnd, len), -1 - i, i % 2 == 0);
+                    run(client, len, prompt(rnd, len), -1 - i, viaConnector || i % 2 == 0);
                 }
                 System.out.printf("%d tokens: %d prompts, P/D (layer by layer and whole by turns) then colocated ...%n", len, prompts);
                 for (int i = 0; i < prompts; i++) {
-                    pairs.add(run(client, len, prompt(rnd, len), i, i % 2 == 0));
+                    pairs.add(run(client, len, prompt(rnd, len), i, viaConnector || i % 2 == 0));
                 }
             }
             List<LoadClient.Result[]> prefixRuns = prefixPairs(client, rnd);
@@ -469,7 +477,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
                 ContiguousCopy.Result c = contiguous.get(len);
                 long equal = ps.stream().filter(Pair::equal).count();
                 b.append(String.format(Locale.ROOT, "| %d | %s | %d | %d | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.2f %% | %.1f | %.2f / %.2f | %s | %.3f (%.0f) | %s | %.2f |%n",
-                        len, lw ? "layer by layer (after the prefill)" : "whole", ps.size(), equal, p(pd, 50), p(pd, 99), p(col, 50), p(col, 99),
+                        len, viaConnector ? "through the vLLM connector (after the prefill)" : lw ? "layer by layer (after the prefill)" : "whole", ps.size(), equal, p(pd, 50), p(pd, 99), p(col, 50), p(col, 99),
                         p(exposed, 50), p(exposed, 99), 100 * p(exposed, 50) / p(col, 50), p(compute, 50), p(push, 50), p(push, 99),
                         lw ? "–" : String.format(Locale.ROOT, "%.0f", p(gbps, 50)), c.wallMs(), c.wallGbps(),
                         lw ? "–" : String.format(Locale.ROOT, "%.0f %%", 100 * c.wallMs() / p(push, 50)), p(path, 50)));
@@ -556,7 +564,10 @@ public final class RealModelBenchCommand implements Callable<Integer> {
             Files.createDirectories(md.getParent());
         }
         String gpu = gpuName();
-        Files.writeString(md, "# Real-model run (`./orbitkv-pd bench real-model`)\n\n" + LocalDate.now() + ", " + gpu + ": " + (modelPath != null ? modelPath
+        Files.writeString(md, "# Real-model run (`./orbitkv-pd bench real-model" + (viaConnector ? " --via-vllm-connector" : "") + "`)\n\n"
+                + (viaConnector ? "Both engines through the vLLM connector (`orbitkv_pd.vllm`, vLLM's call order; KV tensors in vLLM's layout"
+                + " registered by `register_kv_caches`; the prompt's last token recomputed by decode, colocated too). " : "")
+                + LocalDate.now() + ", " + gpu + ": " + (modelPath != null ? modelPath
                 : "random-weight Llama-" + shape + " shape (bf16)") + ", prefill and decode engine as two processes on one GPU, their workers in one"
                 + " node process (`cuda` transport), one request at a time, " + maxTokens + " greedy tokens per answer, P/D then colocated for each"
                 + " prompt. TTFT at the client (through the proxy, streamed); exposed handoff = P/D TTFT − colocated TTFT of the same prompt; the"
@@ -568,6 +579,7 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         root.put("gpu", gpu);
         root.put("model", modelPath != null ? modelPath : "random-llama-" + shape);
         root.put("max_tokens", maxTokens);
+        root.put("via_vllm_connector", viaConnector);
         List<Object> rows = new ArrayList<>();
         for (Pair p : pairs) {
             Map<String, Object> m = new LinkedHashMap<>();
