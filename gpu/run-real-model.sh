@@ -22,8 +22,11 @@ case "${1:-}" in
     rm -rf "$rt/jre" && tar -C "$rt" -xJf .device/real/jre.tar.xz && "$rt/jre/bin/java" -version 2>&1 | head -1 || exit 2
     [ "${SKIP_SELFTEST:-0}" = 1 ] && exit 0  # the runtime only (a second stage of the same code within one session)
     step "self-test: pages against transformers' own cache, whole and layer by layer (tiny, then the 8B shape)"
-    (cd python && python3 -m orbitkv_pd.real_model --self-test --shape tiny --lengths 128,1024) 2>&1 | tail -4 | tee "$out/selftest.txt"
-    (cd python && python3 -m orbitkv_pd.real_model --self-test --shape "${SHAPE:-8b}" --lengths "${SELFTEST_LENGTHS:-128,8192}") 2>&1 | tail -6 \
+    (cd python && python3 -m orbitkv_pd.real_model --self-test --shape tiny --lengths 128,1024) 2>&1 | grep -E "tokens:|Error|error" | tee "$out/selftest.txt"
+    # the KV cache as vLLM's tensors (the connector's layout, engine.vllm-connector)
+    (cd python && python3 -m orbitkv_pd.real_model --self-test --shape tiny --lengths 128,1024 --kv-layout vllm) 2>&1 | grep -E "tokens:|Error|error" \
+      | sed 's/^/vllm layout: /' | tee -a "$out/selftest.txt"
+    (cd python && python3 -m orbitkv_pd.real_model --self-test --shape "${SHAPE:-8b}" --lengths "${SELFTEST_LENGTHS:-128,8192}") 2>&1 | grep -E "tokens:|Error|error|model " \
       | tee -a "$out/selftest.txt"
     ;;
   run)

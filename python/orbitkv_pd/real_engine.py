@@ -115,6 +115,10 @@ class RealEngineConfig:
         policy = p.get("engine.vllm.kv-load-failure-policy", "recompute").strip().lower()
         if policy not in ("recompute", "fail"):
             raise ValueError(f"engine.vllm.kv-load-failure-policy: recompute or fail (vLLM's kv_load_failure_policy), got '{policy}'")
+        if via and _bool(p, "engine.prefix-cache.enabled", False):
+            # the connector's scheduler half would have to claim the cached tokens (get_num_new_matched_tokens) so that the
+            # order skips their pages: not built, and a push would overwrite pages other requests share
+            raise ValueError("engine.prefix-cache.enabled: not with engine.vllm-connector (the connector does not announce cached pages)")
         min_tokens = int(p.get("engine.layerwise.min-tokens", "2048"))
         if min_tokens < 0:
             raise ValueError(f"engine.layerwise.min-tokens: prompt tokens, >= 0, got {min_tokens}")
@@ -289,6 +293,12 @@ class RealStepper:
     def close(self) -> None:
         self._closed = True
         self.wake()
+        while True:  # what never ran fails, rather than leave its request waiting
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                return
+            item[-1].set_exception(RuntimeError("the engine closed before the prefill ran"))
 
     def _run(self) -> None:
         while not self._closed:
@@ -313,15 +323,19 @@ class RealStepper:
     def _step(self, compute: Any, rid: str, start: int, tokens: int, done: "Future[int]") -> None:
         hooks = self.hooks
         plan = SimpleNamespace(prefills=[SimpleNamespace(id=rid, start=start, tokens=tokens)])
-        if hooks is not None:
-            hooks.begin_step(plan)
+        began = False
         try:
+            if hooks is not None:
+                hooks.begin_step(plan)
+                began = True
             saving = hooks is not None and hooks.saves()
             done.set_result(compute(hooks.layers_done if saving else (lambda n: None)))
         except BaseException as e:
+            if began and hasattr(hooks, "step_failed"):
+                hooks.step_failed()  # the layers not computed are never saved (nor waited for)
             done.set_exception(e)
         finally:
-            if hooks is not None:
+            if began:
                 hooks.end_step(plan)
 
 

@@ -274,18 +274,22 @@ class RealModel:
         """Layer ``layer``'s K and V of the ``n`` prompt tokens in ``cache`` into the pages ``idx`` (token order), from
         page ``first`` on (the pages before it hold a cached prefix: never written again)."""
         bs = self.layout.block_size_tokens
-        k, v = _layer_kv(cache, layer)
-        for src, pool in ((k, self.pool.keys[layer]), (v, self.pool.values[layer])):
+        parts = []
+        for src in _layer_kv(cache, layer):
             x = src[0].transpose(0, 1)[first * bs:]  # [tokens, heads, dim]
             m = (nb - first) * bs
             if m != n - first * bs:
                 pad = x.new_zeros((m - (n - first * bs),) + tuple(x.shape[1:]))
                 x = self.torch.cat([x, pad], 0)
-            x = x.reshape(nb - first, bs, x.shape[1], x.shape[2])
-            if self.pool.heads_first:  # vLLM's layout: [heads, block tokens, dim] per page, a strided half of the layer's tensor
-                pool.index_put_((idx[first:],), x.permute(0, 2, 1, 3))
-            else:
-                pool.index_copy_(0, idx[first:], x)
+            parts.append(x.reshape(nb - first, bs, x.shape[1], x.shape[2]))
+        if self.pool.heads_first:
+            # vLLM's layout: one contiguous tensor per layer, a page [heads, block tokens, K dim + V dim]; written whole
+            # pages at a time into that tensor (an index_put_ into its strided K or V half would copy and write back the
+            # whole half under deterministic algorithms, racing a push landing in other pages)
+            self.pool.tensors[layer].index_copy_(0, idx[first:], self.torch.cat(parts, -1).permute(0, 2, 1, 3))
+        else:
+            self.pool.keys[layer].index_copy_(0, idx[first:], parts[0])
+            self.pool.values[layer].index_copy_(0, idx[first:], parts[1])
 
     def _token_rows(self, pool: Any, idx: Any) -> Any:
         """The pages ``idx`` of one layer's K or V, token after token: ``[pages * block tokens, heads, dim]``."""
@@ -386,11 +390,13 @@ def _self_test(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--lengths", default="128,1024")
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--blocks", type=int, default=2048)
+    ap.add_argument("--kv-layout", default="paged", choices=["paged", "vllm"],
+                    help="vllm: the KV cache as vLLM's tensors (the connector's layout, engine.vllm-connector)")
     ap.add_argument("--digest", action="store_true", help="print the prefill KV's digest per length (compare across processes)")
     ap.add_argument("--repeat", type=int, default=1, help="decode this many times from the same pages: are the tokens repeatable?")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s %(message)s")
-    m = RealModel(RealModelConfig(shape=args.shape, num_blocks=args.blocks))
+    m = RealModel(RealModelConfig(shape=args.shape, num_blocks=args.blocks, kv_layout=args.kv_layout))
     torch = m.torch
     rnd = random.Random(3)
     bad = 0
@@ -431,7 +437,10 @@ def _self_test(argv: Optional[List[str]] = None) -> int:
         # pages that hold them; twice over the same pages gives the same KV and token (what P/D against colocated needs)
         bs = m.layout.block_size_tokens
         k = (3 * n // 4) // bs
-        if k > 0:
+        if k > 0 and 3 * len(blocks) + 2 * (len(blocks) - k) > len(free):
+            print(f"{n} tokens: the prefix-cache check needs {3 * len(blocks) + 2 * (len(blocks) - k)} blocks, the pool has {len(free)}:"
+                  " skipped (--blocks)", flush=True)
+        elif k > 0:
             other = tokens[:k * bs] + m.tokenize(" ".join(f"v{rnd.randrange(50000)}" for _ in range(n - k * bs)))
             fresh = free[2 * len(blocks):2 * len(blocks) + 2 * (len(blocks) - k)]
             b1 = blocks[:k] + fresh[:len(blocks) - k]

@@ -316,6 +316,12 @@ class VllmCallSites:
         for t in freed:
             self.free(t.owner)
 
+    def step_failed(self) -> None:
+        """The step's forward pass failed (a prefill failing mid-way): the layers it did not compute are neither waited
+        for nor saved at the step's end (the request's end tells the connector the prefill failed)."""
+        self._step_saves = False
+        self._saving_rids = []
+
     def saves(self) -> bool:
         """Whether this step computes a prefill whose KV goes to another engine (its layers are reported)."""
         return self._step_saves

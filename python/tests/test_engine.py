@@ -7,6 +7,7 @@ import tempfile
 import threading
 import time
 import unittest
+from types import SimpleNamespace
 
 from orbitkv_pd import sim_model as sm
 from orbitkv_pd.real_engine import RealEngineConfig
@@ -447,6 +448,25 @@ class RealBackendLayerReportsTest(unittest.TestCase):
         self.assertEqual([], client.reports)  # the connector reports, not the engine
         with self.assertRaisesRegex(ValueError, "engine.vllm-connector: needs engine.api.path"):
             RealEngineConfig.from_properties({"engine.id": "p-0", "engine.vllm-connector": "true"})
+
+    def test_a_step_whose_prefill_fails_tells_the_call_sites_and_still_ends(self) -> None:
+        from orbitkv_pd.real_engine import RealStepper
+        calls: list = []
+        hooks = SimpleNamespace(wants_step=lambda: False, saves=lambda: True, layers_done=lambda n: calls.append(("layers", n)),
+                                begin_step=lambda plan: calls.append("begin"), step_failed=lambda: calls.append("failed"),
+                                end_step=lambda plan: calls.append("end"))
+        stepper = RealStepper()
+        stepper.hooks = hooks
+
+        def compute(layer_done):
+            layer_done(1)
+            raise RuntimeError("the prefill failed after 1 of 2 layers")
+        try:
+            with self.assertRaisesRegex(RuntimeError, "after 1 of 2"):
+                stepper.run_prefill(compute, "r-1", 0, 8)
+        finally:
+            stepper.close()
+        self.assertEqual(["begin", ("layers", 1), "failed", "end"], calls)
 
     def test_a_skipped_request_is_reported_whole_and_a_midway_fault_fails_half_way(self) -> None:
         b, client, job = self.backend(**{"engine.layerwise.skip-prefix": "whole-", "engine.fault.fail-prefill-midway-prefix": "fail-",

@@ -292,3 +292,22 @@ class CallSitesLayerSaveTest(unittest.TestCase):
         self.assertEqual(v.layer_names, [name for name, _ in saved])
         for i, (name, written) in enumerate(saved):
             self.assertGreaterEqual(written, i + 1, f"{name} saved with {written} layers written")
+
+    def test_a_step_whose_forward_pass_failed_saves_no_more_layers_at_its_end(self) -> None:
+        from orbitkv_pd.vllm_sim import VllmCallSites
+        v = VllmCallSites.__new__(VllmCallSites)
+        saved: List[str] = []
+        v.layer_names = [VllmCallSites.LAYER.format(i) for i in range(4)]
+        v.kv_caches = {n: None for n in v.layer_names}
+        v.worker = SimpleNamespace(wait_for_layer_load=lambda name: None, save_kv_layer=lambda name, cache, meta: saved.append(name),
+                                   wait_for_save=lambda: None, get_finished=lambda ids: (set(), set()),
+                                   get_block_ids_with_load_errors=lambda: set(), clear_connector_metadata=lambda: None)
+        v.scheduler = SimpleNamespace(update_connector_output=lambda out: None)
+        v._lock, v._finished_ids, v._kept, v._reqs, v._invalid = threading.RLock(), set(), {}, {}, set()
+        v._fill, v._filled, v._saving_rids, v._saved, v._step_saves = threading.Condition(), {"r-1": 2}, ["r-1"], 0, True
+        v.free, v.steps_without_forward = (lambda owner: None), 0
+        v.layers_done(2)
+        v.step_failed()
+        v.end_step(SimpleNamespace(prefills=[]))  # returns at once: the two layers never written are not waited for
+        self.assertEqual(v.layer_names[:2], saved)
+        self.assertFalse(v.saves())

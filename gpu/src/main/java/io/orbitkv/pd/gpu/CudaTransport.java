@@ -329,6 +329,9 @@ public final class CudaTransport implements KvTransport {
          * for it); each piece checked and counted before the device writes it. Returns the bytes written.
          */
         private long copyFramed(ReceiveSession s, TransferPlan plan, int from, int to, RunTable table) {
+            if (closed) { // on the copy thread: a copy queued behind the engine's close never reaches the closed engine
+                throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
+            }
             checkCancelled("before launch");
             s.beginFrame();
             long written = 0;

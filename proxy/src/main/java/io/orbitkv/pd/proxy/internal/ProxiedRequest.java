@@ -529,6 +529,12 @@ public final class ProxiedRequest {
     }
 
     private void writeAnswer(End how, long now, Marks m) {
+        io.vertx.core.Future<io.orbitkv.pd.events.RoutingDecision> later = pendingRouting;
+        if (later != null && later.succeeded() && later.result() != null) {
+            // read here, not from the field its success handler sets: that handler may still be queued on this context
+            routing = later.result();
+            promptTokens = routing.getPromptTokens();
+        }
         String route = localPrefill ? "local_prefill" : !pd ? "colocated" : prefillFailed ? "recomputed" : "pd";
         admissions.answered(RequestAnswered.newBuilder().setRequestId(requestId).setProxyId(admissions.source()).setRoute(route)
                 .setStatus(status).setEnd(how.name()).setPrefillEngineId(prefill == null ? null : prefill.engineId())
