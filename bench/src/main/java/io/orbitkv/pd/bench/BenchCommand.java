@@ -18,12 +18,13 @@ import picocli.CommandLine.Option;
 @Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks (each prints a table and writes results under docs/bench and bench/results).",
         subcommands = {BenchCommand.Decider.class, TransportBenchCommand.class, E2eBenchCommand.class, LinksBenchCommand.class, ScaleBenchCommand.class, MooncakeBenchCommand.class,
                 EngineApiBenchCommand.class, RealModelBenchCommand.class, KvIndexBenchCommand.class, RoutingBenchCommand.class, KvBurstBenchCommand.class,
-                LayerwiseBenchCommand.class, ProgressSignalBenchCommand.class, KvBridgeBenchCommand.class, VllmConnectorBenchCommand.class})
+                LayerwiseBenchCommand.class, ProgressSignalBenchCommand.class, KvBridgeBenchCommand.class, VllmConnectorBenchCommand.class,
+                CudaHostPathBenchCommand.class})
 public final class BenchCommand implements Runnable {
 
     @Override
     public void run() {
-        System.out.println("usage: orbitkv-pd bench decider|transport|e2e|links|scale|mooncake|engine-api|real-model|kv-index|kv-burst|routing|layerwise|progress-signal|kv-bridge|vllm-connector [--help]");
+        System.out.println("usage: orbitkv-pd bench decider|transport|e2e|links|scale|mooncake|engine-api|real-model|kv-index|kv-burst|routing|layerwise|progress-signal|kv-bridge|vllm-connector|cuda-host-path [--help]");
     }
 
     @Command(name = "decider", mixinStandardHelpOptions = true,

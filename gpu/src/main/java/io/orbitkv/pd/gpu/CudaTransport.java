@@ -69,6 +69,8 @@ public final class CudaTransport implements KvTransport {
     public static final String STAGED = "stg";
     /** Copies the copy engine runs at start so its host path is compiled before the first push (start-up time not measured). */
     private static final int WARM_UP_ROUNDS = 5000;
+    /** Pushes the host path (admission, run table, claims, completion) runs at start, for the same reason: {@link HostPathWarmUp}. */
+    private static final int HOST_WARM_UP_ROUNDS = 12_000;
     /** How long a push layer by layer waits for the engine's next report before checking its reasons to stop. */
     private static final long WAIT_SLICE_MS = 20;
     public static final String LAUNCHED = "lnch";
@@ -139,6 +141,7 @@ public final class CudaTransport implements KvTransport {
                 kernels = CudaKernels.load(device);
                 CudaCopyEngine e = CudaCopyEngine.create(kernels, config.mode(), config.kernel(), config.grid(), config.chunkBytes(), config.maxBatch());
                 e.warmUp(WARM_UP_ROUNDS);
+                HostPathWarmUp.run(HOST_WARM_UP_ROUNDS);
                 extra.put("gpu", device.name());
                 extra.put("uuid", driver.deviceUuid(device.handle()));
                 return new OwningEngine(e, kernels, device);
