@@ -271,8 +271,10 @@ class BlockAllocator:
         with self._lock:
             if owner in self._owners:
                 raise KeyError(owner)
-            if not self._waiting and len(self._free) >= n:
-                return self._take(owner, n)
+            if not self._waiting:
+                blocks = self._try(owner, n, hashes or [])
+                if blocks is not None:
+                    return blocks
             if wait_s <= 0:
                 return None
             ticket = object()
@@ -280,8 +282,10 @@ class BlockAllocator:
             deadline = time.monotonic() + wait_s
             try:
                 while True:
-                    if self._waiting[0] is ticket and len(self._free) >= n:
-                        return self._take(owner, n)
+                    if self._waiting[0] is ticket:
+                        blocks = self._try(owner, n, hashes or [])
+                        if blocks is not None:
+                            return blocks
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return None
@@ -290,18 +294,26 @@ class BlockAllocator:
                 self._waiting.remove(ticket)
                 self._lock.notify_all()  # the next in line may fit now
 
-    def _take(self, owner: str, n: int) -> List[int]:
+    def _try(self, owner: str, n: int, hashes: List[bytes]) -> Optional[List[int]]:
+        """``n`` pages for ``owner`` now (under the lock), or None when fewer are free."""
+        if len(self._free) < n:
+            return None
         blocks = [self._free.pop() for _ in range(n)]
         self._owners[owner] = blocks
         return blocks
 
     def free(self, owner: str) -> List[int]:
         with self._lock:
-            blocks = self._owners.pop(owner, [])
-            self._free.extend(reversed(blocks))
+            blocks = self._release(owner)
             if blocks:
                 self._lock.notify_all()
             return blocks
+
+    def _release(self, owner: str) -> List[int]:
+        """``owner``'s pages back to the free ones (under the lock)."""
+        blocks = self._owners.pop(owner, [])
+        self._free.extend(reversed(blocks))
+        return blocks
 
     def reused(self, owner: str) -> int:
         """How many of ``owner``'s first pages held their KV already (a prefix cache's hit): none here."""
@@ -326,7 +338,6 @@ class BlockAllocator:
             return len(self._owners)
 
 
-
 class PrefixBlockPool(BlockAllocator):
     """Pages with vLLM's prefix caching (its ``BlockPool``): a page keeps the KV of a full prompt block after its
     request freed it, findable by the block's hash, until the page goes to another request — free pages are handed out
@@ -342,36 +353,9 @@ class PrefixBlockPool(BlockAllocator):
         self._block_of: Dict[bytes, int] = {}
         self._reused: Dict[str, int] = {}
 
-    def allocate(self, owner: str, n: int, wait_s: float = 0.0, hashes: Optional[List[bytes]] = None) -> Optional[List[int]]:
-        """``n`` pages for ``owner``, the first ones those caching ``hashes`` (the prompt's leading full blocks, as many as
-        are cached in a row: :meth:`reused` says how many); waits as :meth:`BlockAllocator.allocate` does."""
-        with self._lock:
-            if owner in self._owners:
-                raise KeyError(owner)
-            if not self._waiting:
-                blocks = self._try(owner, n, hashes or [])
-                if blocks is not None:
-                    return blocks
-            if wait_s <= 0:
-                return None
-            ticket = object()
-            self._waiting.append(ticket)
-            deadline = time.monotonic() + wait_s
-            try:
-                while True:
-                    if self._waiting[0] is ticket:
-                        blocks = self._try(owner, n, hashes or [])
-                        if blocks is not None:
-                            return blocks
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return None
-                    self._lock.wait(left)
-            finally:
-                self._waiting.remove(ticket)
-                self._lock.notify_all()
-
     def _try(self, owner: str, n: int, hashes: List[bytes]) -> Optional[List[int]]:
+        """The first pages those caching ``hashes`` (the prompt's leading full blocks, as many as are cached in a row:
+        :meth:`reused` says how many), the rest fresh; None when too few are free."""
         reuse: List[int] = []
         for h in hashes[:n]:
             b = self._block_of.get(h)
@@ -412,13 +396,6 @@ class PrefixBlockPool(BlockAllocator):
                 self._block_of[h] = b
                 self._hash_of[b] = h
 
-    def free(self, owner: str) -> List[int]:
-        with self._lock:
-            blocks = self._release(owner)
-            if blocks:
-                self._lock.notify_all()
-            return blocks
-
     def _release(self, owner: str) -> List[int]:
         blocks = self._owners.pop(owner, [])
         self._reused.pop(owner, None)
@@ -437,6 +414,7 @@ class PrefixBlockPool(BlockAllocator):
     def cached_blocks(self) -> int:
         with self._lock:
             return len(self._block_of)
+
 
 class _ProgressReport:
     """A P/D prefill's ``prefill_progress`` to the worker (as the Java engine's): what the modelled steps say is computed,

@@ -1,31 +1,15 @@
 package io.orbitkv.pd.bench;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.orbitkv.pd.events.BlockRun;
-import io.orbitkv.pd.events.Dtype;
-import io.orbitkv.pd.events.KvSplit;
 import io.orbitkv.pd.gpu.HostPathWarmUp;
-import io.orbitkv.pd.gpu.RunTable;
 import io.orbitkv.pd.harness.Samples;
-import io.orbitkv.pd.kv.BlockRuns;
-import io.orbitkv.pd.kv.KvGeometry;
-import io.orbitkv.pd.kv.KvPool;
-import io.orbitkv.pd.kv.TransferPlan;
-import io.orbitkv.pd.schemas.OrderTokens;
-import io.orbitkv.pd.transport.PushGate;
-import io.orbitkv.pd.transport.PushRequest;
-import io.orbitkv.pd.transport.ReceiveSession;
-import java.lang.foreign.MemorySegment;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.LocalDate;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -108,65 +92,20 @@ public final class CudaHostPathBenchCommand implements Callable<Integer> {
         return Samples.pct(sorted, q);
     }
 
-    /** {@code pushes} pushes on a gate of their own: per step, µs per push. */
+    /** {@code pushes} pushes on a gate of their own (the warm-up's pushes, timed): per step, µs per push. */
     private double[][] measure(String tag) {
-        KvGeometry g = new KvGeometry(32, KvSplit.SEPARATE, 16, 8, 128, Dtype.BF16, 16 * 8 * 128 * 2, 4096);
-        KvPool pool = addresses(g);
-        OrderTokens tokens = new OrderTokens(("bench-cuda-host-path-" + tag).getBytes(StandardCharsets.UTF_8));
-        PushGate gate = new PushGate("decode-0", () -> 7, pool, tokens, 1024, 1024);
-        // the destination in two runs and the source apart from them (one pool of addresses plays both sides)
-        List<BlockRun> dest = List.of(BlockRuns.run(100, blocks / 2), BlockRuns.run(1500, blocks - blocks / 2));
-        TransferPlan plan = TransferPlan.build(g, List.of(BlockRuns.run(3072, blocks)), g, dest);
+        HostPathWarmUp path = new HostPathWarmUp(4096, blocks, tag);
         double[][] out = new double[STEPS.length][pushes];
+        long[] at = new long[4];
         for (int i = 0; i < pushes; i++) {
-            String order = "req-" + tag + "-" + i + "/a1";
-            PushRequest r = new PushRequest("req-" + tag + "-" + i, order, 1, "lease-" + i, 1, "decode-0", 7, dest,
-                    tokens.sign(order, 1, "decode-0", 7, dest), 0, "worker-0");
-            long a = System.nanoTime();
-            ReceiveSession s = gate.open("cuda", r, g);
-            long b = System.nanoTime();
-            RunTable table = RunTable.build(plan, pool, pool, BlockRuns.intervals(dest));
-            s.beginFrame();
-            for (int k = 0; k < plan.spans(); k++) {
-                s.claim(plan.spanRegion(k), plan.spanDestOffset(k), plan.spanLength(k));
+            if (!path.push(i, at)) {
+                throw new IllegalStateException("push " + i + " of the " + tag + " phase did not complete");
             }
-            s.endFrame(table.bytes());
-            long c = System.nanoTime();
-            s.complete();
-            s.close();
-            long d = System.nanoTime();
-            out[0][i] = (b - a) / 1e3;
-            out[1][i] = (c - b) / 1e3;
-            out[2][i] = (d - c) / 1e3;
-            out[3][i] = (d - a) / 1e3;
+            out[0][i] = (at[1] - at[0]) / 1e3;
+            out[1][i] = (at[2] - at[1]) / 1e3;
+            out[2][i] = (at[3] - at[2]) / 1e3;
+            out[3][i] = (at[3] - at[0]) / 1e3;
         }
         return out;
-    }
-
-    private static KvPool addresses(KvGeometry g) {
-        return new KvPool() {
-            @Override
-            public KvGeometry geometry() {
-                return g;
-            }
-
-            @Override
-            public String location() {
-                return "cuda:bench";
-            }
-
-            @Override
-            public long baseAddress(int region) {
-                return 0x7000_0000_0000L + region * g.regionBytes();
-            }
-
-            @Override
-            public Optional<MemorySegment> hostRegion(int region) {
-                return Optional.empty();
-            }
-
-            @Override
-            public void close() { }
-        };
     }
 }

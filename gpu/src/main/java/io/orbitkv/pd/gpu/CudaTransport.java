@@ -414,7 +414,7 @@ public final class CudaTransport implements KvTransport {
                 long landedNanos;
                 try (ReceiveSession s = target.open(NAME, request.withFirstToken(ready.firstToken()), plan.source())) {
                     long admittedUs = Marks.nowMicros();
-                    last = onCopierSteps(() -> {
+                    last = onCopier(() -> {
                         RunTable table = RunTable.build(plan, source, target.pool(), authorized, from, n);
                         long builtUs = Marks.nowMicros();
                         long written = copyFramed(s, plan, from, n, table);
@@ -452,26 +452,16 @@ public final class CudaTransport implements KvTransport {
         }
 
         /** Runs {@code copy} on the copy thread (the device context's) and waits for it; its failure is thrown here. */
-        private long onCopier(Callable<Long> copy) throws InterruptedException {
-            return unwrap(submit(copy));
-        }
-
-        private long[] onCopierSteps(Callable<long[]> copy) throws InterruptedException {
-            return unwrap(submit(copy));
-        }
-
-        private <T> java.util.concurrent.Future<T> submit(Callable<T> copy) {
+        private <T> T onCopier(Callable<T> copy) throws InterruptedException {
             if (closed) {
                 throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
             }
+            java.util.concurrent.Future<T> f;
             try {
-                return copier.submit(copy);
+                f = copier.submit(copy);
             } catch (RejectedExecutionException e) {
                 throw new TransferException(TransferError.INTERNAL, "cuda transport is closed");
             }
-        }
-
-        private <T> T unwrap(java.util.concurrent.Future<T> f) throws InterruptedException {
             try {
                 return f.get();
             } catch (ExecutionException e) {

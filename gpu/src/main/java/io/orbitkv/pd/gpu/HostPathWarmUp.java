@@ -19,20 +19,87 @@ import java.util.Optional;
 /**
  * Runs the host side of a cuda push — the receiver's admission ({@link PushGate#open}: token, epochs, fences), the
  * {@link RunTable}, the claims inside a frame, the completion and the landing's count — on a private gate over a pool that
- * is only addresses, {@code rounds} times, so that the JIT has compiled it before the first real push: a worker pushes a
- * few times a second at most, and interpreted this path cost ~250 µs a push (measured here on the CPU: admission 43 µs,
- * claims 102 µs, completion 172 µs for the first 130 pushes of an 8K-token order, 3 / 43 / 46 µs compiled; on the GPU the
- * run of 2026-12-06 showed 125 µs for the admission alone). Nothing is launched and no real gate is touched.
+ * is only addresses, so that the JIT has compiled it before the first real push ({@link #run}): a worker pushes a few times
+ * a second at most, and the run of 2026-12-06 on the GPU showed 125 µs for the admission alone. The same pushes, timed, are
+ * {@code orbitkv-pd bench cuda-host-path} (docs/bench/cuda-host-path.md: a process's first 130 pushes, p50 376–496 µs
+ * without the warm-up, 9–40 µs after it, three runs). Nothing is launched and no real gate is touched.
  */
 public final class HostPathWarmUp {
 
-    private HostPathWarmUp() { }
+    private final KvGeometry g;
+    private final KvPool pool;
+    private final OrderTokens tokens;
+    private final PushGate gate;
+    private final List<BlockRun> dest;
+    private final TransferPlan plan;
+    private final String tag;
 
-    /** Runs the path {@code rounds} times; returns how many pushes it admitted and completed. */
+    /**
+     * A private gate over an 8B-shaped pool of addresses only (32 layers, K and V apart, 16-token pages) of
+     * {@code poolBlocks} blocks, and pushes of {@code blocks} blocks: the destination in two runs, as a decode engine's pages
+     * often are, the source in one apart from them.
+     */
+    public HostPathWarmUp(int poolBlocks, int blocks, String tag) {
+        if (blocks < 2 || poolBlocks < 2 * blocks + 8) {
+            throw new IllegalArgumentException("pushes of " + blocks + " blocks need a pool of at least " + (2 * blocks + 8) + " blocks");
+        }
+        this.g = new KvGeometry(32, KvSplit.SEPARATE, 16, 8, 128, Dtype.BF16, 16 * 8 * 128 * 2, poolBlocks);
+        this.pool = addresses(g, "cuda:" + tag);
+        this.tokens = new OrderTokens(("orbitkv-host-path-" + tag).getBytes(StandardCharsets.UTF_8));
+        this.gate = new PushGate(tag, () -> 1, pool, tokens, 1024, 1024);
+        this.dest = List.of(BlockRuns.run(1, blocks / 2), BlockRuns.run(8 + blocks / 2, blocks - blocks / 2));
+        this.plan = TransferPlan.build(g, List.of(BlockRuns.run(poolBlocks - blocks, blocks)), g, dest);
+        this.tag = tag;
+    }
+
+    /** Runs the path {@code rounds} times, as the cuda transport does at start; returns how many pushes it completed. */
     public static int run(int rounds) {
-        // an 8B-shaped pool of addresses only: 32 layers, K and V apart, 16-token pages, 256 blocks
-        KvGeometry g = new KvGeometry(32, KvSplit.SEPARATE, 16, 8, 128, Dtype.BF16, 16 * 8 * 128 * 2, 256);
-        KvPool pool = new KvPool() {
+        HostPathWarmUp w = new HostPathWarmUp(256, 64, "warm-up");
+        int done = 0;
+        for (int i = 0; i < rounds; i++) {
+            done += w.push(i, null) ? 1 : 0;
+        }
+        return done;
+    }
+
+    /**
+     * Push {@code i}: admitted, its run table built and every piece claimed inside a frame, completed and closed. With
+     * {@code at} (four longs), the {@link System#nanoTime()} before the admission, after it, after the claims, after the
+     * close. Whether it completed.
+     */
+    public boolean push(int i, long[] at) {
+        String order = tag + "-" + i + "/a1";
+        PushRequest r = new PushRequest(tag + "-" + i, order, 1, "lease/" + tag + "/" + i, 1, tag, 1, dest,
+                tokens.sign(order, 1, tag, 1, dest), 0, tag);
+        long t0 = System.nanoTime();
+        boolean done;
+        long t1;
+        long t2;
+        try (ReceiveSession s = gate.open(CudaTransport.NAME, r, g)) {
+            t1 = System.nanoTime();
+            RunTable table = RunTable.build(plan, pool, pool, BlockRuns.intervals(dest));
+            s.beginFrame();
+            try {
+                for (int k = 0; k < plan.spans(); k++) {
+                    s.claim(plan.spanRegion(k), plan.spanDestOffset(k), plan.spanLength(k));
+                }
+            } finally {
+                s.endFrame(table.bytes());
+            }
+            t2 = System.nanoTime();
+            done = s.complete() == null;
+        }
+        if (at != null) {
+            at[0] = t0;
+            at[1] = t1;
+            at[2] = t2;
+            at[3] = System.nanoTime();
+        }
+        return done;
+    }
+
+    private static KvPool addresses(KvGeometry g, String location) {
+        return new KvPool() {
             @Override
             public KvGeometry geometry() {
                 return g;
@@ -40,7 +107,7 @@ public final class HostPathWarmUp {
 
             @Override
             public String location() {
-                return "cuda:warm-up";
+                return location;
             }
 
             @Override
@@ -56,32 +123,5 @@ public final class HostPathWarmUp {
             @Override
             public void close() { }
         };
-        OrderTokens tokens = new OrderTokens("orbitkv-host-path-warm-up-key".getBytes(StandardCharsets.UTF_8));
-        PushGate gate = new PushGate("warm-up", () -> 1, pool, tokens, 1024, 1024);
-        // two destination runs, as a decode engine's pages often are; the source in one, apart from them
-        List<BlockRun> dest = List.of(BlockRuns.run(10, 24), BlockRuns.run(100, 40));
-        TransferPlan plan = TransferPlan.build(g, List.of(BlockRuns.run(150, 64)), g, dest);
-        BlockRuns.Intervals authorized = BlockRuns.intervals(dest);
-        int done = 0;
-        for (int i = 0; i < rounds; i++) {
-            String order = "warm-up-" + i + "/a1";
-            PushRequest r = new PushRequest("warm-up-" + i, order, 1, "lease/warm-up/" + i, 1, "warm-up", 1, dest,
-                    tokens.sign(order, 1, "warm-up", 1, dest), 0, "warm-up");
-            try (ReceiveSession s = gate.open(CudaTransport.NAME, r, g)) {
-                RunTable table = RunTable.build(plan, pool, pool, authorized);
-                s.beginFrame();
-                try {
-                    for (int k = 0; k < plan.spans(); k++) {
-                        s.claim(plan.spanRegion(k), plan.spanDestOffset(k), plan.spanLength(k));
-                    }
-                } finally {
-                    s.endFrame(table.bytes());
-                }
-                if (s.complete() == null) {
-                    done++;
-                }
-            }
-        }
-        return done;
     }
 }

@@ -46,8 +46,8 @@ public final class SimModel {
      * hashed into the vocabulary. Deterministic, and roughly as many tokens per word as a BPE tokenizer gives.
      */
     public static int[] tokenize(String text) {
-        // On the proxy's request path (it counts and hashes every P/D prompt with this): no boxing, no substrings — a
-        // 32K-word prompt took ~4 ms that way on a 2-core machine, more before the JIT compiled it.
+        // On the proxy's request path (it counts and hashes every P/D prompt with this, and its admission grew with the
+        // prompt: docs/bench/real-model.md): no boxing, no substrings.
         int n = text.length();
         int[] out = new int[n / 4 + 16];
         int k = 0;
