@@ -40,8 +40,10 @@ case "${1:-}" in
       echo "using the jars staged before at $rt/lib"
     fi
     step "bench real-model $*"
+    outarg=(--out "$out/real-model.md")
+    for a in "$@"; do case "$a" in --out|--out=*) outarg=() ;; esac; done  # a run's own --out (e.g. the connector's run)
     "$rt/jre/bin/java" --enable-native-access=ALL-UNNAMED -Xmx2g -Dorbitkv.home="$PWD" -cp "$rt/lib/*" io.orbitkv.pd.cli.Main \
-      bench real-model --out "$out/real-model.md" "$@" 2>&1 | tee "$out/run.log"
+      bench real-model "${outarg[@]}" "$@" 2>&1 | tee "$out/run.log"
     status=${PIPESTATUS[0]}
     for d in /tmp/orbitkv-bench-real-*/logs; do
       [ -d "$d" ] && mkdir -p "$out/logs" && cp "$d"/*.log "$d"/*.json "$out/logs/" 2>/dev/null

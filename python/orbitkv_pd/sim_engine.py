@@ -399,6 +399,7 @@ class PrefixBlockPool(BlockAllocator):
     def _release(self, owner: str) -> List[int]:
         blocks = self._owners.pop(owner, [])
         self._reused.pop(owner, None)
+        uncached: List[int] = []
         for b in blocks:
             left = self._refs.get(b, 1) - 1
             if left > 0:
@@ -407,7 +408,13 @@ class PrefixBlockPool(BlockAllocator):
             self._refs.pop(b, None)
             self._free[b] = None
             if b not in self._hash_of:
-                self._free.move_to_end(b, last=False)  # nothing cached in it: handed out before the pages that cache a block
+                uncached.append(b)
+        # Pages that cache nothing are handed out before those that do, and in the order they were held: moved to the
+        # front one by one in that order, the next request would take them reversed, and a push between two such pools
+        # (ascending pages into descending ones) is one device copy per page and region instead of a few long runs
+        # (on the H100 an 8K prompt's push went from ~0.7 ms to ~5 ms).
+        for b in reversed(uncached):
+            self._free.move_to_end(b, last=False)
         return blocks
 
     @property

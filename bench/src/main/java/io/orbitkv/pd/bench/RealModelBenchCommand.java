@@ -550,10 +550,24 @@ public final class RealModelBenchCommand implements Callable<Integer> {
         try {
             io.orbitkv.pd.gpu.cuda.CudaDriver d = io.orbitkv.pd.gpu.cuda.CudaDriver.load().orElseThrow();
             try (io.orbitkv.pd.gpu.cuda.CudaDevice dev = io.orbitkv.pd.gpu.cuda.CudaDevice.open(d, device)) {
-                return dev.name() + ", driver CUDA " + d.driverVersion() / 1000 + "." + d.driverVersion() % 1000 / 10;
+                return dev.name() + ", driver " + kernelModuleVersion() + "CUDA " + d.driverVersion() / 1000 + "." + d.driverVersion() % 1000 / 10;
             }
         } catch (RuntimeException e) {
             return "GPU not named (" + e.getMessage() + ")";
+        }
+    }
+
+    /**
+     * The NVIDIA driver's release ("580.159.04 ") from its kernel module, which the CUDA driver API does not give (it says
+     * only which CUDA version the driver supports); empty where the file is not there.
+     */
+    private static String kernelModuleVersion() {
+        try {
+            java.util.regex.Matcher m = java.util.regex.Pattern.compile("Kernel Module\\s+(?:for \\S+\\s+)?([0-9][0-9.]+)")
+                    .matcher(Files.readString(Path.of("/proc/driver/nvidia/version")));
+            return m.find() ? m.group(1) + ", " : "";
+        } catch (java.io.IOException | RuntimeException e) {
+            return "";
         }
     }
 
